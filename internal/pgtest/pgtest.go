@@ -1,0 +1,195 @@
+// Package pgtest gives each test its own real Postgres database, migrated to
+// the current schema, and drops it when the test ends.
+//
+// The server comes from TILECTL_TEST_DATABASE_URL (an admin URL whose user
+// may CREATE DATABASE), else postgres://postgres@127.0.0.1:5432/postgres.
+// A test that cannot reach it fails; it never skips.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tilectl/tilectl/migrations"
+)
+
+// DefaultAdminURL is used when TILECTL_TEST_DATABASE_URL is not set.
+const DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// AdminURL is the URL of the server's maintenance database.
+func AdminURL() string {
+	if u := os.Getenv("TILECTL_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultAdminURL
+}
+
+// WithDatabase returns adminURL with its database name replaced.
+func WithDatabase(adminURL, name string) string {
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: bad admin URL: %v", err))
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func connectAdmin(ctx context.Context, t testing.TB) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: cannot reach Postgres (%v). Tests need a real server: run 'make test' "+
+			"(it starts one), or set TILECTL_TEST_DATABASE_URL to an admin URL", err)
+	}
+	return conn
+}
+
+// NewEmptyDatabase creates a database with no schema and returns its URL.
+// It is dropped when the test ends.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, "")
+}
+
+// NewURL creates a database at the current schema and returns its URL.
+func NewURL(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, ensureTemplate(t))
+}
+
+// New creates a database at the current schema and returns a pool on it,
+// closed when the test ends, and its URL.
+func New(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	dbURL := NewURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, dbURL
+}
+
+func newDatabase(t testing.TB, template string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn := connectAdmin(ctx, t)
+	defer conn.Close(ctx)
+
+	name := "tilectl_t_" + randomHex(6)
+	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		stmt += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+		// Copying a template needs it free of other sessions: take turns.
+		lock(ctx, t, conn, template)
+		defer unlock(ctx, conn, template)
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		t.Fatalf("pgtest: %s: %v", stmt, err)
+	}
+	t.Cleanup(func() { dropDatabase(t, name) })
+	return WithDatabase(AdminURL(), name)
+}
+
+func dropDatabase(t testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Errorf("pgtest: drop %s: %v", name, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Errorf("pgtest: drop %s: %v", name, err)
+	}
+}
+
+// ensureTemplate builds, once per schema, a migrated database that test
+// databases are copied from: copying is far faster than migrating.
+func ensureTemplate(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	name := "tilectl_tmpl_" + schemaHash()
+	conn := connectAdmin(ctx, t)
+	defer conn.Close(ctx)
+	lock(ctx, t, conn, name)
+	defer unlock(ctx, conn, name)
+
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		t.Fatalf("pgtest: look up template: %v", err)
+	}
+	if exists {
+		return name
+	}
+	building := name + "_b"
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{building}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Fatalf("pgtest: clear half-built template: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: create template: %v", err)
+	}
+	m, err := migrations.New(WithDatabase(AdminURL(), building))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if err := m.Up(); err != nil {
+		_ = m.Close()
+		t.Fatalf("pgtest: migrate template: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("pgtest: close migrator: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{building}.Sanitize()+" RENAME TO "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: publish template: %v", err)
+	}
+	return name
+}
+
+func lock(ctx context.Context, t testing.TB, conn *pgx.Conn, key string) {
+	t.Helper()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", key); err != nil {
+		t.Fatalf("pgtest: advisory lock: %v", err)
+	}
+}
+
+func unlock(ctx context.Context, conn *pgx.Conn, key string) {
+	_, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtext($1))", key)
+}
+
+// schemaHash names the template after the migration files' contents, so a
+// new migration gets a new template.
+func schemaHash() string {
+	h := sha256.New()
+	names, _ := fs.Glob(migrations.FS, "*.sql")
+	sort.Strings(names)
+	for _, n := range names {
+		b, _ := fs.ReadFile(migrations.FS, n)
+		h.Write([]byte(n))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS tiles;
+DROP TABLE IF EXISTS flights;

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS upload_rejections;
+DROP TABLE IF EXISTS upload_batches;

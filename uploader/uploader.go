@@ -1,0 +1,185 @@
+// Package uploader moves pending tiles from the tile store and the blob cache
+// to a satellite provider that speaks ../shared/provider-api.md.
+//
+// TileUploader is the contract the retry decorator and the upload-pending
+// command consume; HTTPTileUploader is its implementation. An implementation
+// promises: a tile is marked uploaded only when the provider answered it
+// accepted or duplicate; each batch is journaled under one operation ID
+// before its first byte is sent and every resend reuses that ID and body;
+// batches an earlier run left unsettled are settled before new ones form.
+package uploader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// TileUploader uploads the pending tiles of a flight.
+//
+// UploadPendingTiles returns a report and a nil error when every batch got an
+// answer (Outcome success or partial). A run-level failure (flight not on
+// ground, provider unreachable after retries, 401/403, 413, 422 on a key,
+// database down, context cancelled) is returned as a typed error, with a
+// report (Outcome failure) of what was done before it.
+type TileUploader interface {
+	UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error)
+	EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error]
+	ConfirmFlightState(ctx context.Context, flightID string) error
+}
+
+// Request says what to upload and how.
+type Request struct {
+	FlightID string
+	// BatchSize caps tiles per batch; 0 means the provider's max_batch_tiles.
+	BatchSize int
+	// Concurrency is how many batches are in flight at once; 0 means 4.
+	Concurrency int
+	// DryRun reports what would be sent; nothing is sent or changed.
+	DryRun bool
+	// Progress, if set, is told about every settled batch. It must be safe
+	// for concurrent use and must not block.
+	Progress func(BatchProgress)
+}
+
+// BatchProgress is one settled (or failed) batch, for progress displays.
+type BatchProgress struct {
+	OpID     string
+	Tiles    int
+	Bytes    int64
+	Uploaded int
+	Rejected int
+	Replayed bool
+	Latency  time.Duration
+	Resends  int
+}
+
+// Outcome summarises a run.
+type Outcome string
+
+const (
+	// OutcomeSuccess: every tile the run attempted is uploaded.
+	OutcomeSuccess Outcome = "success"
+	// OutcomePartial: every batch was answered but some tiles were rejected
+	// or not clearly answered; they are still pending.
+	OutcomePartial Outcome = "partial"
+	// OutcomeFailure: the run stopped on a run-level error.
+	OutcomeFailure Outcome = "failure"
+)
+
+// TileStatus is what happened to one tile in a run.
+type TileStatus string
+
+const (
+	TileAccepted  TileStatus = "accepted"
+	TileDuplicate TileStatus = "duplicate"
+	TileRejected  TileStatus = "rejected"
+)
+
+// Reasons for rejections that the client decides itself.
+const (
+	ReasonBlobMissing   = "blob_missing"   // the tile's file is gone
+	ReasonBlobCorrupt   = "blob_corrupt"   // size or sha256 differs from the metadata
+	ReasonProtocolError = "protocol_error" // a 200 that did not clearly answer the tile
+)
+
+// PerTileStatus is one tile's result. Reports list rejected tiles only;
+// accepted and duplicate tiles are counted, so a report stays small however
+// many tiles a flight has.
+type PerTileStatus struct {
+	TileID  string     `json:"tile_id"`
+	Status  TileStatus `json:"status"`
+	Reason  string     `json:"reason,omitempty"`
+	Message string     `json:"message,omitempty"`
+	OpID    string     `json:"op_id,omitempty"`
+}
+
+// UploadBatchReport is the result of one UploadPendingTiles call (or, from
+// the decorator, of all its inner calls together).
+type UploadBatchReport struct {
+	FlightID    string          `json:"flight_id"`
+	Outcome     Outcome         `json:"outcome"`
+	Accepted    int             `json:"accepted"`
+	Duplicate   int             `json:"duplicate"`
+	Rejected    int             `json:"rejected"`
+	GivenUp     int             `json:"given_up"`
+	Pending     int             `json:"pending"` // still pending after the run
+	Bytes       int64           `json:"bytes"`
+	Batches     int             `json:"batches"`
+	Resends     int             `json:"resends"`  // transport-level resends
+	Replayed    int             `json:"replayed"` // answers with Idempotent-Replayed
+	Timeouts    int             `json:"timeouts"`
+	RetryCount  int             `json:"retry_count"` // decorator's in-call retries
+	NextRetryAt *time.Time      `json:"next_retry_at,omitempty"`
+	Rejections  []PerTileStatus `json:"rejections,omitempty"`
+	Started     time.Time       `json:"started"`
+	Finished    time.Time       `json:"finished"`
+}
+
+// Uploaded is how many tiles are now safely at the provider.
+func (r UploadBatchReport) Uploaded() int { return r.Accepted + r.Duplicate }
+
+// ErrFlightNotOnGround is matched by FlightStateNotOnGroundError.
+var ErrFlightNotOnGround = errors.New("flight is not on ground")
+
+// FlightStateNotOnGroundError: uploads wait until the aircraft has landed.
+type FlightStateNotOnGroundError struct {
+	FlightID string
+	State    tilestore.FlightState
+}
+
+func (e *FlightStateNotOnGroundError) Error() string {
+	return fmt.Sprintf("flight %s is %s: tiles are uploaded only once it is on_ground "+
+		"(land the aircraft, or re-import with --state on_ground)", e.FlightID, e.State)
+}
+
+func (e *FlightStateNotOnGroundError) Is(target error) bool { return target == ErrFlightNotOnGround }
+
+// ProviderError is a run-ending answer from the provider (401, 403, 404, 413,
+// 422, or a retryable error that outlasted its budget).
+type ProviderError struct {
+	Status  int    // HTTP status, 0 when no answer came
+	Code    string // the error code from the body, or "" when unparsable
+	Message string
+	OpID    string // the batch concerned, if any
+	Err     error  // the transport error when Status is 0
+}
+
+func (e *ProviderError) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("provider unreachable (batch %s): %v", e.OpID, e.Err)
+	}
+	msg := fmt.Sprintf("provider answered %d %s", e.Status, e.Code)
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.OpID != "" {
+		msg += " (batch " + e.OpID + ")"
+	}
+	if hint := statusHint(e.Status, e.Code); hint != "" {
+		msg += "; " + hint
+	}
+	return msg
+}
+
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+func statusHint(status int, code string) string {
+	switch {
+	case status == 401:
+		return "check TILECTL_PROVIDER_TOKEN"
+	case status == 403:
+		return "the token has no rights to this flight"
+	case status == 413:
+		return "lower --batch-size"
+	case code == "IDEMPOTENCY_EXPIRED":
+		return "the batch's key is past the provider's retention; see docs/operations.md"
+	case code == "IDEMPOTENCY_CONFLICT":
+		return "the provider holds this key for a different body; see docs/operations.md"
+	}
+	return ""
+}
