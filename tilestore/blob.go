@@ -1,0 +1,166 @@
+package tilestore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrPathEscapesRoot is returned when a blob path would lead outside the
+// cache root: absolute, climbing with "..", or through a symlink that
+// points outside.
+var ErrPathEscapesRoot = errors.New("path escapes the blob cache root")
+
+// BlobStore keeps tile bytes as files under one root directory. Every path
+// it is given is relative to the root and is refused if it would resolve
+// outside it, so a tile ID or blob path from a crafted import cannot read or
+// write anywhere else.
+type BlobStore struct {
+	root string // absolute, symlinks resolved
+}
+
+// NewBlobStore uses root as the cache, creating it (mode 0700) if needed.
+func NewBlobStore(root string) (*BlobStore, error) {
+	if root == "" {
+		return nil, errors.New("blob store: root is empty")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("blob store root %s: %w", root, err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("create blob store root %s: %w", abs, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("blob store root %s: %w", abs, err)
+	}
+	return &BlobStore{root: real}, nil
+}
+
+// Root is the cache's absolute root, symlinks resolved.
+func (b *BlobStore) Root() string { return b.root }
+
+// Resolve turns a slash-separated path relative to the root into an
+// absolute one, with every symlink in its existing part resolved. It
+// returns an error matching ErrPathEscapesRoot if the result is not inside
+// the root.
+func (b *BlobStore) Resolve(rel string) (string, error) {
+	escape := func(why string) error {
+		return fmt.Errorf("blob path %q %s: %w", clip(rel), why, ErrPathEscapesRoot)
+	}
+	switch {
+	case rel == "":
+		return "", fmt.Errorf("blob path is empty")
+	case strings.ContainsRune(rel, 0):
+		return "", escape("contains NUL")
+	case strings.HasPrefix(rel, "/") || strings.HasPrefix(rel, `\`) || filepath.IsAbs(rel):
+		return "", escape("is absolute")
+	}
+	local := filepath.FromSlash(rel)
+	if !filepath.IsLocal(local) {
+		return "", escape("climbs out with ..")
+	}
+	full := filepath.Join(b.root, local)
+	// Resolve symlinks in the longest prefix that exists; the rest will be
+	// created as plain directories and files under it.
+	existing, rest := full, ""
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("resolve blob path %q: %w", clip(rel), err)
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = filepath.Dir(existing)
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", escape("goes through a dangling symlink")
+		}
+		return "", fmt.Errorf("resolve blob path %q: %w", clip(rel), err)
+	}
+	if !within(b.root, real) {
+		return "", escape("goes through a symlink that leaves the root")
+	}
+	return filepath.Join(real, rest), nil
+}
+
+func within(root, p string) bool {
+	r, err := filepath.Rel(root, p)
+	return err == nil && (r == "." || filepath.IsLocal(r))
+}
+
+// Open opens the blob at rel for reading.
+func (b *BlobStore) Open(rel string) (*os.File, error) {
+	p, err := b.Resolve(rel)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open blob %s: %w", rel, err)
+	}
+	return f, nil
+}
+
+// Put writes r to rel atomically: to a temporary file in the same
+// directory, fsynced, then renamed over rel, so a reader never sees half a
+// blob and a crash leaves the old one or the new one. Files are 0600 and
+// created directories 0700. It returns the size and SHA-256 written.
+func (b *BlobStore) Put(rel string, r io.Reader) (size int64, sha256hex string, err error) {
+	p, err := b.Resolve(rel)
+	if err != nil {
+		return 0, "", err
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, "", fmt.Errorf("put blob %s: %w", rel, err)
+	}
+	// A symlink could have appeared while the directories were made.
+	if again, err := b.Resolve(rel); err != nil || again != p {
+		if err == nil {
+			err = fmt.Errorf("blob path %q changed while it was being created: %w", clip(rel), ErrPathEscapesRoot)
+		}
+		return 0, "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".put-*")
+	if err != nil {
+		return 0, "", fmt.Errorf("put blob %s: %w", rel, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err = tmp.Chmod(0o600); err != nil {
+		return 0, "", fmt.Errorf("put blob %s: %w", rel, err)
+	}
+	h := sha256.New()
+	if size, err = io.Copy(tmp, io.TeeReader(r, h)); err != nil {
+		return 0, "", fmt.Errorf("put blob %s: write: %w", rel, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return 0, "", fmt.Errorf("put blob %s: sync: %w", rel, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return 0, "", fmt.Errorf("put blob %s: close: %w", rel, err)
+	}
+	if err = os.Rename(tmp.Name(), p); err != nil {
+		return 0, "", fmt.Errorf("put blob %s: rename: %w", rel, err)
+	}
+	// The rename is durable only once its directory is synced.
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return size, hex.EncodeToString(h.Sum(nil)), nil
+}

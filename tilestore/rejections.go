@@ -1,0 +1,107 @@
+package tilestore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// countRejectionsSQL does all of CountRejections' writes in one statement.
+// unc locks the flight's uncounted rejections and their tiles in tile_id
+// order, so a concurrent count waits and then finds nothing left to count;
+// per sums them per tile and picks the newest one's reason; mark sets
+// counted_at; upd adds the counts and moves uploadable tiles that reached
+// the budget ($2) to upload_giveup. old_status is read under the lock, so
+// "gave up now" is exact: the status changed in this statement.
+const countRejectionsSQL = `
+WITH unc AS (
+    SELECT r.op_id, r.tile_id, r.reason, r.message, r.rejected_at, t.voting_status AS old_status
+      FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
+     WHERE r.counted_at IS NULL AND t.flight_id = $1
+     ORDER BY r.tile_id, r.op_id
+       FOR UPDATE OF r, t
+), per AS (
+    SELECT tile_id, count(*)::int AS n,
+           (array_agg(reason ORDER BY rejected_at DESC, op_id DESC))[1] AS reason,
+           (array_agg(message ORDER BY rejected_at DESC, op_id DESC))[1] AS message,
+           max(rejected_at) AS rejected_at,
+           min(old_status) AS old_status
+      FROM unc GROUP BY tile_id
+), mark AS (
+    UPDATE upload_rejections r SET counted_at = now()
+      FROM unc WHERE r.op_id = unc.op_id AND r.tile_id = unc.tile_id
+), upd AS (
+    UPDATE tiles t
+       SET upload_attempts = t.upload_attempts + per.n,
+           last_rejection_reason = per.reason,
+           last_rejection_message = per.message,
+           last_rejected_at = per.rejected_at,
+           voting_status = CASE WHEN t.upload_attempts + per.n >= $2 AND t.voting_status IN ('pending', 'trusted')
+                                THEN 'upload_giveup' ELSE t.voting_status END,
+           gave_up_at = CASE WHEN t.upload_attempts + per.n >= $2 AND t.voting_status IN ('pending', 'trusted')
+                             THEN now() ELSE t.gave_up_at END
+      FROM per WHERE t.tile_id = per.tile_id
+    RETURNING t.tile_id, t.flight_id, t.upload_attempts, per.n,
+              t.voting_status = 'upload_giveup' AND per.old_status IN ('pending', 'trusted') AS gave_up,
+              coalesce(t.last_rejection_reason, '') AS reason, coalesce(t.last_rejection_message, '') AS message,
+              t.gave_up_at
+)
+SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up_at FROM upd ORDER BY tile_id`
+
+// CountRejections adds the flight's uncounted rejections to their tiles'
+// upload_attempts, exactly once each, and moves uploadable tiles whose
+// attempts reach maxAttempts to upload_giveup, all in one transaction.
+//
+// If any tile gave up and beforeCommit is not nil, it is called inside the
+// transaction, before commit, with the give-ups (tile_id order); if it
+// returns an error everything is rolled back (attempts unchanged,
+// rejections still uncounted) and the error is returned. A later call then
+// recounts the same rejections and reaches the same give-ups, so a hook
+// that writes an idempotent record per give-up writes it exactly once.
+func (s *Store) CountRejections(ctx context.Context, flightID string, maxAttempts int,
+	beforeCommit func(ctx context.Context, gaveUp []GiveUp) error) (CountResult, error) {
+	if err := ValidateFlightID(flightID); err != nil {
+		return CountResult{}, err
+	}
+	if maxAttempts < 1 {
+		return CountResult{}, fmt.Errorf("count rejections of flight %s: max attempts must be at least 1, got %d", flightID, maxAttempts)
+	}
+	var res CountResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = CountResult{Attempts: map[string]int{}}
+		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts)
+		if err != nil {
+			return err
+		}
+		var g GiveUp
+		var n int
+		var gaveUp bool
+		var gaveUpAt *time.Time
+		_, err = pgx.ForEachRow(rows, []any{&g.TileID, &g.FlightID, &g.Attempts, &n, &gaveUp, &g.LastReason, &g.LastMessage, &gaveUpAt}, func() error {
+			res.Counted += n
+			res.Attempts[g.TileID] = g.Attempts
+			if gaveUp {
+				if gaveUpAt != nil {
+					g.GaveUpAt = *gaveUpAt
+				}
+				res.GaveUp = append(res.GaveUp, g)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(res.GaveUp) > 0 && beforeCommit != nil {
+			if err := beforeCommit(ctx, res.GaveUp); err != nil {
+				return fmt.Errorf("before commit (nothing was counted): %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return CountResult{}, fmt.Errorf("count rejections of flight %s: %w", flightID, err)
+	}
+	return res, nil
+}

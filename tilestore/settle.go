@@ -1,0 +1,163 @@
+package tilestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func validateRejection(r Rejection) error {
+	if r.OpID == "" {
+		return fmt.Errorf("rejection of tile %s has no operation ID", r.TileID)
+	}
+	if err := ValidateTileID(r.TileID); err != nil {
+		return err
+	}
+	if r.Reason == "" {
+		return fmt.Errorf("rejection of tile %s in %s has no reason", r.TileID, r.OpID)
+	}
+	return nil
+}
+
+// SettleBatch applies a batch's answer in one transaction: its Uploaded
+// tiles become uploaded, its Rejections are recorded (a rejection already
+// recorded is ignored), and the batch becomes settled with its HTTP status.
+// Settling a settled batch is a no-op, so a crash between the answer and
+// the commit is repaired by settling again. A settlement that names tiles
+// outside the batch changes nothing and returns a *NonMemberError; one for
+// a failed batch returns ErrBatchNotOpen; an unknown batch ErrBatchNotFound.
+func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
+	if st.OpID == "" {
+		return errors.New("settle batch: operation ID is empty")
+	}
+	if err := validateTileIDs(st.Uploaded); err != nil {
+		return fmt.Errorf("settle batch %s: %w", st.OpID, err)
+	}
+	rejIDs := make([]string, len(st.Rejections))
+	reasons := make([]string, len(st.Rejections))
+	messages := make([]string, len(st.Rejections))
+	for i, r := range st.Rejections {
+		if r.OpID == "" {
+			r.OpID = st.OpID
+		}
+		if r.OpID != st.OpID {
+			return fmt.Errorf("settle batch %s: rejection of tile %s belongs to operation %s", st.OpID, r.TileID, r.OpID)
+		}
+		if err := validateRejection(r); err != nil {
+			return fmt.Errorf("settle batch %s: %w", st.OpID, err)
+		}
+		rejIDs[i], reasons[i], messages[i] = r.TileID, r.Reason, r.Message
+	}
+
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var state string
+		var members []string
+		err := tx.QueryRow(ctx, `SELECT state, tile_ids FROM upload_batches WHERE op_id = $1 FOR UPDATE`,
+			st.OpID).Scan(&state, &members)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrBatchNotFound
+		}
+		if err != nil {
+			return err
+		}
+		switch state {
+		case "settled":
+			return nil
+		case "failed":
+			return fmt.Errorf("it failed earlier: %w", ErrBatchNotOpen)
+		}
+		if err := checkMembers(st.OpID, members, st.Uploaded, rejIDs); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tiles SET voting_status = 'uploaded', uploaded_at = coalesce(uploaded_at, now())
+			WHERE tile_id = ANY($1) AND voting_status <> 'uploaded'`, st.Uploaded); err != nil {
+			return fmt.Errorf("mark uploaded: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO upload_rejections (op_id, tile_id, reason, message)
+			SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
+			  FROM unnest($2::text[], $3::text[], $4::text[]) AS u(tile_id, reason, message)
+			ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages); err != nil {
+			return fmt.Errorf("record rejections: %w", err)
+		}
+		_, err = tx.Exec(ctx, `UPDATE upload_batches
+			SET state = 'settled', settled_at = now(), http_status = nullif($2, 0), detail = nullif($3, '')
+			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("settle batch %s: %w", st.OpID, err)
+	}
+	return nil
+}
+
+// checkMembers refuses a settlement that names a tile outside the batch, or
+// names one tile as both uploaded and rejected.
+func checkMembers(opID string, members, uploaded, rejected []string) error {
+	in := make(map[string]bool, len(members))
+	for _, m := range members {
+		in[m] = true
+	}
+	var outside []string
+	up := make(map[string]bool, len(uploaded))
+	for _, id := range uploaded {
+		up[id] = true
+		if !in[id] {
+			outside = append(outside, id)
+		}
+	}
+	for _, id := range rejected {
+		if up[id] {
+			return fmt.Errorf("tile %s is both uploaded and rejected in one answer", id)
+		}
+		if !in[id] {
+			outside = append(outside, id)
+		}
+	}
+	if len(outside) > 0 {
+		sort.Strings(outside)
+		return &NonMemberError{OpID: opID, IDs: outside}
+	}
+	return nil
+}
+
+// RecordRejections records rejections the client decided itself (a blob
+// missing or corrupt), to be counted like the provider's. Recording the
+// same (OpID, TileID) again is a no-op. An unknown tile changes nothing and
+// returns an *UnknownTilesError.
+func (s *Store) RecordRejections(ctx context.Context, rs []Rejection) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	ops := make([]string, len(rs))
+	ids := make([]string, len(rs))
+	reasons := make([]string, len(rs))
+	messages := make([]string, len(rs))
+	for i, r := range rs {
+		if err := validateRejection(r); err != nil {
+			return fmt.Errorf("record rejections: %w", err)
+		}
+		ops[i], ids[i], reasons[i], messages[i] = r.OpID, r.TileID, r.Reason, r.Message
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var unknown []string
+		if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT u.id), '{}') FROM unnest($1::text[]) AS u(id)
+			WHERE NOT EXISTS (SELECT 1 FROM tiles t WHERE t.tile_id = u.id)`, ids).Scan(&unknown); err != nil {
+			return err
+		}
+		if len(unknown) > 0 {
+			return &UnknownTilesError{IDs: unknown}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO upload_rejections (op_id, tile_id, reason, message)
+			SELECT u.op_id, u.tile_id, u.reason, nullif(u.message, '')
+			  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(op_id, tile_id, reason, message)
+			ON CONFLICT (op_id, tile_id) DO NOTHING`, ops, ids, reasons, messages)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record %d rejections: %w", len(rs), err)
+	}
+	return nil
+}

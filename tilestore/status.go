@@ -1,0 +1,89 @@
+package tilestore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// FlightCounts returns, per flight, how many tiles are in each status
+// (every status present, zero when none), ordered by flight ID. flightID ""
+// means every flight; an unknown flight is ErrFlightNotFound.
+func (s *Store) FlightCounts(ctx context.Context, flightID string) ([]FlightCounts, error) {
+	if flightID != "" {
+		if err := ValidateFlightID(flightID); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT f.flight_id, f.state, t.voting_status, count(t.tile_id)
+  FROM flights f LEFT JOIN tiles t ON t.flight_id = f.flight_id
+ WHERE $1 = '' OR f.flight_id = $1
+ GROUP BY f.flight_id, f.state, t.voting_status
+ ORDER BY f.flight_id`, flightID)
+	if err != nil {
+		return nil, fmt.Errorf("count tiles of flight %q: %w", flightID, err)
+	}
+	var out []FlightCounts
+	var id, state string
+	var status *string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &status, &n}, func() error {
+		if len(out) == 0 || out[len(out)-1].FlightID != id {
+			out = append(out, FlightCounts{FlightID: id, State: FlightState(state), ByStatus: map[VotingStatus]int64{
+				StatusPending: 0, StatusTrusted: 0, StatusRejected: 0, StatusUploaded: 0, StatusUploadGiveup: 0,
+			}})
+		}
+		if status != nil {
+			out[len(out)-1].ByStatus[VotingStatus(*status)] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count tiles of flight %q: %w", flightID, err)
+	}
+	if flightID != "" && len(out) == 0 {
+		return nil, fmt.Errorf("count tiles of flight %s: %w", flightID, ErrFlightNotFound)
+	}
+	return out, nil
+}
+
+// GiveUps lists tiles that ran out of upload attempts, newest first (then by
+// tile ID), at most limit of them (limit <= 0: all). flightID "" means every
+// flight.
+func (s *Store) GiveUps(ctx context.Context, flightID string, limit int) ([]GiveUp, error) {
+	if flightID != "" {
+		if err := ValidateFlightID(flightID); err != nil {
+			return nil, err
+		}
+	}
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT tile_id, flight_id, upload_attempts, coalesce(last_rejection_reason, ''),
+       coalesce(last_rejection_message, ''), gave_up_at
+  FROM tiles
+ WHERE voting_status = 'upload_giveup' AND ($1 = '' OR flight_id = $1)
+ ORDER BY gave_up_at DESC NULLS LAST, tile_id
+ LIMIT $2`, flightID, lim)
+	if err != nil {
+		return nil, fmt.Errorf("list give-ups of flight %q: %w", flightID, err)
+	}
+	gs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (GiveUp, error) {
+		var g GiveUp
+		var at *time.Time
+		err := r.Scan(&g.TileID, &g.FlightID, &g.Attempts, &g.LastReason, &g.LastMessage, &at)
+		if at != nil {
+			g.GaveUpAt = *at
+		}
+		return g, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list give-ups of flight %q: %w", flightID, err)
+	}
+	return gs, nil
+}

@@ -1,0 +1,150 @@
+package tilestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is the Postgres tile metadata store. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore wraps an existing pool. The caller keeps ownership of the pool:
+// Close on this Store closes it.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Pool returns the underlying pool, for advisory locks and migrations.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// ConnectProblem says why Open could not use the database.
+type ConnectProblem string
+
+const (
+	ProblemUnreachable   ConnectProblem = "unreachable"  // no server answered
+	ProblemCredentials   ConnectProblem = "credentials"  // 28P01 / 28000
+	ProblemNoDatabase    ConnectProblem = "no_database"  // 3D000
+	ProblemBadURL        ConnectProblem = "bad_url"      // the URL did not parse
+	ProblemServerRefused ConnectProblem = "server_error" // any other server error
+)
+
+// ConnectError is what Open returns when it cannot use the database. Its
+// message names the host, port, user and database but never the password.
+type ConnectError struct {
+	Problem  ConnectProblem
+	Host     string
+	Port     uint16
+	User     string
+	Database string
+	Err      error // already stripped of the password
+}
+
+func (e *ConnectError) Error() string {
+	addr := net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+	switch e.Problem {
+	case ProblemUnreachable:
+		return fmt.Sprintf("cannot reach Postgres at %s: %v (is it running? check TILECTL_DATABASE_URL)", addr, e.Err)
+	case ProblemCredentials:
+		return fmt.Sprintf("Postgres rejected the credentials for user %q at %s (check the user and password in TILECTL_DATABASE_URL)", e.User, addr)
+	case ProblemNoDatabase:
+		return fmt.Sprintf("database %q does not exist on the Postgres server at %s (create it, or fix the database name in TILECTL_DATABASE_URL)", e.Database, addr)
+	case ProblemBadURL:
+		return fmt.Sprintf("invalid database URL: %v (expected postgres://user@host:port/dbname in TILECTL_DATABASE_URL)", e.Err)
+	default:
+		return fmt.Sprintf("connect to Postgres at %s as %q, database %q: %v", addr, e.User, e.Database, e.Err)
+	}
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// Open connects to databaseURL and checks the connection with a ping, so a
+// wrong host, password or database name is reported here, clearly, rather
+// than by the first query.
+func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	pw := passwordOf(databaseURL)
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, &ConnectError{Problem: ProblemBadURL, Err: redactErr(err, pw)}
+	}
+	cc := cfg.ConnConfig
+	base := ConnectError{Host: cc.Host, Port: cc.Port, User: cc.User, Database: cc.Database}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		base.Problem, base.Err = ProblemBadURL, redactErr(err, pw)
+		return nil, &base
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		base.Problem, base.Err = classifyConnectErr(err), redactErr(err, pw)
+		if base.Problem == ProblemUnreachable {
+			base.Err = redactErr(innermost(err), pw)
+		}
+		return nil, &base
+	}
+	return NewStore(pool), nil
+}
+
+func classifyConnectErr(err error) ConnectProblem {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01", "28000":
+			return ProblemCredentials
+		case "3D000":
+			return ProblemNoDatabase
+		}
+		return ProblemServerRefused
+	}
+	return ProblemUnreachable
+}
+
+// innermost drops pgconn's "failed to connect to `user=... database=...`"
+// prefix, which the ConnectError message already says in its own words.
+func innermost(err error) error {
+	var ne *net.OpError
+	if errors.As(err, &ne) {
+		return ne
+	}
+	return err
+}
+
+func passwordOf(databaseURL string) string {
+	if u, err := url.Parse(databaseURL); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			return pw
+		}
+	}
+	// key=value form: password=...
+	for _, f := range strings.Fields(databaseURL) {
+		if v, ok := strings.CutPrefix(f, "password="); ok {
+			return strings.Trim(v, "'")
+		}
+	}
+	return ""
+}
+
+// redactErr keeps a password out of an error message. The returned error
+// loses the chain only when it had to rewrite the text.
+func redactErr(err error, pw string) error {
+	if err == nil || pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+}
+
+// inTx runs fn in a transaction, committing when fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
