@@ -1,0 +1,147 @@
+// Package config is tilectl's one configuration struct and the rules that
+// fill it: built-in defaults, then a YAML file (--config or TILECTL_CONFIG),
+// then TILECTL_* environment variables, then command-line flags (applied by
+// the command layer, only for flags the user set).
+//
+// It promises: every field has a documented default; an unknown YAML key or
+// a malformed value is an error that names the file, the key and the line;
+// Validate names the bad field, its value and what is allowed; and the
+// provider token is never printed, logged or echoed in an error.
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is the whole of tilectl's configuration. The yaml tag is the key in
+// the config file; the environment variable is TILECTL_ followed by the
+// upper-cased key path joined by "_" (upload.concurrency ->
+// TILECTL_UPLOAD_CONCURRENCY). See EnvVars for the full list.
+type Config struct {
+	// DatabaseURL is the PostgreSQL URL holding tile metadata.
+	// Default: postgres://postgres@127.0.0.1:5432/tilectl?sslmode=disable.
+	DatabaseURL string `yaml:"database_url"`
+	// CacheDir holds the tile blobs (the blob cache). Default:
+	// $XDG_CACHE_HOME/tilectl, or ~/.cache/tilectl when XDG_CACHE_HOME is unset.
+	CacheDir string `yaml:"cache_dir"`
+	// ProviderURL is the satellite provider's base URL.
+	// Default: http://127.0.0.1:8765.
+	ProviderURL string `yaml:"provider_url"`
+	// ProviderToken is the bearer token sent to the provider. Default: unset.
+	// It is redacted in every printed, logged or marshalled form.
+	ProviderToken Secret `yaml:"provider_token"`
+	// FDRPath is the flight data recorder's ring file.
+	// Default: <CacheDir>/fdr.ring (filled in by Complete).
+	FDRPath string `yaml:"fdr_path"`
+	// FDRCapacityBytes is the ring file's size. Default: 4194304 (4 MiB).
+	FDRCapacityBytes int64 `yaml:"fdr_capacity_bytes"`
+	// LogLevel is one of trace, debug, info, warn, error. Default: info.
+	LogLevel string `yaml:"log_level"`
+	// LogFormat is auto (console on a terminal, JSON otherwise), console or
+	// json. Default: auto.
+	LogFormat string `yaml:"log_format"`
+	// Upload tunes upload-pending.
+	Upload Upload `yaml:"upload"`
+	// Retry tunes the idempotent retry decorator.
+	Retry Retry `yaml:"retry"`
+}
+
+// Upload tunes the HTTP uploader.
+type Upload struct {
+	// Concurrency is how many batches are in flight at once (1..64). Default: 4.
+	Concurrency int `yaml:"concurrency"`
+	// BatchSize caps tiles per batch; 0 means the provider's max_batch_tiles.
+	// Default: 0.
+	BatchSize int `yaml:"batch_size"`
+	// Deadline bounds a whole upload-pending run. Default: 30m.
+	Deadline time.Duration `yaml:"deadline"`
+	// InsecureSkipVerify disables TLS certificate checks (testing only).
+	// Default: false.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// DisableRetryDecorator runs the bare uploader, without the idempotent
+	// retry decorator (diagnostics only). Default: false.
+	DisableRetryDecorator bool `yaml:"disable_retry_decorator"`
+	// RequestTimeout bounds one HTTP request. Default: 60s.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+}
+
+// Retry tunes the retry decorator.
+type Retry struct {
+	// MaxInCallRetries is how many more times one upload-pending run calls
+	// the inner uploader while tiles remain pending. Default: 3.
+	MaxInCallRetries int `yaml:"max_in_call_retries"`
+	// MaxPerTileAttempts is the rejections a tile may collect before it is
+	// given up (upload_giveup). Default: 5.
+	MaxPerTileAttempts int `yaml:"max_per_tile_attempts"`
+	// BackoffBase is the first wait between inner calls. Default: 2s.
+	BackoffBase time.Duration `yaml:"backoff_base"`
+	// BackoffCap is the longest wait between inner calls. Default: 60s.
+	BackoffCap time.Duration `yaml:"backoff_cap"`
+	// Jitter is none, full or equal. Default: none.
+	Jitter string `yaml:"jitter"`
+}
+
+// Defaults that do not depend on the environment.
+const (
+	DefaultDatabaseURL      = "postgres://postgres@127.0.0.1:5432/tilectl?sslmode=disable"
+	DefaultProviderURL      = "http://127.0.0.1:8765"
+	DefaultFDRCapacityBytes = 4 << 20
+	DefaultFDRFile          = "fdr.ring"
+)
+
+// Default returns the built-in defaults. CacheDir comes from XDG_CACHE_HOME
+// or the home directory, read through getenv (os.Getenv when nil).
+func Default(getenv func(string) string) *Config {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return &Config{
+		DatabaseURL:      DefaultDatabaseURL,
+		CacheDir:         defaultCacheDir(getenv),
+		ProviderURL:      DefaultProviderURL,
+		FDRCapacityBytes: DefaultFDRCapacityBytes,
+		LogLevel:         "info",
+		LogFormat:        "auto",
+		Upload: Upload{
+			Concurrency:    4,
+			BatchSize:      0,
+			Deadline:       30 * time.Minute,
+			RequestTimeout: 60 * time.Second,
+		},
+		Retry: Retry{
+			MaxInCallRetries:   3,
+			MaxPerTileAttempts: 5,
+			BackoffBase:        2 * time.Second,
+			BackoffCap:         60 * time.Second,
+			Jitter:             "none",
+		},
+	}
+}
+
+func defaultCacheDir(getenv func(string) string) string {
+	if x := getenv("XDG_CACHE_HOME"); x != "" {
+		return filepath.Join(x, "tilectl")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			home = h
+		}
+	}
+	if home == "" {
+		// No home at all (a bare container): a relative cache is better
+		// than failing before the user can pass --cache-dir.
+		return filepath.Join(".cache", "tilectl")
+	}
+	return filepath.Join(home, ".cache", "tilectl")
+}
+
+// Complete fills the fields whose default depends on other fields. Call it
+// after flags are applied, before Validate.
+func (c *Config) Complete() {
+	if c.FDRPath == "" {
+		c.FDRPath = filepath.Join(c.CacheDir, DefaultFDRFile)
+	}
+}

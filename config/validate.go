@@ -1,0 +1,132 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// FieldError says which field is wrong, what it holds and what is allowed.
+type FieldError struct {
+	Key     string // e.g. "upload.concurrency"
+	Value   string // already safe to print (the token is never put here)
+	Allowed string // e.g. "must be 1..64"
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: %s", e.Key, e.Allowed)
+	}
+	return fmt.Sprintf("%s: %s, got %s", e.Key, e.Allowed, e.Value)
+}
+
+// Limits enforced by Validate.
+const (
+	MaxConcurrency      = 64
+	MaxBatchSize        = 10000
+	MinFDRCapacityBytes = 64 << 10
+	MaxFDRCapacityBytes = 1 << 30
+)
+
+// Validate checks every field and returns all problems joined, each a
+// *FieldError. Call Complete first.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, value, allowed string) {
+		errs = append(errs, &FieldError{Key: key, Value: value, Allowed: allowed})
+	}
+	intRange := func(key string, v, lo, hi int64) {
+		if v < lo || v > hi {
+			bad(key, fmt.Sprint(v), fmt.Sprintf("must be %d..%d", lo, hi))
+		}
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			bad(key, d.String(), "must be a positive duration such as 2s")
+		}
+	}
+	oneOf := func(key, v string, allowed ...string) {
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		bad(key, fmt.Sprintf("%q", v), "must be one of "+strings.Join(allowed, ", "))
+	}
+
+	if err := checkDatabaseURL(c.DatabaseURL); err != "" {
+		bad("database_url", fmt.Sprintf("%q", redactURL(c.DatabaseURL)), err)
+	}
+	if strings.TrimSpace(c.CacheDir) == "" {
+		bad("cache_dir", "", "must not be empty")
+	}
+	if err := checkHTTPURL(c.ProviderURL); err != "" {
+		bad("provider_url", fmt.Sprintf("%q", redactURL(c.ProviderURL)), err)
+	}
+	if strings.IndexFunc(c.ProviderToken.Reveal(), badTokenRune) >= 0 {
+		// The value itself is never shown, not even in part.
+		bad("provider_token", "", "must not contain spaces, newlines or control characters (value not shown)")
+	}
+	if strings.TrimSpace(c.FDRPath) == "" {
+		bad("fdr_path", "", "must not be empty")
+	}
+	intRange("fdr_capacity_bytes", c.FDRCapacityBytes, MinFDRCapacityBytes, MaxFDRCapacityBytes)
+	oneOf("log_level", c.LogLevel, "trace", "debug", "info", "warn", "error")
+	oneOf("log_format", c.LogFormat, "auto", "console", "json")
+
+	intRange("upload.concurrency", int64(c.Upload.Concurrency), 1, MaxConcurrency)
+	if c.Upload.BatchSize < 0 || c.Upload.BatchSize > MaxBatchSize {
+		bad("upload.batch_size", fmt.Sprint(c.Upload.BatchSize),
+			fmt.Sprintf("must be 0 (the provider's maximum) or 1..%d", MaxBatchSize))
+	}
+	positive("upload.deadline", c.Upload.Deadline)
+	positive("upload.request_timeout", c.Upload.RequestTimeout)
+
+	intRange("retry.max_in_call_retries", int64(c.Retry.MaxInCallRetries), 0, 100)
+	intRange("retry.max_per_tile_attempts", int64(c.Retry.MaxPerTileAttempts), 1, 1000)
+	positive("retry.backoff_base", c.Retry.BackoffBase)
+	positive("retry.backoff_cap", c.Retry.BackoffCap)
+	if c.Retry.BackoffBase > 0 && c.Retry.BackoffCap > 0 && c.Retry.BackoffCap < c.Retry.BackoffBase {
+		bad("retry.backoff_cap", c.Retry.BackoffCap.String(),
+			fmt.Sprintf("must be at least retry.backoff_base (%s)", c.Retry.BackoffBase))
+	}
+	oneOf("retry.jitter", c.Retry.Jitter, "none", "full", "equal")
+	return errors.Join(errs...)
+}
+
+func badTokenRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+
+func checkDatabaseURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "must be a URL like postgres://user@host:5432/dbname"
+	}
+	return ""
+}
+
+func checkHTTPURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "must be an http:// or https:// URL with a host"
+	}
+	return ""
+}
+
+// redactURL hides a password embedded in a URL. An unparsable string that
+// looks like it carries credentials is not shown at all.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") {
+			return "(unparsable URL with credentials, not shown)"
+		}
+		return s
+	}
+	return u.Redacted()
+}
+
+// RedactURL is redactURL for other packages that print database URLs.
+func RedactURL(s string) string { return redactURL(s) }
