@@ -1,0 +1,56 @@
+package uploader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tilectl/tilectl/operation"
+)
+
+// failure turns an exchange that did not end in a complete 2xx answer into
+// the run-level error: the caller's context error, or a *ProviderError.
+func (a answer) failure(opID, doing string) error {
+	if a.err != nil && (errors.Is(a.err, context.Canceled) || errors.Is(a.err, context.DeadlineExceeded)) && a.status == 0 {
+		return fmt.Errorf("%s: %w", doing, a.err)
+	}
+	if a.status == 0 {
+		err := a.err
+		if err == nil {
+			err = errors.New("no answer")
+		}
+		return &ProviderError{OpID: opID, Err: fmt.Errorf("%s after %d attempt(s): %w", doing, a.attempts, err)}
+	}
+	pe := &ProviderError{Status: a.status, OpID: opID, Err: a.err}
+	if eb, err := operation.ParseErrorBody(a.body); err == nil {
+		pe.Code, pe.Message = eb.Code(), eb.Message()
+	}
+	switch {
+	case a.err != nil:
+		// Resending stopped early (a wait beyond the deadline or cap).
+		pe.Message = joinMsg(pe.Message, a.err.Error())
+	case a.status >= 200 && a.status < 300:
+		if a.bodyErr == nil {
+			return nil
+		}
+		pe.Message = joinMsg(pe.Message, fmt.Sprintf("%s: answer unreadable after %d attempt(s): %v", doing, a.attempts, a.bodyErr))
+	case a.status >= 300 && a.status < 400:
+		pe.Message = joinMsg(pe.Message, fmt.Sprintf("%s: redirect to %q refused (the provider URL must answer directly)",
+			doing, a.header.Get("Location")))
+	default:
+		if pe.Message == "" {
+			pe.Message = doing
+		}
+		if a.attempts > 1 {
+			pe.Message += fmt.Sprintf(" (after %d attempts)", a.attempts)
+		}
+	}
+	return pe
+}
+
+func joinMsg(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

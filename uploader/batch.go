@@ -1,0 +1,191 @@
+package uploader
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// batchAnswer is the 200 body of POST .../tiles:batch.
+type batchAnswer struct {
+	OpID    string       `json:"op_id"`
+	Results []tileResult `json:"results"`
+}
+
+type tileResult struct {
+	TileID  string `json:"tile_id"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+func parseBatchAnswer(b []byte) (batchAnswer, bool) {
+	var a batchAnswer
+	if err := json.Unmarshal(b, &a); err != nil || a.OpID == "" {
+		return batchAnswer{}, false
+	}
+	return a, true
+}
+
+func acceptBatchAnswer(b []byte) bool { _, ok := parseBatchAnswer(b); return ok }
+
+// sendBatch sends a journaled batch (new, or left open by an earlier run)
+// and settles it from the answer. It returns a run-ending error only; a
+// batch it cannot settle is left open for the next run.
+func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, t *tally) error {
+	body, err := newBatchBody(opID, tiles, u.blobs)
+	if err != nil {
+		return err
+	}
+	start := u.now()
+	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles:batch"
+	a := u.do(ctx, http.MethodPost, path, opID, body,
+		func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) }, acceptBatchAnswer)
+	t.transport(a.attempts-1, a.timeouts)
+	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
+
+	if a.blobBad {
+		// The provider never got a complete body from this attempt, but an
+		// earlier one may have run: the next run asks it before deciding.
+		log.Warn().Msg("tile bytes changed while sending; batch left open for the next run to settle")
+		return nil
+	}
+	ok2xx := a.status >= 200 && a.status < 300
+	if a.err != nil || !ok2xx {
+		perr := a.failure(opID, "upload batch")
+		if failsBatch(a.status) {
+			detail := perr.Error()
+			jctx, cancel := journalCtx(ctx)
+			defer cancel()
+			if err := u.store.FailBatch(jctx, opID, a.status, detail); err != nil {
+				return fmt.Errorf("%w (and recording the failure: %v)", perr, err)
+			}
+		}
+		return perr
+	}
+	ids := make([]string, len(tiles))
+	var bytes int64
+	for i, tl := range tiles {
+		ids[i] = tl.ID
+		bytes += tl.SizeBytes
+	}
+	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: a.replayed(),
+		Latency: u.now().Sub(start), Resends: max(a.attempts-1, 0)}
+	return u.applyAnswer(ctx, opID, ids, sizesOf(tiles), a.status, a.body, p, t)
+}
+
+// failsBatch: answers after which this key can never succeed, so the batch
+// is failed and its tiles free for a new one. 401/403/404 leave it open: a
+// rerun with a fixed token or URL resends the same key.
+func failsBatch(status int) bool {
+	switch status {
+	case 0, 401, 403, 404, 408, 409, 425, 429:
+		return false
+	}
+	return status >= 400 && status < 500
+}
+
+// journalCtx outlives the run's cancellation by a little, so an answer that
+// arrived is recorded rather than lost.
+func journalCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+func sizesOf(tiles []tilestore.Tile) map[string]int64 {
+	m := make(map[string]int64, len(tiles))
+	for _, t := range tiles {
+		m[t.ID] = t.SizeBytes
+	}
+	return m
+}
+
+// applyAnswer settles a batch from a 2xx body in one Store transaction. A
+// tile is uploaded only when the answer names it exactly once as accepted
+// or duplicate; anything less clear is a protocol_error rejection.
+func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []string, sizes map[string]int64,
+	status int, body []byte, p BatchProgress, t *tally) error {
+	ans, ok := parseBatchAnswer(body)
+	var protoMsg string
+	switch {
+	case !ok:
+		protoMsg = "the provider's answer could not be read after every resend"
+	case ans.OpID != opID:
+		protoMsg = fmt.Sprintf("the answer is for operation %q, not this batch", ans.OpID)
+	}
+	results := map[string][]tileResult{}
+	members := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		members[id] = true
+	}
+	var strangers []string
+	if protoMsg == "" {
+		for _, r := range ans.Results {
+			if !members[r.TileID] {
+				strangers = append(strangers, r.TileID)
+				continue
+			}
+			results[r.TileID] = append(results[r.TileID], r)
+		}
+	}
+	st := tilestore.Settlement{OpID: opID, HTTPStatus: status}
+	var accepted, duplicate int
+	var bytes int64
+	for _, id := range ids {
+		rs := results[id]
+		var rej *tilestore.Rejection
+		switch {
+		case protoMsg != "":
+			rej = &tilestore.Rejection{Reason: ReasonProtocolError, Message: protoMsg}
+		case len(rs) == 0:
+			rej = &tilestore.Rejection{Reason: ReasonProtocolError, Message: "the answer does not mention this tile"}
+		case len(rs) > 1:
+			rej = &tilestore.Rejection{Reason: ReasonProtocolError, Message: fmt.Sprintf("the answer names this tile %d times", len(rs))}
+		case rs[0].Status == string(TileAccepted):
+			accepted++
+		case rs[0].Status == string(TileDuplicate):
+			duplicate++
+		case rs[0].Status == string(TileRejected):
+			reason := rs[0].Reason
+			if reason == "" {
+				reason = "rejected"
+			}
+			rej = &tilestore.Rejection{Reason: reason, Message: rs[0].Message}
+		default:
+			rej = &tilestore.Rejection{Reason: ReasonProtocolError, Message: fmt.Sprintf("unknown result status %q", clip(rs[0].Status))}
+		}
+		if rej == nil {
+			st.Uploaded = append(st.Uploaded, id)
+			bytes += sizes[id]
+			continue
+		}
+		rej.OpID, rej.TileID = opID, id
+		st.Rejections = append(st.Rejections, *rej)
+	}
+	if len(strangers) > 0 {
+		st.Detail = fmt.Sprintf("answer named %d tile(s) not in the batch: %s", len(strangers), clip(strings.Join(strangers, ", ")))
+		u.log.Warn().Str("op_id", opID).Int("unknown_results", len(strangers)).Msg("provider answered for tiles that were not sent")
+	}
+	// The answer is in hand: record it even if the run was cancelled
+	// meanwhile, or the next run would have to ask again.
+	jctx, cancel := journalCtx(ctx)
+	defer cancel()
+	if err := u.store.SettleBatch(jctx, st); err != nil {
+		return fmt.Errorf("settle batch %s: %w", opID, err)
+	}
+	p.Uploaded, p.Rejected = len(st.Uploaded), len(st.Rejections)
+	t.settled(p, accepted, duplicate, st.Rejections, bytes)
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}

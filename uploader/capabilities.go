@@ -1,0 +1,68 @@
+package uploader
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// Capabilities is the provider's GET /v1/capabilities answer.
+type Capabilities struct {
+	APIVersion    string `json:"api_version"`
+	MaxBatchTiles int    `json:"max_batch_tiles"`
+	MaxBatchBytes int64  `json:"max_batch_bytes"`
+	MaxTileBytes  int64  `json:"max_tile_bytes"`
+	Idempotency   struct {
+		RetentionSeconds int64 `json:"retention_seconds"`
+	} `json:"idempotency"`
+}
+
+// limits is how one run sizes its batches.
+type limits struct {
+	tiles     int
+	bytes     int64
+	tileBytes int64
+}
+
+// The contract's example values stand in for limits a provider leaves out.
+const (
+	fallbackBatchTiles = 256
+	fallbackBatchBytes = 32 << 20
+	fallbackTileBytes  = 4 << 20
+)
+
+func (c Capabilities) limits(batchSize int) limits {
+	l := limits{tiles: c.MaxBatchTiles, bytes: c.MaxBatchBytes, tileBytes: c.MaxTileBytes}
+	if l.tiles <= 0 {
+		l.tiles = fallbackBatchTiles
+	}
+	if l.bytes <= 0 {
+		l.bytes = fallbackBatchBytes
+	}
+	if l.tileBytes <= 0 {
+		l.tileBytes = fallbackTileBytes
+	}
+	if batchSize > 0 && batchSize < l.tiles {
+		l.tiles = batchSize
+	}
+	return l
+}
+
+// capabilities reads GET /v1/capabilities once per run.
+func (u *HTTPTileUploader) capabilities(ctx context.Context) (Capabilities, error) {
+	var c Capabilities
+	a := u.do(ctx, http.MethodGet, "/v1/capabilities", "", nil, nil, func(b []byte) bool {
+		return json.Unmarshal(b, &Capabilities{}) == nil
+	})
+	if err := a.failure("", "read provider capabilities"); err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(a.body, &c); err != nil {
+		return c, &ProviderError{Status: a.status, Message: fmt.Sprintf("capabilities answer is not JSON: %v", err)}
+	}
+	if c.APIVersion != "" && c.APIVersion != "v1" {
+		return c, &ProviderError{Status: a.status, Message: fmt.Sprintf("provider speaks API %q, this client v1", c.APIVersion)}
+	}
+	return c, nil
+}

@@ -1,0 +1,244 @@
+package uploader
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// Store is what the HTTP uploader needs from the tile store: the flight, the
+// pending tiles, and the batch journal. *tilestore.Store implements it.
+type Store interface {
+	Flight(ctx context.Context, id string) (tilestore.Flight, error)
+	PendingUploads(ctx context.Context, flightID, afterTileID string, limit int) ([]tilestore.Tile, error)
+	PendingSummary(ctx context.Context, flightID string) (tiles int, bytes int64, err error)
+	OpenBatch(ctx context.Context, b tilestore.Batch) error
+	NoteSend(ctx context.Context, opID string) error
+	OpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
+	SettleBatch(ctx context.Context, s tilestore.Settlement) error
+	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
+	RecordRejections(ctx context.Context, rs []tilestore.Rejection) error
+}
+
+var _ Store = (*tilestore.Store)(nil)
+
+// tilesByID is an optional Store method: with it, the members of a batch an
+// earlier run left open are read directly instead of by paging the flight's
+// pending tiles.
+type tilesByID interface {
+	TilesByID(ctx context.Context, ids []string) ([]tilestore.Tile, error)
+}
+
+// BlobSource opens tile bytes by their path relative to the cache root.
+// *tilestore.BlobStore implements it.
+type BlobSource interface {
+	Open(rel string) (*os.File, error)
+}
+
+// HTTPOptions configures NewHTTP. BaseURL, Store and Blobs are required.
+type HTTPOptions struct {
+	BaseURL string // e.g. https://provider.example/ (no path after /v1 needed)
+	Token   string // bearer token; never logged, never in an error
+	Store   Store
+	Blobs   BlobSource
+	Logger  zerolog.Logger
+	// HTTPClient, if set, is used as is (tests); its CheckRedirect is
+	// replaced by one that refuses redirects. Default: a pooled client.
+	HTTPClient *http.Client
+	// InsecureSkipVerify turns TLS certificate checks off (logs a warning).
+	InsecureSkipVerify bool
+	// RequestTimeout bounds one attempt, answer included. Default 60s.
+	RequestTimeout time.Duration
+	// MaxResends is how many times one batch is resent after a transport
+	// failure or a retryable answer. Default 8.
+	MaxResends int
+	// MaxRetryDelay caps one wait between resends; a server asking for
+	// more gives the batch up. Default 5 minutes.
+	MaxRetryDelay time.Duration
+	// MaxResponseBytes caps how much of an answer is read. Default 8 MiB.
+	MaxResponseBytes int64
+	// UserAgent, default "tilectl/<Version>".
+	UserAgent string
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Sleep waits between resends. Default: a timer that ends early with
+	// ctx's error.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Version is the client version in the default User-Agent; the build sets it.
+var Version = "dev"
+
+const (
+	defaultRequestTimeout   = 60 * time.Second
+	defaultMaxResends       = 8
+	defaultMaxRetryDelay    = 5 * time.Minute
+	defaultMaxResponseBytes = 8 << 20
+	defaultConcurrency      = 4
+)
+
+// HTTPTileUploader uploads tiles to a provider that speaks provider-api.md.
+// It is safe for concurrent use, though one flight must be uploaded by one
+// run at a time (upload-pending holds an advisory lock for that).
+type HTTPTileUploader struct {
+	base     *url.URL
+	token    string
+	store    Store
+	blobs    BlobSource
+	log      zerolog.Logger
+	client   *http.Client
+	timeout  time.Duration
+	resends  int
+	maxDelay time.Duration
+	maxBody  int64
+	ua       string
+	now      func() time.Time
+	sleep    func(ctx context.Context, d time.Duration) error
+}
+
+var _ TileUploader = (*HTTPTileUploader)(nil)
+
+// NewHTTP checks opts and builds the uploader.
+func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
+	if opts.BaseURL == "" {
+		return nil, errors.New("new HTTP uploader: provider base URL is empty")
+	}
+	base, err := url.Parse(opts.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("new HTTP uploader: provider URL %q is not an http(s) URL", opts.BaseURL)
+	}
+	base.Path = strings.TrimSuffix(base.Path, "/")
+	if opts.Store == nil || opts.Blobs == nil {
+		return nil, errors.New("new HTTP uploader: Store and Blobs are required")
+	}
+	u := &HTTPTileUploader{
+		base: base, token: opts.Token, store: opts.Store, blobs: opts.Blobs, log: opts.Logger,
+		timeout: opts.RequestTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
+		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
+	}
+	if u.timeout <= 0 {
+		u.timeout = defaultRequestTimeout
+	}
+	if u.resends <= 0 {
+		u.resends = defaultMaxResends
+	}
+	if u.maxDelay <= 0 {
+		u.maxDelay = defaultMaxRetryDelay
+	}
+	if u.maxBody <= 0 {
+		u.maxBody = defaultMaxResponseBytes
+	}
+	if u.ua == "" {
+		u.ua = "tilectl/" + Version
+	}
+	if u.now == nil {
+		u.now = time.Now
+	}
+	if u.sleep == nil {
+		u.sleep = sleepCtx
+	}
+	u.client = buildClient(opts.HTTPClient, opts.InsecureSkipVerify, u.timeout)
+	if opts.InsecureSkipVerify {
+		u.log.Warn().Str("provider", base.Redacted()).Msg("TLS certificate verification is OFF for the provider (--insecure-skip-verify)")
+	}
+	return u, nil
+}
+
+func buildClient(c *http.Client, insecure bool, timeout time.Duration) *http.Client {
+	var out http.Client
+	if c != nil {
+		out = *c
+	} else {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 16
+		if insecure {
+			tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the operator asked for it, and is warned
+		}
+		out.Transport = tr
+	}
+	if out.Timeout == 0 {
+		out.Timeout = timeout
+	}
+	// A redirect is never followed: the body is a one-shot stream, the
+	// bearer token must not travel to another host, and the contract has no
+	// redirects. The 3xx is handed back and treated as an error.
+	out.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ConfirmFlightState returns nil when the flight is on_ground, a
+// *FlightStateNotOnGroundError when it is not, and an error matching
+// tilestore.ErrFlightNotFound when there is no such flight.
+func (u *HTTPTileUploader) ConfirmFlightState(ctx context.Context, flightID string) error {
+	f, err := u.store.Flight(ctx, flightID)
+	if errors.Is(err, tilestore.ErrFlightNotFound) {
+		return fmt.Errorf("flight %s is not known to the tile store (import its tiles first): %w", flightID, err)
+	}
+	if err != nil {
+		return fmt.Errorf("confirm state of flight %s: %w", flightID, err)
+	}
+	if f.State != tilestore.FlightOnGround {
+		return &FlightStateNotOnGroundError{FlightID: flightID, State: f.State}
+	}
+	return nil
+}
+
+// pageSize is how many pending tiles one PendingUploads call returns.
+const pageSize = 500
+
+// EnumeratePendingTiles yields the flight's uploadable tiles in tile_id
+// order, one page in memory at a time. An error ends the sequence.
+func (u *HTTPTileUploader) EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error] {
+	return pendingTiles(ctx, u.store, flightID, pageSize)
+}
+
+func pendingTiles(ctx context.Context, s Store, flightID string, limit int) iter.Seq2[tilestore.Tile, error] {
+	return func(yield func(tilestore.Tile, error) bool) {
+		after := ""
+		for {
+			page, err := s.PendingUploads(ctx, flightID, after, limit)
+			if err != nil {
+				yield(tilestore.Tile{}, err)
+				return
+			}
+			for _, t := range page {
+				if !yield(t, nil) {
+					return
+				}
+			}
+			if len(page) < limit {
+				return
+			}
+			after = page[len(page)-1].ID
+		}
+	}
+}
+
+func (u *HTTPTileUploader) endpoint(path string) string {
+	return u.base.String() + path
+}

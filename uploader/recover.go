@@ -1,0 +1,170 @@
+package uploader
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// settleOpen settles every batch an earlier run left open, oldest first,
+// before any new batch forms: a tile must never travel under two keys.
+//
+// When every member's bytes still verify, the batch is resent with the same
+// key and the same body: the provider replays its answer or runs it. When
+// they do not, resending would send other bytes under the key, so the
+// provider is asked what became of the operation instead.
+func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally) error {
+	open, err := u.store.OpenBatches(ctx, flightID)
+	if err != nil {
+		return fmt.Errorf("list open batches of flight %s: %w", flightID, err)
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	members, err := u.loadMembers(ctx, flightID, open)
+	if err != nil {
+		return err
+	}
+	for _, b := range open {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		tiles, ok := u.resendable(flightID, b, members)
+		u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
+			Msg("settling a batch an earlier run left open")
+		if ok {
+			err = u.sendBatch(ctx, flightID, b.OpID, tiles, t)
+		} else {
+			err = u.resolveByState(ctx, b, members, t)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resendable returns the batch's tiles in journaled order when every member
+// is still pending with the journaled sha256, its blob verifies, and they
+// rebuild the journaled fingerprint.
+func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, members map[string]tilestore.Tile) ([]tilestore.Tile, bool) {
+	tiles := make([]tilestore.Tile, len(b.TileIDs))
+	for i, id := range b.TileIDs {
+		tl, ok := members[id]
+		if !ok || tl.SHA256 != b.SHA256s[i] || verifyBlob(u.blobs, tl) != nil {
+			return nil, false
+		}
+		tiles[i] = tl
+	}
+	return tiles, fingerprint(flightID, b.TileIDs, b.SHA256s) == b.Fingerprint
+}
+
+// loadMembers reads the open batches' tiles: directly when the store can,
+// else by one pass over the flight's pending tiles keeping only members.
+func (u *HTTPTileUploader) loadMembers(ctx context.Context, flightID string, open []tilestore.Batch) (map[string]tilestore.Tile, error) {
+	want := map[string]bool{}
+	var ids []string
+	for _, b := range open {
+		for _, id := range b.TileIDs {
+			if !want[id] {
+				want[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	out := make(map[string]tilestore.Tile, len(ids))
+	if s, ok := u.store.(tilesByID); ok {
+		tiles, err := s.TilesByID(ctx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("read members of open batches: %w", err)
+		}
+		for _, t := range tiles {
+			if t.VotingStatus.Uploadable() {
+				out[t.ID] = t
+			}
+		}
+		return out, nil
+	}
+	for t, err := range pendingTiles(ctx, u.store, flightID, pageSize) {
+		if err != nil {
+			return nil, fmt.Errorf("read members of open batches: %w", err)
+		}
+		if want[t.ID] {
+			out[t.ID] = t
+		}
+	}
+	return out, nil
+}
+
+// operationState is GET /v1/operations/{op_id}.
+type operationState struct {
+	OpID    string `json:"op_id"`
+	State   string `json:"state"`
+	Outcome *struct {
+		Status int             `json:"status"`
+		Body   json.RawMessage `json:"body"`
+	} `json:"outcome"`
+}
+
+// resolveByState settles an open batch from the provider's record of it:
+// sealed applies the stored outcome; absent, expired or indeterminate fail
+// the batch (its tiles form a new one, and the provider answers duplicate
+// for those it holds); live is asked again, within the run's deadline.
+func (u *HTTPTileUploader) resolveByState(ctx context.Context, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
+	path := "/v1/operations/" + url.PathEscape(b.OpID)
+	for asked := 1; ; asked++ {
+		a := u.do(ctx, http.MethodGet, path, b.OpID, nil, nil, func(body []byte) bool {
+			return json.Unmarshal(body, &operationState{}) == nil
+		})
+		if a.status == http.StatusNotFound && a.err == nil {
+			return u.failOpen(ctx, b, 0, "provider has no record of the operation (404)")
+		}
+		if err := a.failure(b.OpID, "read operation state"); err != nil {
+			return err
+		}
+		var st operationState
+		if err := json.Unmarshal(a.body, &st); err != nil {
+			return &ProviderError{Status: a.status, OpID: b.OpID, Message: "operation state is not JSON"}
+		}
+		switch st.State {
+		case "sealed":
+			if st.Outcome == nil {
+				return &ProviderError{Status: a.status, OpID: b.OpID, Message: "sealed operation has no outcome"}
+			}
+			if st.Outcome.Status < 200 || st.Outcome.Status >= 300 {
+				return u.failOpen(ctx, b, st.Outcome.Status, fmt.Sprintf("provider's stored outcome is %d", st.Outcome.Status))
+			}
+			sizes := map[string]int64{}
+			for _, id := range b.TileIDs {
+				sizes[id] = members[id].SizeBytes
+			}
+			p := BatchProgress{OpID: b.OpID, Tiles: len(b.TileIDs), Replayed: true}
+			return u.applyAnswer(ctx, b.OpID, b.TileIDs, sizes, st.Outcome.Status, st.Outcome.Body, p, t)
+		case "live":
+			if asked > u.resends {
+				return &ProviderError{Status: a.status, OpID: b.OpID, Message: fmt.Sprintf("operation still live after %d checks", asked)}
+			}
+			if dl, ok := ctx.Deadline(); ok && dl.Sub(u.now()) < time.Second {
+				return &ProviderError{Status: a.status, OpID: b.OpID, Message: "operation still live at the run's deadline"}
+			}
+			if err := u.sleep(ctx, time.Second); err != nil {
+				return err
+			}
+		default: // absent, expired, indeterminate, or a state this client does not know
+			return u.failOpen(ctx, b, 0, fmt.Sprintf("provider reports the operation %q", st.State))
+		}
+	}
+}
+
+func (u *HTTPTileUploader) failOpen(ctx context.Context, b tilestore.Batch, status int, detail string) error {
+	u.log.Info().Str("op_id", b.OpID).Str("detail", detail).Msg("failing open batch; its tiles go into a new batch")
+	if err := u.store.FailBatch(ctx, b.OpID, status, detail); err != nil {
+		return fmt.Errorf("fail batch %s: %w", b.OpID, err)
+	}
+	return nil
+}

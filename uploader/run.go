@@ -1,0 +1,211 @@
+package uploader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// candidate is a group of pending tiles the producer sized for one batch;
+// a worker verifies their blobs and journals the ones that may go.
+type candidate struct {
+	tiles    []tilestore.Tile
+	tooLarge []tilestore.Tile
+}
+
+// UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
+func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error) {
+	t := newTally(req.FlightID, u.now(), req.Progress)
+	finish := func(err error) (UploadBatchReport, error) {
+		pctx, cancel := journalCtx(ctx)
+		defer cancel()
+		pending, _, perr := u.store.PendingSummary(pctx, req.FlightID)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
+		}
+		return t.report(u.now(), pending, err), err
+	}
+	if err := u.ConfirmFlightState(ctx, req.FlightID); err != nil {
+		return finish(err)
+	}
+	caps, err := u.capabilities(ctx)
+	if err != nil {
+		return finish(err)
+	}
+	lim := caps.limits(req.BatchSize)
+	if req.DryRun {
+		return u.dryRun(ctx, req, lim, t)
+	}
+	if err := u.settleOpen(ctx, req.FlightID, t); err != nil {
+		return finish(err)
+	}
+	return finish(u.sendPending(ctx, req, lim, t))
+}
+
+// sendPending runs one producer that pages the pending tiles and sizes
+// batches, and req.Concurrency workers that verify, journal and send them.
+// Memory holds at most one page and the batches in the channel.
+func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, t *tally) error {
+	workers := req.Concurrency
+	if workers <= 0 {
+		workers = defaultConcurrency
+	}
+	// stop ends batch forming on the first run-level error; batches already
+	// sent finish (they are journaled) but no new one starts.
+	stopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		stop()
+	}
+	ch := make(chan candidate, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range ch {
+				if stopCtx.Err() != nil {
+					continue // drain: nothing of these was journaled
+				}
+				if err := u.processCandidate(ctx, req.FlightID, c, t); err != nil {
+					fail(err)
+				}
+			}
+		}()
+	}
+	perr := u.produce(stopCtx, req.FlightID, lim, ch)
+	close(ch)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if perr != nil && !errors.Is(perr, context.Canceled) {
+		return perr
+	}
+	return ctx.Err()
+}
+
+// produce pages the pending tiles in tile_id order and cuts them into
+// candidates that fit the provider's limits.
+func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim limits, ch chan<- candidate) error {
+	var cur candidate
+	var curBytes int64 = bodyOverhead
+	flush := func() bool {
+		if len(cur.tiles) == 0 && len(cur.tooLarge) == 0 {
+			return true
+		}
+		select {
+		case ch <- cur:
+		case <-ctx.Done():
+			return false
+		}
+		cur, curBytes = candidate{}, bodyOverhead
+		return true
+	}
+	for tl, err := range pendingTiles(ctx, u.store, flightID, max(pageSize, lim.tiles)) {
+		if err != nil {
+			return fmt.Errorf("page pending tiles of flight %s: %w", flightID, err)
+		}
+		if tl.SizeBytes > lim.tileBytes {
+			cur.tooLarge = append(cur.tooLarge, tl)
+			continue
+		}
+		cost := tl.SizeBytes + partOverhead(tl)
+		if len(cur.tiles) > 0 && (len(cur.tiles) >= lim.tiles || curBytes+cost > lim.bytes) {
+			if !flush() {
+				return ctx.Err()
+			}
+		}
+		cur.tiles = append(cur.tiles, tl)
+		curBytes += cost
+	}
+	if !flush() {
+		return ctx.Err()
+	}
+	return ctx.Err()
+}
+
+// processCandidate records the local rejections of a candidate (too large,
+// blob missing or corrupt) under one fresh operation ID, then journals the
+// remaining tiles as a batch before sending its first byte.
+func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string, c candidate, t *tally) error {
+	var local []tilestore.Rejection
+	rejOp := ""
+	reject := func(tl tilestore.Tile, reason, msg string) {
+		if rejOp == "" {
+			rejOp = operation.NewID()
+		}
+		local = append(local, tilestore.Rejection{OpID: rejOp, TileID: tl.ID, Reason: reason, Message: msg})
+	}
+	for _, tl := range c.tooLarge {
+		reject(tl, "too_large", fmt.Sprintf("%d bytes is over the provider's max_tile_bytes", tl.SizeBytes))
+	}
+	send := c.tiles[:0:0]
+	for _, tl := range c.tiles {
+		if r := verifyBlob(u.blobs, tl); r != nil {
+			reject(tl, r.reason, r.message)
+			continue
+		}
+		send = append(send, tl)
+	}
+	if len(local) > 0 {
+		if err := u.store.RecordRejections(ctx, local); err != nil {
+			return fmt.Errorf("record %d local rejection(s): %w", len(local), err)
+		}
+		t.local(local)
+	}
+	if len(send) == 0 {
+		return nil
+	}
+	b := tilestore.Batch{OpID: operation.NewID(), FlightID: flightID,
+		TileIDs: make([]string, len(send)), SHA256s: make([]string, len(send))}
+	for i, tl := range send {
+		b.TileIDs[i], b.SHA256s[i] = tl.ID, tl.SHA256
+	}
+	b.Fingerprint = fingerprint(flightID, b.TileIDs, b.SHA256s)
+	if err := u.store.OpenBatch(ctx, b); err != nil {
+		return fmt.Errorf("journal batch of %d tile(s): %w", len(send), err)
+	}
+	return u.sendBatch(ctx, flightID, b.OpID, send, t)
+}
+
+// dryRun pages and sizes exactly as a real run would and reports the
+// batches and bytes it would send; it sends and changes nothing.
+func (u *HTTPTileUploader) dryRun(ctx context.Context, req Request, lim limits, t *tally) (UploadBatchReport, error) {
+	ch := make(chan candidate)
+	var pending int
+	var batches int
+	var bytes int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range ch {
+			pending += len(c.tiles) + len(c.tooLarge)
+			if len(c.tiles) > 0 {
+				batches++
+			}
+			for _, tl := range c.tiles {
+				bytes += tl.SizeBytes
+			}
+		}
+	}()
+	err := u.produce(ctx, req.FlightID, lim, ch)
+	close(ch)
+	<-done
+	rep := t.report(u.now(), pending, err)
+	rep.Batches, rep.Bytes = batches, bytes
+	return rep, err
+}

@@ -1,0 +1,79 @@
+package uploader
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// tally accumulates a run's report from concurrent workers. It keeps counts
+// and rejections only, so its size does not grow with the flight.
+type tally struct {
+	mu       sync.Mutex
+	rep      UploadBatchReport
+	progress func(BatchProgress)
+}
+
+func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
+	return &tally{rep: UploadBatchReport{FlightID: flightID, Started: started}, progress: progress}
+}
+
+func (t *tally) local(rs []tilestore.Rejection) {
+	if len(rs) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.Rejected += len(rs)
+	for _, r := range rs {
+		t.rep.Rejections = append(t.rep.Rejections, PerTileStatus{
+			TileID: r.TileID, Status: TileRejected, Reason: r.Reason, Message: r.Message, OpID: r.OpID})
+	}
+}
+
+func (t *tally) transport(resends, timeouts int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.Resends += max(resends, 0)
+	t.rep.Timeouts += timeouts
+}
+
+// settled records one answered batch and tells the progress callback.
+func (t *tally) settled(p BatchProgress, accepted, duplicate int, rejections []tilestore.Rejection, bytes int64) {
+	t.mu.Lock()
+	t.rep.Batches++
+	t.rep.Accepted += accepted
+	t.rep.Duplicate += duplicate
+	t.rep.Bytes += bytes
+	if p.Replayed {
+		t.rep.Replayed++
+	}
+	t.rep.Rejected += len(rejections)
+	for _, r := range rejections {
+		t.rep.Rejections = append(t.rep.Rejections, PerTileStatus{
+			TileID: r.TileID, Status: TileRejected, Reason: r.Reason, Message: r.Message, OpID: r.OpID})
+	}
+	t.mu.Unlock()
+	if t.progress != nil {
+		t.progress(p)
+	}
+}
+
+func (t *tally) report(finished time.Time, pending int, err error) UploadBatchReport {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.rep
+	r.Rejections = append([]PerTileStatus(nil), t.rep.Rejections...)
+	r.Finished = finished
+	r.Pending = pending
+	switch {
+	case err != nil:
+		r.Outcome = OutcomeFailure
+	case r.Rejected > 0:
+		r.Outcome = OutcomePartial
+	default:
+		r.Outcome = OutcomeSuccess
+	}
+	return r
+}

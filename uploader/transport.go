@@ -1,0 +1,234 @@
+package uploader
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/operation"
+)
+
+// exchange is one logical request (a batch, or a GET) and its resends.
+// retryablehttp drives the loop; exchange supplies the contract's rules
+// through its CheckRetry and Backoff, so it lives for one request only.
+type exchange struct {
+	u      *HTTPTileUploader
+	runCtx context.Context
+	opID   string
+	// accept reports whether a 2xx body is a complete answer; one that is
+	// not (cut off, not JSON) means the answer was lost, so the request is
+	// resent with the same key and the provider replays it.
+	accept func([]byte) bool
+
+	attempts    int
+	wait        time.Duration
+	giveUp      error
+	timeouts    int
+	lastBodyErr error
+	blobChanged atomic.Bool
+}
+
+// answer is how an exchange ended.
+type answer struct {
+	status   int // 0 when no answer came
+	header   http.Header
+	body     []byte
+	bodyErr  error // the body could not be read whole
+	err      error // transport error, or why resending stopped early
+	attempts int
+	timeouts int
+	blobBad  bool // aborted because tile bytes changed
+}
+
+func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
+
+// do runs method path with the contract's retry rules. body is nil for GETs;
+// onAttempt runs before every attempt of a body request (the journal's
+// NoteSend) and stops the exchange if it fails.
+func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string, body *batchBody,
+	onAttempt func(context.Context) error, accept func([]byte) bool) answer {
+	ex := &exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}
+	// A batch already on the wire is allowed to finish when the run is
+	// cancelled (it is journaled either way); no further resend starts.
+	reqCtx := runCtx
+	if body != nil {
+		reqCtx = context.WithoutCancel(runCtx)
+		if dl, ok := runCtx.Deadline(); ok {
+			var cancel context.CancelFunc
+			reqCtx, cancel = context.WithDeadline(reqCtx, dl)
+			defer cancel()
+		}
+	}
+	var raw any
+	ready := false // the first call comes from NewRequest, to learn the length
+	if body != nil {
+		raw = retryablehttp.ReaderFunc(func() (io.Reader, error) {
+			if ready {
+				if err := runCtx.Err(); err != nil {
+					return nil, err
+				}
+				if onAttempt != nil {
+					if err := onAttempt(runCtx); err != nil {
+						return nil, err
+					}
+				}
+			}
+			return &lazyBody{b: body, onAbort: func(error) { ex.blobChanged.Store(true) }}, nil
+		})
+	}
+	req, err := retryablehttp.NewRequestWithContext(reqCtx, method, u.endpoint(path), raw)
+	if err != nil {
+		return answer{err: fmt.Errorf("build %s %s: %w", method, path, err)}
+	}
+	ready = true
+	if body != nil {
+		req.Header.Set("Content-Type", body.contentType())
+		req.Header.Set("Idempotency-Key", opID)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", u.ua)
+	if u.token != "" {
+		req.Header.Set("Authorization", "Bearer "+u.token)
+	}
+	rc := &retryablehttp.Client{
+		HTTPClient:   u.client,
+		Logger:       leveled{u.log.With().Str("op_id", opID).Logger()},
+		RetryMax:     u.resends,
+		CheckRetry:   ex.checkRetry,
+		Backoff:      ex.backoff,
+		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
+	}
+	resp, err := rc.Do(req)
+	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, blobBad: ex.blobChanged.Load()}
+	if resp != nil {
+		// checkRetry already read the body (capped) and put it back.
+		a.status, a.header = resp.StatusCode, resp.Header
+		a.body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		a.bodyErr = ex.lastBodyErr
+	}
+	if ex.giveUp != nil {
+		a.err = ex.giveUp
+	}
+	return a
+}
+
+// checkRetry applies provider-api.md: final 4xx are never resent; 409
+// PROCESSING, 429 and 5xx follow operation.Advise; a broken connection or a
+// lost 2xx answer is ambiguous, so the same key and body go again.
+func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error) (bool, error) {
+	ex.attempts++
+	if cerr := ex.runCtx.Err(); cerr != nil {
+		return false, cerr
+	}
+	if err != nil {
+		if isTimeout(err) {
+			ex.timeouts++
+		}
+		if ex.blobChanged.Load() || permanentTransport(err) {
+			return false, err
+		}
+		return ex.schedule(transportAdvice(ex.attempts)), nil
+	}
+	body, rerr := readCapped(resp.Body, ex.u.maxBody)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	ex.lastBodyErr = rerr
+	if rerr != nil && isTimeout(rerr) {
+		ex.timeouts++
+	}
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		if rerr == nil && (ex.accept == nil || ex.accept(body)) {
+			return false, nil
+		}
+		return ex.schedule(transportAdvice(ex.attempts)), nil
+	case resp.StatusCode < 400:
+		return false, nil // a redirect: refused, handled by the caller
+	}
+	adv := operation.Advise(resp.StatusCode, resp.Header, body, ex.attempts, ex.u.now())
+	if !adv.Retry {
+		return false, nil
+	}
+	return ex.schedule(adv), nil
+}
+
+// schedule fits the advised wait into the cap and the run's deadline. A
+// wait that does not fit ends the exchange with a clear error instead of
+// sleeping past the deadline.
+func (ex *exchange) schedule(adv operation.Advice) bool {
+	remaining := operation.NoDeadline
+	if dl, ok := ex.runCtx.Deadline(); ok {
+		remaining = dl.Sub(ex.u.now())
+	}
+	d, ok := adv.Bound(ex.u.maxDelay, remaining)
+	if !ok {
+		ex.giveUp = fmt.Errorf("provider asks to wait %s before resending (status %d), beyond the %s cap or the run's deadline: giving this request up",
+			d.Round(time.Second), adv.Status, ex.u.maxDelay)
+		return false
+	}
+	ex.wait = d
+	return true
+}
+
+// backoff does the waiting itself through the injected Sleep (so tests
+// never sleep) and tells retryablehttp to wait no further.
+func (ex *exchange) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Duration {
+	_ = ex.u.sleep(ex.runCtx, ex.wait)
+	return 0
+}
+
+// transportAdvice is the rule for a broken connection or a lost answer:
+// exponential from 500 ms, capped at 30 s.
+func transportAdvice(attempt int) operation.Advice {
+	d := 500 * time.Millisecond
+	for i := 1; i < attempt && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return operation.Advice{Retry: true, Delay: min(d, 30*time.Second), Strategy: operation.StrategyExponential}
+}
+
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return b, err
+	}
+	if int64(len(b)) > limit {
+		return b[:limit], fmt.Errorf("answer longer than %d bytes", limit)
+	}
+	return b, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// permanentTransport errors will not change on a resend: a bad certificate.
+func permanentTransport(err error) bool {
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
+}
+
+// leveled adapts zerolog to retryablehttp's LeveledLogger. Requests are
+// logged by URL only; headers (the token) never reach it.
+type leveled struct{ l zerolog.Logger }
+
+func (l leveled) Error(msg string, kv ...any) { l.l.Warn().Fields(kv).Msg(msg) }
+func (l leveled) Info(msg string, kv ...any)  { l.l.Info().Fields(kv).Msg(msg) }
+func (l leveled) Debug(msg string, kv ...any) { l.l.Debug().Fields(kv).Msg(msg) }
+func (l leveled) Warn(msg string, kv ...any)  { l.l.Warn().Fields(kv).Msg(msg) }
+
+var _ retryablehttp.LeveledLogger = leveled{}
