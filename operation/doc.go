@@ -1,0 +1,52 @@
+// Package operation is the generic operation-ID core shared by the client
+// (tilectl's uploader) and servers (the reference provider): the retry state
+// machine of seed 000, the Idempotency-Key rules of provider-api.md, strict
+// client sequencing, and the retry advice that reads the API's error bodies.
+//
+// # Server side
+//
+// A Table is the operation table over a Store (MemoryStore, or PGStore on
+// Postgres after EnsureSchema). Table.Begin decides what one attempt of an
+// operation does:
+//
+//	tk, err := table.Begin(ctx, operation.Request{Scope: caller, OpID: id,
+//		Method: "upload", Fingerprint: fp, Policy: pol, Wait: 2 * time.Second})
+//	switch {
+//	case err != nil: // ErrConflict, ErrExpired, ErrProcessing, *IndeterminateError
+//	case tk.Owner(): // run it once, then tk.Seal / tk.Release / tk.Abandon
+//	default:         // tk.Outcome(): the sealed outcome, replayed
+//	}
+//
+// What it promises (each rule is named in docs/conformance.md with its test):
+//   - IDs are scoped by caller, and bound at admission to a method and a
+//     payload fingerprint; a mismatch is ErrConflict and never executes.
+//   - At most one execution owner per ID at a time: duplicates of a Live
+//     operation attach and wait for its outcome (channels in MemoryStore,
+//     a backoff poll in PGStore) or get ErrProcessing.
+//   - Sealed is absorbing and replays byte for byte, failures included.
+//   - Released (volatile) and Indeterminate operations run again only if
+//     the method is idem; otherwise Begin fails closed with
+//     *IndeterminateError, a type distinct from any sealed failure,
+//     transport error or cancellation.
+//   - A persist operation is never released, is Sealed only once durable,
+//     and after a restart (Table.Recover) is Sealed or Indeterminate, never
+//     Absent.
+//   - A record is replayed for Retention after it leaves Live and kept
+//     GCMargin longer, answering ErrExpired; Live records are never
+//     collected; a UUIDv7 ID older than Retention with no record is also
+//     ErrExpired, never admitted as new.
+//
+// IdempotencyMiddleware and OperationStateHandler put the table on HTTP;
+// Sequencer, SequenceMiddleware and ClientStateHandler do strict client
+// sequencing (one sequence per batch, gaps rejected, duplicates replayed
+// from a bounded cache).
+//
+// # Client side
+//
+// Do drives one operation ID through its attempts: the caller classifies
+// each attempt (AttemptClass) and says how long to wait (AttemptResult.Delay,
+// e.g. from Advise); Do retries only what is safe to retry, only with the
+// same ID, within MaxAttempts and the context's deadline. NewID mints IDs
+// (UUIDv7); ParseIdempotencyKey validates them; Advise, ParseRetryAfter and
+// ParseRetryExtension turn a server's answer into retry advice.
+package operation
