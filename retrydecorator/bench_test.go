@@ -1,0 +1,36 @@
+package retrydecorator
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// BenchmarkSuccessPathOverhead measures what the decorator adds to a call
+// whose inner upload succeeds at once: the start log line, the two counts
+// against an in-memory store, and the report aggregation. Target < 5 ms.
+func BenchmarkSuccessPathOverhead(b *testing.B) {
+	b.Run("nop_logger", func(b *testing.B) { benchSuccess(b, zerolog.Nop()) })
+	b.Run("json_logger", func(b *testing.B) { benchSuccess(b, zerolog.New(io.Discard)) })
+}
+
+func benchSuccess(b *testing.B, log zerolog.Logger) {
+	st := newMemStore(flight, tileIDs("t", 100)...)
+	rep := uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeSuccess, Accepted: 100, Batches: 1}
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+		return rep, nil
+	}}
+	u := New(inner, st, &memRecorder{}, log, &fakeClock{now: t0}, DefaultConfig(), Hooks{})
+	ctx := context.Background()
+	req := uploader.Request{FlightID: flight}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := u.UploadPendingTiles(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package retrydecorator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+)
+
+// Jitter says how a backoff delay is randomised.
+type Jitter string
+
+const (
+	// JitterNone sleeps exactly min(base*2^(n-1), cap): the default, so the
+	// schedule an operator reads in the docs is the one that happens.
+	JitterNone Jitter = "none"
+	// JitterFull sleeps a uniform random time in [0, delay].
+	JitterFull Jitter = "full"
+	// JitterEqual sleeps delay/2 plus a uniform random time in [0, delay/2].
+	JitterEqual Jitter = "equal"
+)
+
+// Config bounds the decorator's retries. The zero value is not valid; start
+// from DefaultConfig.
+type Config struct {
+	// MaxInCallRetries is how many times one UploadPendingTiles call calls
+	// the inner uploader again after a partial outcome. Default: 3. Zero
+	// means one inner call and no retry.
+	MaxInCallRetries int
+	// MaxPerTileAttempts is how many counted rejections a tile may collect,
+	// across calls and runs, before it moves to upload_giveup. Default: 5.
+	MaxPerTileAttempts int
+	// BackoffBase is the sleep before the first retry; retry n sleeps
+	// min(BackoffBase*2^(n-1), BackoffCap). Default: 2s.
+	BackoffBase time.Duration
+	// BackoffCap is the longest sleep, and the hint added to now for
+	// NextRetryAt when the in-call budget runs out. Default: 60s.
+	BackoffCap time.Duration
+	// Jitter randomises each sleep. Default: JitterNone ("" means none).
+	Jitter Jitter
+	// Rand is the jitter's random source. Default: nil, the global source;
+	// tests pass a seeded one.
+	Rand *rand.Rand
+}
+
+// DefaultConfig is the configuration documented for config.Retry.
+func DefaultConfig() Config {
+	return Config{
+		MaxInCallRetries:   3,
+		MaxPerTileAttempts: 5,
+		BackoffBase:        2 * time.Second,
+		BackoffCap:         60 * time.Second,
+		Jitter:             JitterNone,
+	}
+}
+
+// ErrInvalidConfig is wrapped by every error Validate returns.
+var ErrInvalidConfig = errors.New("invalid retry config")
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxInCallRetries < 0:
+		return fmt.Errorf("%w: max_in_call_retries must be >= 0, got %d", ErrInvalidConfig, c.MaxInCallRetries)
+	case c.MaxPerTileAttempts < 1:
+		return fmt.Errorf("%w: max_per_tile_attempts must be >= 1, got %d", ErrInvalidConfig, c.MaxPerTileAttempts)
+	case c.BackoffBase <= 0:
+		return fmt.Errorf("%w: backoff_base must be positive, got %s", ErrInvalidConfig, c.BackoffBase)
+	case c.BackoffCap < c.BackoffBase:
+		return fmt.Errorf("%w: backoff_cap (%s) must be >= backoff_base (%s)", ErrInvalidConfig, c.BackoffCap, c.BackoffBase)
+	}
+	switch c.Jitter {
+	case "", JitterNone, JitterFull, JitterEqual:
+	default:
+		return fmt.Errorf("%w: jitter must be none, full or equal, got %q", ErrInvalidConfig, c.Jitter)
+	}
+	return nil
+}
+
+// Backoff is the sleep before retry n (1-based): min(base*2^(n-1), cap),
+// then jittered. It is operation.Backoff's, which never overflows.
+func (c Config) Backoff(n int) time.Duration {
+	return c.backoff().Delay(n, c.Rand, 0)
+}
+
+func (c Config) backoff() operation.Backoff {
+	b := operation.Backoff{Base: c.BackoffBase, Cap: c.BackoffCap, Jitter: operation.JitterNone}
+	switch c.Jitter {
+	case JitterFull:
+		b.Jitter = operation.JitterFull
+	case JitterEqual:
+		b.Jitter = operation.JitterEqual
+	}
+	return b
+}

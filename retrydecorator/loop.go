@@ -1,0 +1,104 @@
+package retrydecorator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// UploadPendingTiles counts rejections an earlier run left uncounted, calls
+// the inner uploader, counts the rejections it recorded, and while its
+// outcome is partial, tiles are still pending and retries remain, sleeps
+// min(base*2^(n-1), cap) and calls it again. The inner uploader forms its
+// batches from what is pending, so a retry sends only unanswered or
+// rejected tiles, and never a given-up one.
+//
+// The report aggregates every inner call: counts are summed, Rejections
+// keeps each tile's latest rejection, Pending is the count after the last
+// call, RetryCount is the retries made and NextRetryAt is set when the
+// in-call budget ran out with tiles still pending. The outcome is the last
+// inner call's, except that a run that gave up a tile or left tiles pending
+// is partial. An inner error ends the call at once (after counting what the
+// inner call recorded); so does a cancelled context, with the report so far
+// and an error wrapping ctx.Err(). A dry run is passed through untouched.
+func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	log := u.log.With().Str("flight_id", req.FlightID).Logger()
+	log.Info().
+		Int("max_in_call_retries", u.cfg.MaxInCallRetries).
+		Int("max_per_tile_attempts", u.cfg.MaxPerTileAttempts).
+		Float64("backoff_base_s", u.cfg.BackoffBase.Seconds()).
+		Float64("backoff_cap_s", u.cfg.BackoffCap.Seconds()).
+		Str("jitter", string(u.cfg.Jitter)).
+		Bool("dry_run", req.DryRun).
+		Msg("upload with idempotent retry")
+	if req.DryRun {
+		return u.inner.UploadPendingTiles(ctx, req)
+	}
+
+	agg := aggregate{flightID: req.FlightID}
+	// Rejections an earlier run recorded but never counted (it died between
+	// settling a batch and counting) are counted first, so a tile already at
+	// its budget gives up before it is sent again.
+	if _, err := u.count(ctx, req.FlightID, &agg); err != nil {
+		return agg.fail(u.clock.Now()), err
+	}
+
+	for n := 0; ; n++ {
+		rep, ierr := u.inner.UploadPendingTiles(ctx, req)
+		agg.add(rep)
+		// Count even when the inner call failed: the batches it settled
+		// before failing recorded rejections that must not wait for a
+		// later run to be counted.
+		_, cerr := u.count(ctx, req.FlightID, &agg)
+		if ierr != nil {
+			if cerr != nil {
+				ierr = errors.Join(ierr, cerr)
+			}
+			return agg.fail(u.clock.Now()), ierr
+		}
+		if cerr != nil {
+			return agg.fail(u.clock.Now()), cerr
+		}
+		if rep.Outcome != uploader.OutcomePartial {
+			r := agg.report()
+			if r.Outcome == uploader.OutcomeSuccess && agg.givenUp > 0 {
+				r.Outcome = uploader.OutcomePartial
+			}
+			return r, nil
+		}
+
+		pending, pendingBytes, err := u.store.PendingSummary(ctx, req.FlightID)
+		if err != nil {
+			return agg.fail(u.clock.Now()), fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, err)
+		}
+		agg.r.Pending = pending
+		if pending == 0 {
+			return agg.settle(), nil
+		}
+		if n >= u.cfg.MaxInCallRetries {
+			next := u.clock.Now().Add(u.cfg.BackoffCap)
+			agg.r.NextRetryAt = &next
+			log.Warn().Int("retries", n).Int("remaining_pending_count", pending).
+				Time("next_retry_at", next).Msg("in-call retry budget used up; tiles still pending")
+			return agg.settle(), nil
+		}
+
+		attempt := n + 1
+		sleep := u.cfg.Backoff(attempt)
+		log.Info().Int("attempt", attempt).Int("max_in_call_retries", u.cfg.MaxInCallRetries).
+			Float64("sleep_s", sleep.Seconds()).Int("remaining_pending_count", pending).
+			Int64("remaining_pending_bytes", pendingBytes).Int("rejected", rep.Rejected).
+			Msg("partial upload; retrying after backoff")
+		if u.hooks.OnRetry != nil {
+			u.hooks.OnRetry(RetryEvent{FlightID: req.FlightID, Attempt: attempt, Sleep: sleep,
+				Pending: pending, PendingBytes: pendingBytes, Rejected: rep.Rejected})
+		}
+		if err := u.clock.Sleep(ctx, sleep); err != nil {
+			return agg.fail(u.clock.Now()), fmt.Errorf("wait %s before retry %d of flight %s: %w",
+				sleep, attempt, req.FlightID, err)
+		}
+		agg.r.RetryCount = attempt
+	}
+}

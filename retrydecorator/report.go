@@ -1,0 +1,93 @@
+package retrydecorator
+
+import (
+	"time"
+
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// aggregate sums the inner calls' reports into one. Adding a single report
+// yields it unchanged, so a call that needed no retry returns the inner
+// report as it came.
+type aggregate struct {
+	flightID string
+	r        uploader.UploadBatchReport
+	calls    int
+	givenUp  int            // give-ups counted by the decorator
+	at       map[string]int // tile ID -> index in r.Rejections
+}
+
+func (a *aggregate) add(rep uploader.UploadBatchReport) {
+	a.calls++
+	if a.calls == 1 {
+		a.r = rep
+		a.at = make(map[string]int, len(rep.Rejections))
+		for i, pt := range rep.Rejections {
+			a.at[pt.TileID] = i
+		}
+		return
+	}
+	r := &a.r
+	r.Outcome = rep.Outcome
+	r.Accepted += rep.Accepted
+	r.Duplicate += rep.Duplicate
+	r.Rejected += rep.Rejected
+	r.GivenUp += rep.GivenUp
+	r.Pending = rep.Pending
+	r.Bytes += rep.Bytes
+	r.Batches += rep.Batches
+	r.Resends += rep.Resends
+	r.Replayed += rep.Replayed
+	r.Timeouts += rep.Timeouts
+	if r.Started.IsZero() {
+		r.Started = rep.Started
+	}
+	if !rep.Finished.IsZero() {
+		r.Finished = rep.Finished
+	}
+	// A tile rejected on every retry is listed once, with its latest reason,
+	// so the list stays as long as the set of rejected tiles.
+	for _, pt := range rep.Rejections {
+		if i, ok := a.at[pt.TileID]; ok {
+			r.Rejections[i] = pt
+			continue
+		}
+		a.at[pt.TileID] = len(r.Rejections)
+		r.Rejections = append(r.Rejections, pt)
+	}
+}
+
+// report is the aggregate as it stands.
+func (a *aggregate) report() uploader.UploadBatchReport {
+	r := a.r
+	if r.FlightID == "" {
+		r.FlightID = a.flightID
+	}
+	r.GivenUp += a.givenUp
+	return r
+}
+
+// settle is the report of a call that ended on a partial inner outcome:
+// success only if nothing is left pending and nothing was given up.
+func (a *aggregate) settle() uploader.UploadBatchReport {
+	r := a.report()
+	if r.Pending == 0 && r.GivenUp == 0 {
+		r.Outcome = uploader.OutcomeSuccess
+	} else {
+		r.Outcome = uploader.OutcomePartial
+	}
+	return r
+}
+
+// fail is the report of a call that ended on an error.
+func (a *aggregate) fail(now time.Time) uploader.UploadBatchReport {
+	r := a.report()
+	r.Outcome = uploader.OutcomeFailure
+	if r.Started.IsZero() {
+		r.Started = now
+	}
+	if r.Finished.IsZero() || r.Finished.Before(now) {
+		r.Finished = now
+	}
+	return r
+}
