@@ -7,13 +7,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// pendingUploadsSQL repeats the partial index tiles_pending_idx's predicate
+// literally so the planner can use it: do not parameterise the statuses.
+const pendingUploadsSQL = `SELECT ` + tileColumns + ` FROM tiles
+	WHERE flight_id = $1 AND tile_id > $2 AND voting_status IN ('pending', 'trusted')
+	ORDER BY tile_id LIMIT $3`
+
 // PendingUploads returns up to limit of the flight's uploadable tiles
 // (pending or trusted) whose tile_id sorts after afterTileID, in tile_id
 // order. Pass "" to start and the last ID of a page to get the next one:
 // keyset paging costs the same on the last page as on the first.
-//
-// The WHERE clause repeats the partial index tiles_pending_idx's predicate
-// literally so the planner can use it; do not parameterise the statuses.
 func (s *Store) PendingUploads(ctx context.Context, flightID, afterTileID string, limit int) ([]Tile, error) {
 	if err := ValidateFlightID(flightID); err != nil {
 		return nil, err
@@ -21,10 +24,7 @@ func (s *Store) PendingUploads(ctx context.Context, flightID, afterTileID string
 	if limit <= 0 {
 		return nil, fmt.Errorf("pending uploads of flight %s: limit must be positive, got %d", flightID, limit)
 	}
-	q := `SELECT ` + tileColumns + ` FROM tiles
-	WHERE flight_id = $1 AND tile_id > $2 AND voting_status IN ('pending', 'trusted')
-	ORDER BY tile_id LIMIT $3`
-	rows, err := s.pool.Query(ctx, q, flightID, afterTileID, limit)
+	rows, err := s.pool.Query(ctx, pendingUploadsSQL, flightID, afterTileID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending uploads of flight %s after %q: %w", flightID, afterTileID, err)
 	}

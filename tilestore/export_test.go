@@ -1,0 +1,4 @@
+package tilestore
+
+// PendingUploadsSQL lets the tests EXPLAIN the real query.
+const PendingUploadsSQL = pendingUploadsSQL
