@@ -64,13 +64,13 @@ type RetryExtension struct {
 
 type wireDuration struct {
 	Value json.RawMessage `json:"value"`
-	Unit  string      `json:"unit"`
+	Unit  string          `json:"unit"`
 }
 
 type wireRetry struct {
-	Allowed     *bool         `json:"allowed"`
-	After       *wireDuration `json:"after,omitempty"`
-	Strategy    *string       `json:"strategy,omitempty"`
+	Allowed     *bool           `json:"allowed"`
+	After       *wireDuration   `json:"after,omitempty"`
+	Strategy    *string         `json:"strategy,omitempty"`
 	MaxAttempts json.RawMessage `json:"max_attempts,omitempty"`
 }
 
