@@ -1,0 +1,72 @@
+package operation_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/operation/operationtest"
+)
+
+func memoryHarness() operationtest.Harness {
+	return operationtest.Harness{
+		New:     func(*testing.T) operation.Store { return operation.NewMemoryStore() },
+		Restart: func(_ *testing.T, s operation.Store) operation.Store { return s },
+	}
+}
+
+// pgHarness shares one database across a run; New empties the tables.
+// Restart opens a new pool, as a restarted process would.
+func pgHarness(t *testing.T) operationtest.Harness {
+	t.Helper()
+	pool, url := newPGPool(t)
+	return operationtest.Harness{
+		New: func(t *testing.T) operation.Store {
+			if _, err := pool.Exec(context.Background(), "TRUNCATE operation_records, client_sequences"); err != nil {
+				t.Fatal(err)
+			}
+			return operation.NewPGStore(pool)
+		},
+		Restart: func(t *testing.T, _ operation.Store) operation.Store {
+			return operation.NewPGStore(openPool(t, url))
+		},
+	}
+}
+
+func newPGPool(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	_, url := pgtest.New(t)
+	pool := openPool(t, url)
+	if err := operation.EnsureSchema(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return pool, url
+}
+
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 20 // the one-owner test races 16 connections
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func TestMemoryStoreConformance(t *testing.T) {
+	t.Parallel()
+	operationtest.Run(t, memoryHarness())
+}
+
+func TestPGStoreConformance(t *testing.T) {
+	t.Parallel()
+	operationtest.Run(t, pgHarness(t))
+}
