@@ -1,0 +1,142 @@
+package tilestore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+func batchOf(op, flight string, ids []string) tilestore.Batch {
+	sums := make([]string, len(ids))
+	for i, id := range ids {
+		sums[i] = sum(id)
+	}
+	return tilestore.Batch{OpID: op, FlightID: flight, Fingerprint: "fp-" + op, TileIDs: ids, SHA256s: sums}
+}
+
+func batchState(t testing.TB, s *tilestore.Store, op string) (state string, status *int) {
+	t.Helper()
+	if err := s.Pool().QueryRow(context.Background(),
+		`SELECT state, http_status FROM upload_batches WHERE op_id = $1`, op).Scan(&state, &status); err != nil {
+		t.Fatal(err)
+	}
+	return state, status
+}
+
+func countRows(t testing.TB, s *tilestore.Store, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestOpenBatchSameMembersIsANoOpDifferentMembersIsAnError(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 4)
+	b := batchOf("op-1", "F1", ids[:2])
+	if err := s.OpenBatch(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NoteSend(ctx, "op-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.OpenBatch(ctx, b); err != nil {
+		t.Fatalf("reopening with the same members: %v", err)
+	}
+	open, err := s.OpenBatches(ctx, "F1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].Sends != 1 || open[0].Fingerprint != "fp-op-1" || len(open[0].TileIDs) != 2 {
+		t.Fatalf("open batches = %+v, want op-1 once, with 1 send (reopen must not reset it)", open)
+	}
+
+	changed := []tilestore.Batch{
+		batchOf("op-1", "F1", ids[:3]),
+		batchOf("op-1", "F1", []string{ids[1], ids[0]}),
+	}
+	otherSum := batchOf("op-1", "F1", ids[:2])
+	otherSum.SHA256s[1] = sum("something else")
+	changed = append(changed, otherSum)
+	for i, c := range changed {
+		if err := s.OpenBatch(ctx, c); !errors.Is(err, tilestore.ErrBatchMismatch) {
+			t.Errorf("variant %d: err = %v, want ErrBatchMismatch", i, err)
+		}
+	}
+	if err := s.NoteSend(ctx, "op-missing"); !errors.Is(err, tilestore.ErrBatchNotFound) {
+		t.Errorf("NoteSend(unknown) = %v", err)
+	}
+}
+
+func TestOpenBatchRefusesTilesOfAnotherOpenBatchUntilItFails(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 4)
+	seedFlight(t, s, "F2", 1)
+	if err := s.OpenBatch(ctx, batchOf("op-1", "F1", ids[:2])); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.OpenBatch(ctx, batchOf("op-2", "F1", ids[1:3])); !errors.Is(err, tilestore.ErrTilesInOpenBatch) {
+		t.Fatalf("overlapping batch: err = %v, want ErrTilesInOpenBatch", err)
+	}
+	if err := s.OpenBatch(ctx, batchOf("op-x", "F2", ids[:1])); !errors.Is(err, tilestore.ErrTileNotFound) {
+		t.Errorf("batch of another flight's tile: err = %v, want ErrTileNotFound", err)
+	}
+
+	if err := s.FailBatch(ctx, "op-1", 422, "IDEMPOTENCY_EXPIRED"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailBatch(ctx, "op-1", 422, "again"); err != nil {
+		t.Errorf("failing a failed batch: %v", err)
+	}
+	if st, code := batchState(t, s, "op-1"); st != "failed" || code == nil || *code != 422 {
+		t.Errorf("op-1 = %s/%v, want failed/422", st, code)
+	}
+	if err := s.OpenBatch(ctx, batchOf("op-2", "F1", ids[1:3])); err != nil {
+		t.Fatalf("after FailBatch the tiles are free, but: %v", err)
+	}
+	if st := readTile(t, s, ids[0]).Status; st != "pending" {
+		t.Errorf("a failed batch's tile is %s, want pending", st)
+	}
+	open, err := s.OpenBatches(ctx, "F1")
+	if err != nil || len(open) != 1 || open[0].OpID != "op-2" {
+		t.Errorf("open batches = %+v, %v; want only op-2", open, err)
+	}
+	if err := s.FailBatch(ctx, "op-missing", 0, ""); !errors.Is(err, tilestore.ErrBatchNotFound) {
+		t.Errorf("FailBatch(unknown) = %v", err)
+	}
+}
+
+func TestOpenBatchesListsOldestFirst(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 3)
+	for i, op := range []string{"op-c", "op-a", "op-b"} {
+		if err := s.OpenBatch(ctx, batchOf(op, "F1", ids[i:i+1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Same-transaction timestamps could tie; make the ages explicit.
+	if _, err := s.Pool().Exec(ctx, `UPDATE upload_batches SET created_at = now() - interval '1 hour' * ascii(right(op_id, 1))`); err != nil {
+		t.Fatal(err)
+	}
+	open, err := s.OpenBatches(ctx, "F1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range open {
+		got = append(got, b.OpID)
+	}
+	if len(got) != 3 || got[0] != "op-c" || got[1] != "op-b" || got[2] != "op-a" {
+		t.Errorf("order = %v, want oldest first [op-c op-b op-a]", got)
+	}
+}

@@ -1,0 +1,166 @@
+package tilestore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+func reject(t testing.TB, s *tilestore.Store, op string, reason string, ids ...string) {
+	t.Helper()
+	rs := make([]tilestore.Rejection, len(ids))
+	for i, id := range ids {
+		rs[i] = tilestore.Rejection{OpID: op, TileID: id, Reason: reason, Message: reason + " in " + op}
+	}
+	if err := s.RecordRejections(context.Background(), rs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCountRejectionsCountsEachRejectionExactlyOnce(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 3)
+	other := seedFlight(t, s, "F2", 1)
+	reject(t, s, "op-1", "bad_tile", ids[0], ids[1])
+	reject(t, s, "op-2", "too_dark", ids[0])
+	reject(t, s, "op-9", "bad_tile", other[0]) // another flight: not counted here
+
+	res, err := s.CountRejections(ctx, "F1", 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Counted != 3 || res.Attempts[ids[0]] != 2 || res.Attempts[ids[1]] != 1 || len(res.Attempts) != 2 || len(res.GaveUp) != 0 {
+		t.Fatalf("result = %+v, want 3 counted, attempts {t0:2 t1:1}, no give-ups", res)
+	}
+	again, err := s.CountRejections(ctx, "F1", 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Counted != 0 || len(again.Attempts) != 0 {
+		t.Errorf("second count = %+v, want nothing counted", again)
+	}
+	t0 := readTile(t, s, ids[0])
+	if t0.Attempts != 2 || t0.Status != "pending" || t0.LastRejAt == nil {
+		t.Errorf("tile 0 = %+v, want 2 attempts, pending, last_rejected_at set", t0)
+	}
+	if a := readTile(t, s, other[0]).Attempts; a != 0 {
+		t.Errorf("F2's tile was counted: %d attempts", a)
+	}
+	if n := countRows(t, s, `SELECT count(*) FROM upload_rejections WHERE counted_at IS NULL`); n != 1 {
+		t.Errorf("%d uncounted rejections left, want 1 (F2's)", n)
+	}
+}
+
+func TestCountRejectionsKeepsTheNewestRejectionsReason(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 1)
+	reject(t, s, "op-1", "older_reason", ids[0])
+	reject(t, s, "op-2", "newer_reason", ids[0])
+	if _, err := s.Pool().Exec(ctx, `UPDATE upload_rejections SET rejected_at = now() - interval '1 minute' WHERE op_id = 'op-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CountRejections(ctx, "F1", 10, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := readTile(t, s, ids[0])
+	if got.Reason == nil || *got.Reason != "newer_reason" || got.LastMessage == nil || *got.LastMessage != "newer_reason in op-2" {
+		t.Errorf("last rejection = %v / %v, want newer_reason", got.Reason, got.LastMessage)
+	}
+}
+
+func TestCountRejectionsGivesUpAtTheBudgetInTheSameTransaction(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 4)
+	setStatusSQL(t, s, "rejected", ids[3]) // not uploadable: never "gives up"
+	reject(t, s, "op-1", "bad_tile", ids[0], ids[1], ids[3])
+	reject(t, s, "op-2", "bad_tile", ids[0], ids[3])
+	reject(t, s, "op-3", "bad_tile", ids[0], ids[3])
+
+	var seen []tilestore.GiveUp
+	res, err := s.CountRejections(ctx, "F1", 3, func(ctx context.Context, gaveUp []tilestore.GiveUp) error {
+		seen = gaveUp
+		// Another connection must not see the increment or the give-up yet:
+		// both commit together, after this hook.
+		if row := readTile(t, s, ids[0]); row.Attempts != 0 || row.Status != "pending" {
+			t.Errorf("inside the hook another session sees %+v, want the old row", row)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0].TileID != ids[0] || seen[0].Attempts != 3 || seen[0].LastReason != "bad_tile" ||
+		seen[0].FlightID != "F1" || seen[0].GaveUpAt.IsZero() {
+		t.Fatalf("hook got %+v, want one give-up of %s at 3 attempts", seen, ids[0])
+	}
+	if len(res.GaveUp) != 1 || res.Counted != 7 {
+		t.Errorf("result = %+v, want 7 counted and 1 give-up", res)
+	}
+	want := map[string]struct {
+		status   string
+		attempts int
+	}{
+		ids[0]: {"upload_giveup", 3}, ids[1]: {"pending", 1}, ids[2]: {"pending", 0}, ids[3]: {"rejected", 3},
+	}
+	for id, w := range want {
+		row := readTile(t, s, id)
+		if row.Status != w.status || row.Attempts != w.attempts {
+			t.Errorf("tile %s = %s/%d, want %s/%d", id, row.Status, row.Attempts, w.status, w.attempts)
+		}
+		if (row.GaveUpAt != nil) != (w.status == "upload_giveup") {
+			t.Errorf("tile %s gave_up_at = %v", id, row.GaveUpAt)
+		}
+	}
+
+	// A later rejection of a tile that already gave up is counted, but it
+	// does not give up again.
+	reject(t, s, "op-4", "bad_tile", ids[0])
+	calls := 0
+	res, err = s.CountRejections(ctx, "F1", 3, func(context.Context, []tilestore.GiveUp) error { calls++; return nil })
+	if err != nil || res.Counted != 1 || len(res.GaveUp) != 0 || calls != 0 {
+		t.Errorf("recount = %+v, %v, hook calls %d; want 1 counted, no give-up, no hook", res, err, calls)
+	}
+}
+
+func TestCountRejectionsRollsBackEverythingWhenTheHookFails(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 2)
+	reject(t, s, "op-1", "bad_tile", ids...)
+	hookErr := errors.New("fdr disk full")
+	_, err := s.CountRejections(ctx, "F1", 1, func(context.Context, []tilestore.GiveUp) error { return hookErr })
+	if !errors.Is(err, hookErr) {
+		t.Fatalf("err = %v, want the hook's error", err)
+	}
+	for _, id := range ids {
+		if row := readTile(t, s, id); row.Attempts != 0 || row.Status != "pending" || row.GaveUpAt != nil {
+			t.Errorf("tile %s = %+v after rollback, want untouched", id, row)
+		}
+	}
+	if n := countRows(t, s, `SELECT count(*) FROM upload_rejections WHERE counted_at IS NULL`); n != 2 {
+		t.Errorf("%d uncounted rejections, want 2 (still uncounted)", n)
+	}
+	// The next run reaches the same give-ups.
+	var seen []tilestore.GiveUp
+	res, err := s.CountRejections(ctx, "F1", 1, func(_ context.Context, g []tilestore.GiveUp) error { seen = g; return nil })
+	if err != nil || res.Counted != 2 || len(seen) != 2 || seen[0].TileID != ids[0] || seen[1].TileID != ids[1] {
+		t.Errorf("retry = %+v, %v, hook saw %+v; want both tiles given up", res, err, seen)
+	}
+}
+
+func TestCountRejectionsRefusesAZeroBudget(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if _, err := s.CountRejections(testCtx(t), "F1", 0, nil); err == nil {
+		t.Error("maxAttempts 0 accepted")
+	}
+}
