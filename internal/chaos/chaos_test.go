@@ -1,0 +1,53 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// testLog sends the soak's progress to t.Log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestChaosShortKeepsEveryInvariant runs a two-round soak (about 40 tiles)
+// with faults, SIGKILLs and a broken database connection, and fails on any
+// violation. SEED=n repeats a failing run.
+func TestChaosShortKeepsEveryInvariant(t *testing.T) {
+	seed := uint64(20261121)
+	if s, err := strconv.ParseUint(os.Getenv("SEED"), 10, 64); err == nil && s != 0 {
+		seed = s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	tc, tp, err := BuildBinaries(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, Config{Seed: seed, Rounds: 2, Tiles: 20, TilectlBin: tc, ProviderBin: tp,
+		WorkDir: t.TempDir(), Log: testLog{t}})
+	if err != nil {
+		t.Fatalf("soak (SEED=%d): %v", seed, err)
+	}
+	var table testLog = testLog{t}
+	_ = rep.WriteTable(table)
+	for _, v := range rep.Violations {
+		t.Errorf("SEED=%d: %s", seed, v)
+	}
+	if rep.Kills == 0 {
+		t.Errorf("SEED=%d: no run was SIGKILLed; the soak tested no crash", seed)
+	}
+	if rep.DBBreaks == 0 {
+		t.Errorf("SEED=%d: no database connection was broken", seed)
+	}
+	faults := 0
+	for _, n := range rep.Faults {
+		faults += n
+	}
+	if faults == 0 {
+		t.Errorf("SEED=%d: the provider injected no fault", seed)
+	}
+}

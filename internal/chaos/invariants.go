@@ -1,0 +1,193 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Invariant names, as they appear in violations and in the report.
+const (
+	invStoredOnce      = "stored-at-most-once"
+	invTerminal        = "tile-uploaded-or-given-up"
+	invUploadedHeld    = "uploaded-tile-held-by-provider"
+	invAttempts        = "attempts-equal-rejecting-answers"
+	invRejectionsMatch = "journal-rejections-match-sealed-answer"
+	invAllCounted      = "every-rejection-counted"
+	invGiveUpFDR       = "one-fdr-record-per-give-up"
+	invPayloadBinding  = "op-id-bound-to-one-payload"
+	invNoConflict      = "provider-saw-no-idempotency-conflict"
+	invAmbiguousSettle = "ambiguous-batch-settled-under-its-key"
+	invSealedSettled   = "provider-sealed-batch-settled-by-client"
+	invNoOpenBatch     = "no-open-batch-after-round"
+)
+
+// checker evaluates invariants and tallies them.
+type checker struct {
+	checked    map[string]int
+	violations []string
+}
+
+func newChecker() *checker { return &checker{checked: map[string]int{}} }
+
+// check records one evaluation of invariant name; ok false is a violation
+// described by the format.
+func (c *checker) check(name string, ok bool, format string, args ...any) {
+	c.checked[name]++
+	if !ok {
+		c.violations = append(c.violations, name+": "+fmt.Sprintf(format, args...))
+	}
+}
+
+// sealedAnswer is the part of a sealed 200 body the checks need.
+type sealedAnswer struct {
+	OpID    string `json:"op_id"`
+	Results []struct {
+		TileID string `json:"tile_id"`
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	} `json:"results"`
+}
+
+// rejectedBy returns the members of a batch that the provider's sealed
+// answer rejected or did not clearly answer (missing, named twice, or an
+// unknown status): each is one rejecting answer for that tile.
+func rejectedBy(members []string, body []byte) (map[string]bool, error) {
+	var a sealedAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, fmt.Errorf("sealed answer is not JSON: %w", err)
+	}
+	seen := map[string]int{}
+	status := map[string]string{}
+	for _, r := range a.Results {
+		seen[r.TileID]++
+		status[r.TileID] = r.Status
+	}
+	out := map[string]bool{}
+	for _, id := range members {
+		if seen[id] != 1 || (status[id] != "accepted" && status[id] != "duplicate") {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// roundFacts is everything one round's checks look at.
+type roundFacts struct {
+	FlightID     string
+	Client       clientView
+	Provider     providerView
+	Faults       faultStats
+	SealedOK     []string          // every op the provider sealed with 200
+	JournalState map[string]string // every op in tilectl's journal -> state
+}
+
+// checkRound evaluates every invariant over f.
+func (c *checker) checkRound(f roundFacts) {
+	cl, pv := f.Client, f.Provider
+	// Stored at most once, and held with the bytes tilectl has.
+	for _, st := range pv.Stored {
+		c.check(invStoredOnce, st.Writes <= 1 && st.Rows == 1,
+			"tile %s written %d time(s) in %d row(s) at the provider", st.ID, st.Writes, st.Rows)
+	}
+	ids := make([]string, 0, len(cl.Tiles))
+	for id := range cl.Tiles {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		t := cl.Tiles[id]
+		c.check(invTerminal, t.Status == "uploaded" || t.Status == "upload_giveup",
+			"tile %s ended the round %s", id, t.Status)
+		if t.Status == "uploaded" {
+			st, held := pv.Stored[id]
+			c.check(invUploadedHeld, held && st.SHA256 == t.SHA256,
+				"tile %s is uploaded locally but the provider holds %v (sha256 %q, want %q)", id, held, st.SHA256, t.SHA256)
+		}
+	}
+
+	// Attempts: one per rejecting answer. Provider answers come from the
+	// sealed outcome of each batch tilectl settled; local answers are
+	// rejections of tiles that were not members of a batch under that ID.
+	expected := map[string]int{}
+	members := map[string]map[string]bool{}
+	for _, b := range f.Client.Batches {
+		m := map[string]bool{}
+		for _, id := range b.TileIDs {
+			m[id] = true
+		}
+		members[b.OpID] = m
+		c.check(invNoOpenBatch, b.State != "open", "batch %s is still open after the round", b.OpID)
+		op, known := pv.Ops[b.OpID]
+		if b.State == "settled" {
+			ok := known && op.State == "sealed" && op.Status != nil && *op.Status == 200
+			c.check(invPayloadBinding, ok, "batch %s is settled but the provider has no sealed 200 for it (record %v, state %q)", b.OpID, known, op.State)
+			if !ok {
+				continue
+			}
+			rej, err := rejectedBy(b.TileIDs, op.Body)
+			c.check(invRejectionsMatch, err == nil, "batch %s: %v", b.OpID, err)
+			for id := range rej {
+				expected[id]++
+			}
+			var journal []string
+			for _, r := range cl.Rejections {
+				if r.OpID == b.OpID && m[r.TileID] {
+					journal = append(journal, r.TileID)
+				}
+			}
+			want := make([]string, 0, len(rej))
+			for id := range rej {
+				want = append(want, id)
+			}
+			sort.Strings(journal)
+			sort.Strings(want)
+			c.check(invRejectionsMatch, slices.Equal(journal, want),
+				"batch %s: journal rejects %v, the provider's sealed answer rejects %v", b.OpID, journal, want)
+		}
+		if known {
+			c.check(invPayloadBinding, op.Fingerprint == fingerprintFor(f.FlightID, b),
+				"op %s: provider fingerprint %q, client batch fingerprint %q", b.OpID, op.Fingerprint, fingerprintFor(f.FlightID, b))
+		}
+		if b.HTTPStatus != nil {
+			c.check(invNoConflict, *b.HTTPStatus != 422, "batch %s failed with 422", b.OpID)
+		}
+	}
+	for _, r := range cl.Rejections {
+		if !members[r.OpID][r.TileID] {
+			expected[r.TileID]++
+		}
+		c.check(invAllCounted, r.Counted, "rejection (%s, %s, %s) was never counted", r.OpID, r.TileID, r.Reason)
+	}
+	for _, id := range ids {
+		t := cl.Tiles[id]
+		c.check(invAttempts, t.Attempts == expected[id],
+			"tile %s has upload_attempts %d, but %d answers rejected it", id, t.Attempts, expected[id])
+		if t.Status == "upload_giveup" {
+			c.check(invGiveUpFDR, cl.GiveUpFDR[id] == 1, "given-up tile %s has %d FDR give-up records", id, cl.GiveUpFDR[id])
+		}
+	}
+	for id, n := range cl.GiveUpFDR {
+		t, ok := cl.Tiles[id]
+		c.check(invGiveUpFDR, ok && t.Status == "upload_giveup",
+			"FDR has %d give-up record(s) for tile %s, which is %q", n, id, t.Status)
+	}
+
+	c.check(invNoConflict, f.Faults.Conflicts == 0, "the provider answered IDEMPOTENCY_CONFLICT %d time(s)", f.Faults.Conflicts)
+	for _, kind := range []string{"drop_after_store", "cut_body"} {
+		for _, op := range f.Faults.OpsByKind[kind] {
+			st, known := f.JournalState[op]
+			if !known {
+				// Not a batch (a capabilities or lookup call), or not
+				// this soak's: nothing to settle.
+				continue
+			}
+			c.check(invAmbiguousSettle, st == "settled", "batch %s hit by %s ended %s, not settled under its key", op, kind, st)
+		}
+	}
+	for _, op := range f.SealedOK {
+		st := f.JournalState[op]
+		c.check(invSealedSettled, st == "settled", "the provider sealed a 200 for %s but tilectl's journal has it %q", op, st)
+	}
+}

@@ -1,0 +1,152 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+)
+
+func i32(v int32) *int32 { return &v }
+
+// cleanFacts is one round where everything went right: t1 uploaded, t2
+// rejected once by the provider and once locally (blob_corrupt) then given
+// up at 2 attempts, t3 not clearly answered once then uploaded.
+func cleanFacts() roundFacts {
+	return roundFacts{
+		FlightID: "f1",
+		Client: clientView{
+			Tiles: map[string]clientTile{
+				"t1": {ID: "t1", SHA256: "a1", Status: "uploaded"},
+				"t2": {ID: "t2", SHA256: "a2", Status: "upload_giveup", Attempts: 2},
+				"t3": {ID: "t3", SHA256: "a3", Status: "uploaded", Attempts: 1},
+			},
+			Batches: []clientBatch{
+				{OpID: "op1", Fingerprint: "fp1", TileIDs: []string{"t1", "t2", "t3"}, State: "settled"},
+				{OpID: "op2", Fingerprint: "fp2", TileIDs: []string{"t3"}, State: "settled"},
+			},
+			Rejections: []clientRejection{
+				{OpID: "op1", TileID: "t2", Reason: "decode_error", Counted: true},
+				{OpID: "op1", TileID: "t3", Reason: "protocol_error", Counted: true},
+				{OpID: "local-1", TileID: "t2", Reason: "blob_corrupt", Counted: true},
+			},
+			GiveUpFDR: map[string]int{"t2": 1},
+		},
+		Provider: providerView{
+			Ops: map[string]providerOp{
+				"op1": {OpID: "op1", Fingerprint: "fp1", State: "sealed", Status: i32(200),
+					Body: []byte(`{"op_id":"op1","results":[{"tile_id":"t1","status":"accepted"},{"tile_id":"t2","status":"rejected","reason":"decode_error"}]}`)},
+				"op2": {OpID: "op2", Fingerprint: "fp2", State: "sealed", Status: i32(200),
+					Body: []byte(`{"op_id":"op2","results":[{"tile_id":"t3","status":"duplicate"}]}`)},
+			},
+			Stored: map[string]storedTile{
+				"t1": {ID: "t1", SHA256: "a1", Writes: 1, Rows: 1},
+				"t3": {ID: "t3", SHA256: "a3", Writes: 1, Rows: 1},
+			},
+		},
+		Faults:       faultStats{OpsByKind: map[string][]string{"cut_body": {"op1"}}},
+		SealedOK:     []string{"op1", "op2"},
+		JournalState: map[string]string{"op1": "settled", "op2": "settled"},
+	}
+}
+
+func TestCheckRoundPassesACleanRound(t *testing.T) {
+	c := newChecker()
+	c.checkRound(cleanFacts())
+	if len(c.violations) != 0 {
+		t.Fatalf("violations on a clean round: %v", c.violations)
+	}
+	for _, inv := range []string{invStoredOnce, invTerminal, invUploadedHeld, invAttempts, invRejectionsMatch,
+		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch} {
+		if c.checked[inv] == 0 {
+			t.Errorf("invariant %s was never evaluated", inv)
+		}
+	}
+}
+
+func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(f *roundFacts)
+		want   string
+	}{
+		{"tile stored twice", func(f *roundFacts) { f.Provider.Stored["t1"] = storedTile{ID: "t1", SHA256: "a1", Writes: 2, Rows: 1} }, invStoredOnce},
+		{"tile left pending", func(f *roundFacts) { setTile(f, "t1", func(t *clientTile) { t.Status = "pending" }) }, invTerminal},
+		{"uploaded tile the provider lacks", func(f *roundFacts) { delete(f.Provider.Stored, "t1") }, invUploadedHeld},
+		{"uploaded with other bytes", func(f *roundFacts) { f.Provider.Stored["t3"] = storedTile{ID: "t3", SHA256: "zz", Writes: 1, Rows: 1} }, invUploadedHeld},
+		{"replayed answer counted twice", func(f *roundFacts) { setTile(f, "t3", func(t *clientTile) { t.Attempts = 2 }) }, invAttempts},
+		{"answer lost", func(f *roundFacts) { setTile(f, "t2", func(t *clientTile) { t.Attempts = 1 }) }, invAttempts},
+		{"journal misses a rejection", func(f *roundFacts) { f.Client.Rejections = f.Client.Rejections[1:] }, invRejectionsMatch},
+		{"rejection never counted", func(f *roundFacts) { f.Client.Rejections[2].Counted = false }, invAllCounted},
+		{"give-up recorded twice", func(f *roundFacts) { f.Client.GiveUpFDR["t2"] = 2 }, invGiveUpFDR},
+		{"give-up without a record", func(f *roundFacts) { delete(f.Client.GiveUpFDR, "t2") }, invGiveUpFDR},
+		{"op ID with two payloads", func(f *roundFacts) {
+			op := f.Provider.Ops["op2"]
+			op.Fingerprint = "other"
+			f.Provider.Ops["op2"] = op
+		}, invPayloadBinding},
+		{"provider saw a conflict", func(f *roundFacts) { f.Faults.Conflicts = 1 }, invNoConflict},
+		{"ambiguous batch replaced", func(f *roundFacts) { f.JournalState["op1"] = "failed" }, invAmbiguousSettle},
+		{"sealed op unknown to the client", func(f *roundFacts) { f.SealedOK = append(f.SealedOK, "op9") }, invSealedSettled},
+		{"batch left open", func(f *roundFacts) { f.Client.Batches[1].State = "open" }, invNoOpenBatch},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := cleanFacts()
+			tc.damage(&f)
+			c := newChecker()
+			c.checkRound(f)
+			found := false
+			for _, v := range c.violations {
+				found = found || strings.HasPrefix(v, tc.want+":")
+			}
+			if !found {
+				t.Fatalf("want a %s violation, got %v", tc.want, c.violations)
+			}
+		})
+	}
+}
+
+func setTile(f *roundFacts, id string, fn func(*clientTile)) {
+	t := f.Client.Tiles[id]
+	fn(&t)
+	f.Client.Tiles[id] = t
+}
+
+func TestRejectedByCountsUnclearAnswers(t *testing.T) {
+	body := []byte(`{"results":[{"tile_id":"a","status":"accepted"},{"tile_id":"b","status":"rejected"},
+		{"tile_id":"c","status":"duplicate"},{"tile_id":"c","status":"duplicate"},{"tile_id":"e","status":"weird"}]}`)
+	got, err := rejectedBy([]string{"a", "b", "c", "d", "e"}, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"b": true, "c": true, "d": true, "e": true}
+	if len(got) != len(want) {
+		t.Fatalf("rejected %v, want %v", got, want)
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("tile %s should count as rejected (got %v)", id, got)
+		}
+	}
+}
+
+func TestParseMetricLineReadsLabelsAndValue(t *testing.T) {
+	name, labels, v, ok := parseMetricLine(`tileprovider_faults_total{kind="cut_body",route="batch"} 7`)
+	if !ok || name != "tileprovider_faults_total" || labels["kind"] != "cut_body" || v != 7 {
+		t.Fatalf("got %q %v %v %v", name, labels, v, ok)
+	}
+	if _, _, _, ok := parseMetricLine("garbage"); ok {
+		t.Fatal("a line without a value parsed")
+	}
+}
+
+func TestParseLedgerFindsOpsByKind(t *testing.T) {
+	var fs faultStats
+	fs.OpsByKind = map[string][]string{}
+	err := parseLedger([]byte(`{"entries":[{"op_id":"o1","kind":"cut_body"},{"op_id":"o2","fault":"drop_after_store"},{"route":"x"}]}`), &fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs.OpsByKind["cut_body"]) != 1 || len(fs.OpsByKind["drop_after_store"]) != 1 {
+		t.Fatalf("got %v", fs.OpsByKind)
+	}
+}

@@ -1,0 +1,224 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// providerOp is one row of the provider's operation table.
+type providerOp struct {
+	OpID        string
+	Fingerprint string
+	State       string
+	Status      *int32
+	Body        []byte
+}
+
+// storedTile is one tile the provider holds, with how many times its bytes
+// were written.
+type storedTile struct {
+	ID     string
+	SHA256 string
+	Writes int
+	Rows   int
+}
+
+// providerView is what the invariants read from the provider's own records.
+type providerView struct {
+	Ops    map[string]providerOp
+	Stored map[string]storedTile
+}
+
+// storedTilesSQL reads the reference provider's tile table (provider
+// package, EnsureSchema). Rows counts duplicate rows for one tile, which
+// the provider's primary key should make impossible.
+const storedTilesSQL = `SELECT tile_id, min(sha256), sum(writes)::int, count(*)::int
+	FROM provider_tiles WHERE flight_id = $1 GROUP BY tile_id`
+
+func loadProviderView(ctx context.Context, dbURL, flightID string, opIDs []string) (providerView, error) {
+	v := providerView{Ops: map[string]providerOp{}, Stored: map[string]storedTile{}}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return v, fmt.Errorf("read the provider's database: %w", err)
+	}
+	defer conn.Close(ctx)
+
+	rows, _ := conn.Query(ctx, `SELECT op_id, fingerprint, state, outcome_status, outcome_body
+		FROM operation_records WHERE op_id = ANY($1)`, opIDs)
+	var op providerOp
+	if _, err := pgx.ForEachRow(rows, []any{&op.OpID, &op.Fingerprint, &op.State, &op.Status, &op.Body}, func() error {
+		if prev, dup := v.Ops[op.OpID]; dup {
+			// Two scopes hold the ID: keep both visible to the checks
+			// by marking the fingerprint ambiguous.
+			op.Fingerprint = prev.Fingerprint + "|" + op.Fingerprint
+		}
+		v.Ops[op.OpID] = op
+		op = providerOp{}
+		return nil
+	}); err != nil {
+		return v, fmt.Errorf("read the provider's operation records: %w", err)
+	}
+
+	rows, _ = conn.Query(ctx, storedTilesSQL, flightID)
+	var st storedTile
+	if _, err := pgx.ForEachRow(rows, []any{&st.ID, &st.SHA256, &st.Writes, &st.Rows}, func() error {
+		v.Stored[st.ID] = st
+		return nil
+	}); err != nil {
+		return v, fmt.Errorf("read the provider's stored tiles: %w", err)
+	}
+	return v, nil
+}
+
+// sealedOps lists every operation the provider sealed with a 200 for
+// flight's batches, whether or not tilectl's journal knows the ID.
+func sealedOKOps(ctx context.Context, dbURL string) ([]string, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("read the provider's database: %w", err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT op_id FROM operation_records WHERE state = 'sealed' AND outcome_status = 200`)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the provider's sealed operations: %w", err)
+	}
+	return ids, nil
+}
+
+// faultStats is what the provider says it injected.
+type faultStats struct {
+	ByKind    map[string]int      // from /metrics
+	OpsByKind map[string][]string // from /debug/ledger: fault kind -> op IDs
+	Conflicts int                 // IDEMPOTENCY_CONFLICT answers
+}
+
+func scrapeFaults(ctx context.Context, base, token string) (faultStats, error) {
+	fs := faultStats{ByKind: map[string]int{}, OpsByKind: map[string][]string{}}
+	metrics, err := get(ctx, base+"/metrics", token)
+	if err != nil {
+		return fs, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(metrics)))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, labels, value, ok := parseMetricLine(line)
+		if !ok {
+			continue
+		}
+		if strings.Contains(name, "fault") && labels["kind"] != "" {
+			fs.ByKind[labels["kind"]] += int(value)
+		}
+		if labels["code"] == "IDEMPOTENCY_CONFLICT" {
+			fs.Conflicts += int(value)
+		}
+	}
+	ledger, err := get(ctx, base+"/debug/ledger", token)
+	if err != nil {
+		return fs, err
+	}
+	if err := parseLedger(ledger, &fs); err != nil {
+		return fs, err
+	}
+	return fs, nil
+}
+
+// parseLedger reads the provider's fault ledger: a JSON array of entries,
+// or an object holding one, where each entry names an op_id and the fault
+// kind ("kind" or "fault").
+func parseLedger(b []byte, fs *faultStats) error {
+	var raw any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("parse /debug/ledger: %w", err)
+	}
+	var walk func(any)
+	walk = func(x any) {
+		switch t := x.(type) {
+		case []any:
+			for _, e := range t {
+				walk(e)
+			}
+		case map[string]any:
+			op, _ := t["op_id"].(string)
+			kind, _ := t["kind"].(string)
+			if kind == "" {
+				kind, _ = t["fault"].(string)
+			}
+			if op != "" && kind != "" {
+				fs.OpsByKind[kind] = append(fs.OpsByKind[kind], op)
+				return
+			}
+			for _, e := range t {
+				walk(e)
+			}
+		}
+	}
+	walk(raw)
+	return nil
+}
+
+// parseMetricLine splits a Prometheus text line into name, labels, value.
+func parseMetricLine(line string) (string, map[string]string, float64, bool) {
+	labels := map[string]string{}
+	name, rest := line, ""
+	if i := strings.IndexByte(line, '{'); i >= 0 {
+		j := strings.LastIndexByte(line, '}')
+		if j < i {
+			return "", nil, 0, false
+		}
+		name, rest = line[:i], strings.TrimSpace(line[j+1:])
+		for _, kv := range strings.Split(line[i+1:j], ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if ok {
+				labels[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
+			}
+		}
+	} else {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			return "", nil, 0, false
+		}
+		name, rest = f[0], f[1]
+	}
+	f := strings.Fields(rest)
+	if len(f) == 0 {
+		return "", nil, 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return "", nil, 0, false
+	}
+	return name, labels, v, true
+}
+
+func get(ctx context.Context, url, token string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return b, nil
+}

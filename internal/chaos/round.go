@@ -1,0 +1,200 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// providerFaultKinds are all the faults the reference provider injects.
+var providerFaultKinds = []string{"drop_after_store", "status_429", "status_503", "html_502",
+	"cut_body", "omit_results", "processing_409"}
+
+// soak is one soak's state.
+type soak struct {
+	cfg   Config
+	dbs   *databases
+	rep   *Report
+	chk   *checker
+	rng   *mrand.Rand
+	token string
+	cache string
+	fdr   string
+	store string
+	env   []string
+}
+
+func (s *soak) setup(ctx context.Context) error {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Errorf("make provider token: %w", err)
+	}
+	s.token = "chaos-" + hex.EncodeToString(b)
+	s.cache = filepath.Join(s.cfg.WorkDir, "cache")
+	s.fdr = filepath.Join(s.cfg.WorkDir, "fdr.ring")
+	s.store = filepath.Join(s.cfg.WorkDir, "provider-storage")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TILECTL_") {
+			s.env = append(s.env, kv)
+		}
+	}
+	s.env = append(s.env,
+		"TILECTL_DATABASE_URL="+s.dbs.clientURL(),
+		"TILECTL_CACHE_DIR="+s.cache,
+		"TILECTL_FDR_PATH="+s.fdr,
+		"TILECTL_PROVIDER_TOKEN="+s.token,
+		"TILECTL_LOG_FORMAT=json",
+	)
+	if out, err := s.tilectl(ctx, "migrate", "up"); err != nil {
+		return fmt.Errorf("tilectl migrate up: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// tilectl runs a tilectl command to completion (no chaos) with the soak's
+// environment; providerURL is not needed for these commands.
+func (s *soak) tilectl(ctx context.Context, args ...string) ([]byte, error) {
+	res, err := runTilectl(ctx, s.cfg.TilectlBin, s.env, args, runPlan{hardLimit: 2 * time.Minute}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := append(res.stdout, res.stderr...)
+	if res.exit != 0 {
+		return out, fmt.Errorf("exit %d", res.exit)
+	}
+	return out, nil
+}
+
+func (s *soak) round(ctx context.Context, n int) error {
+	flight := fmt.Sprintf("chaos-s%d-r%02d", s.cfg.Seed, n)
+	dir := filepath.Join(s.cfg.WorkDir, "flights", flight)
+	if err := writeFlightDir(dir, s.cfg.Tiles, s.rng); err != nil {
+		return err
+	}
+	if out, err := s.tilectl(ctx, "tiles", "import", "--flight", flight, dir); err != nil {
+		return fmt.Errorf("tilectl tiles import: %w\n%s", err, out)
+	}
+	tiles, err := s.landAndList(ctx, flight)
+	if err != nil {
+		return err
+	}
+	if len(tiles) != s.cfg.Tiles {
+		return fmt.Errorf("import of %d tiles left %d in tilectl's database", s.cfg.Tiles, len(tiles))
+	}
+	corrupt, poison := s.pickVictims(tiles)
+	for i, t := range corrupt {
+		if err := corruptBlob(s.blobPath(t.BlobPath), corruptions[i%len(corruptions)]); err != nil {
+			return err
+		}
+	}
+	poisonIDs := make([]string, len(poison))
+	for i, t := range poison {
+		poisonIDs[i] = t.ID
+	}
+	fmt.Fprintf(s.cfg.Log, "round %d: flight %s, %d tiles, %d corrupt blobs, %d poison tiles\n",
+		n, flight, len(tiles), len(corrupt), len(poison))
+
+	prov, err := s.startProvider(ctx, n, poisonIDs)
+	if err != nil {
+		return err
+	}
+	runErr := s.uploadUntilSettled(ctx, n, flight, prov.base)
+	faults, scrapeErr := scrapeFaults(ctx, prov.base, s.token)
+	prov.stop()
+	if runErr != nil {
+		return runErr
+	}
+	if scrapeErr != nil {
+		return fmt.Errorf("read the provider's fault counts: %w", scrapeErr)
+	}
+	for k, v := range faults.ByKind {
+		s.rep.Faults[k] += v
+	}
+	return s.checkRound(ctx, flight, faults)
+}
+
+// landAndList marks the flight on_ground (the aircraft landed: that is the
+// navigation system's business, not tilectl's) and lists its tiles.
+func (s *soak) landAndList(ctx context.Context, flight string) ([]clientTile, error) {
+	conn, err := pgx.Connect(ctx, s.dbs.url(s.dbs.client, "tilechaos_checker"))
+	if err != nil {
+		return nil, fmt.Errorf("read tilectl's database: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE flights SET state = 'on_ground', updated_at = now() WHERE flight_id = $1`, flight); err != nil {
+		return nil, fmt.Errorf("land flight %s: %w", flight, err)
+	}
+	rows, _ := conn.Query(ctx, `SELECT tile_id, sha256, voting_status, upload_attempts, blob_path
+		FROM tiles WHERE flight_id = $1 ORDER BY tile_id`, flight)
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (clientTile, error) {
+		var t clientTile
+		err := r.Scan(&t.ID, &t.SHA256, &t.Status, &t.Attempts, &t.BlobPath)
+		return t, err
+	})
+}
+
+// pickVictims chooses, from tiles in tile_id order, disjoint sets of tiles
+// to corrupt on disk and to have the provider always reject.
+func (s *soak) pickVictims(tiles []clientTile) (corrupt, poison []clientTile) {
+	perm := s.rng.Perm(len(tiles))
+	nc := max(len(corruptions), len(tiles)/20)
+	np := max(1, len(tiles)/30)
+	for i, p := range perm {
+		switch {
+		case i < nc:
+			corrupt = append(corrupt, tiles[p])
+		case i < nc+np:
+			poison = append(poison, tiles[p])
+		}
+	}
+	return corrupt, poison
+}
+
+// blobPath finds a blob on disk from its path relative to the cache root,
+// which is the cache directory or a folder in it.
+func (s *soak) blobPath(rel string) string {
+	direct := filepath.Join(s.cache, filepath.FromSlash(rel))
+	if _, err := os.Stat(direct); err == nil {
+		return direct
+	}
+	found := direct
+	_ = filepath.WalkDir(s.cache, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(filepath.ToSlash(p), "/"+rel) {
+			found = p
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
+func (s *soak) startProvider(ctx context.Context, n int, poison []string) (*providerProc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(poison)
+	args := []string{
+		"--listen", addr,
+		"--database-url", s.dbs.providerURL(),
+		"--storage-dir", s.store,
+		"--token", s.token,
+		"--fault-rate", fmt.Sprint(s.cfg.FaultRate),
+		"--fault-seed", fmt.Sprint(s.cfg.Seed*1000 + uint64(n)),
+		"--fault-kinds", strings.Join(providerFaultKinds, ","),
+		"--reject-tiles", strings.Join(poison, ","),
+		"--transient-reject-rate", "0.05",
+		"--latency", "2ms",
+	}
+	return startProvider(ctx, s.cfg.ProviderBin, args, "http://"+addr, s.token)
+}

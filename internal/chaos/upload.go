@@ -1,0 +1,158 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Exit codes of tilectl upload-pending.
+const (
+	exitOK          = 0
+	exitPartial     = 3
+	exitNotOnGround = 4
+	exitLocked      = 5
+)
+
+// runDeadline is each upload-pending run's --deadline; a run still going
+// well past it counts as hung.
+const runDeadline = 20 * time.Second
+
+// uploadUntilSettled runs upload-pending, SIGKILLing some runs at seeded
+// random moments and breaking the database connections of others, until a
+// run ends 0 or 3 with nothing pending and no open batch.
+func (s *soak) uploadUntilSettled(ctx context.Context, round int, flight, providerURL string) error {
+	env := append(append([]string(nil), s.env...), "TILECTL_PROVIDER_URL="+providerURL)
+	args := []string{"upload-pending", "--flight", flight, "-o", "json",
+		"--batch-size", "8",
+		"--backoff-base", "10ms", "--backoff-cap", "50ms",
+		"--max-per-tile-attempts", "3",
+		"--deadline", runDeadline.String()}
+	maxRuns := s.cfg.MaxRunsPerRound
+	for run := 1; ; run++ {
+		if run > maxRuns {
+			s.chk.check("round-settles-within-max-runs", false,
+				"flight %s still had work after %d upload-pending runs", flight, maxRuns)
+			return nil
+		}
+		plan := runPlan{hardLimit: runDeadline + 15*time.Second}
+		// Draw every choice each run, used or not, so the sequence of
+		// draws does not depend on what earlier runs did.
+		killRoll, killAt := s.rng.Float64(), time.Duration(5+s.rng.IntN(800))*time.Millisecond
+		breakRoll, breakAt := s.rng.Float64(), time.Duration(20+s.rng.IntN(400))*time.Millisecond
+		// Kill often early in a round, never in its second half, so every
+		// round converges.
+		if run <= maxRuns/2 && killRoll < 0.5 {
+			plan.killAfter = killAt
+		}
+		if breakRoll < 0.15 || (s.rep.DBBreaks == 0 && (round > 1 || run > 1)) {
+			plan.breakAfter = breakAt
+		}
+		res, err := runTilectl(ctx, s.cfg.TilectlBin, env, args, plan, s.dbs.breakClientConnections)
+		if err != nil {
+			return err
+		}
+		s.rep.Runs++
+		s.rep.DBBreaks += res.breaks
+		if res.killed {
+			s.rep.Kills++
+		} else {
+			s.rep.ExitCodes[res.exit]++
+		}
+		fmt.Fprintf(s.cfg.Log, "  run %2d: exit %3d killed=%-5v breaks=%d %v\n", run, res.exit, res.killed, res.breaks, res.took.Round(time.Millisecond))
+		s.chk.check("run-ends-by-its-deadline", !res.hung, "an upload-pending run of %s was still going %v after start", flight, plan.hardLimit)
+		if res.killed {
+			continue
+		}
+		s.chk.check("flight-seen-on-ground", res.exit != exitNotOnGround, "upload-pending said %s is not on ground: %s", flight, tail(res.stderr, 500))
+		if res.exit == exitLocked {
+			// A killed run's session may linger a moment before Postgres
+			// notices; its advisory lock goes with it.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if res.exit != exitOK && res.exit != exitPartial {
+			continue
+		}
+		left, err := s.workLeft(ctx, flight)
+		if err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+	}
+}
+
+// workLeft counts the flight's uploadable tiles and open batches.
+func (s *soak) workLeft(ctx context.Context, flight string) (int, error) {
+	conn, err := pgx.Connect(ctx, s.dbs.url(s.dbs.client, "tilechaos_checker"))
+	if err != nil {
+		return 0, fmt.Errorf("read tilectl's database: %w", err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM tiles WHERE flight_id = $1 AND voting_status IN ('pending', 'trusted')) +
+		(SELECT count(*) FROM upload_batches WHERE flight_id = $1 AND state = 'open')`, flight).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count work left for flight %s: %w", flight, err)
+	}
+	return n, nil
+}
+
+// checkRound loads both sides' records and checks every invariant.
+func (s *soak) checkRound(ctx context.Context, flight string, faults faultStats) error {
+	cv, err := loadClientView(ctx, s.dbs.url(s.dbs.client, "tilechaos_checker"), s.fdr, flight)
+	if err != nil {
+		return err
+	}
+	journal, err := journalStates(ctx, s.dbs.url(s.dbs.client, "tilechaos_checker"))
+	if err != nil {
+		return err
+	}
+	opIDs := make([]string, 0, len(cv.Batches))
+	for _, b := range cv.Batches {
+		opIDs = append(opIDs, b.OpID)
+	}
+	pv, err := loadProviderView(ctx, s.dbs.providerURL(), flight, opIDs)
+	if err != nil {
+		return err
+	}
+	sealed, err := sealedOKOps(ctx, s.dbs.providerURL())
+	if err != nil {
+		return err
+	}
+	before := len(s.chk.violations)
+	s.chk.checkRound(roundFacts{FlightID: flight, Client: cv, Provider: pv, Faults: faults,
+		SealedOK: sealed, JournalState: journal})
+	for _, t := range cv.Tiles {
+		switch t.Status {
+		case "uploaded":
+			s.rep.Uploaded++
+		case "upload_giveup":
+			s.rep.GivenUp++
+		}
+	}
+	fmt.Fprintf(s.cfg.Log, "  checked: %d batches, %d rejections, %d new violation(s)\n",
+		len(cv.Batches), len(cv.Rejections), len(s.chk.violations)-before)
+	return nil
+}
+
+func journalStates(ctx context.Context, dbURL string) (map[string]string, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("read tilectl's database: %w", err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT op_id, state FROM upload_batches`)
+	out := map[string]string{}
+	var id, st string
+	_, err = pgx.ForEachRow(rows, []any{&id, &st}, func() error { out[id] = st; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("read tilectl's batch journal: %w", err)
+	}
+	return out, nil
+}

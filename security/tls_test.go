@@ -1,0 +1,46 @@
+package security
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTLSCertificateIsVerifiedByDefault points tilectl at an HTTPS provider
+// with a self-signed certificate: the run must fail on the certificate and
+// send no batch. Only --insecure-skip-verify lets it through, with a
+// warning.
+func TestTLSCertificateIsVerifiedByDefault(t *testing.T) {
+	fake := &fakeProvider{}
+	srv := httptest.NewTLSServer(fake)
+	defer srv.Close()
+	c := newCLI(t, srv.URL, "tls-test-token-0123456789")
+	c.importFlight("tls-flight", 3)
+
+	r := c.run(time.Minute, "upload-pending", "--flight", "tls-flight", "-o", "json", "--deadline", "20s")
+	if r.exit == 0 {
+		t.Fatalf("upload to a self-signed provider succeeded without --insecure-skip-verify\nstderr: %s", r.stderr)
+	}
+	if !strings.Contains(strings.ToLower(r.stderr), "certificate") {
+		t.Errorf("the error does not say the certificate was refused:\n%s", r.stderr)
+	}
+	if n := fake.batches.Load(); n != 0 {
+		t.Errorf("the provider received %d batches over an unverified connection", n)
+	}
+	if n := c.count(`SELECT count(*) FROM tiles WHERE voting_status = 'uploaded'`); n != 0 {
+		t.Errorf("%d tiles marked uploaded after a refused certificate", n)
+	}
+
+	r = c.run(time.Minute, "upload-pending", "--flight", "tls-flight", "-o", "json", "--deadline", "20s", "--insecure-skip-verify")
+	if r.exit != 0 {
+		t.Fatalf("--insecure-skip-verify: exit %d\nstderr: %s", r.exit, r.stderr)
+	}
+	low := strings.ToLower(r.stderr)
+	if !strings.Contains(low, "insecure") && !strings.Contains(low, "verif") {
+		t.Errorf("--insecure-skip-verify logged no warning:\n%s", r.stderr)
+	}
+	if n := c.count(`SELECT count(*) FROM tiles WHERE voting_status = 'uploaded'`); n != 3 {
+		t.Errorf("%d of 3 tiles uploaded with --insecure-skip-verify", n)
+	}
+}
