@@ -1,0 +1,237 @@
+package provider
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+)
+
+// FaultKind is one way the provider misbehaves on purpose.
+type FaultKind string
+
+const (
+	// FaultDropAfterStore runs and seals the batch, then closes the
+	// connection without an answer.
+	FaultDropAfterStore FaultKind = "drop_after_store"
+	// FaultStatus429 answers 429 with Retry-After and the retry extension;
+	// nothing runs.
+	FaultStatus429 FaultKind = "status_429"
+	// FaultStatus503 answers 503 with Retry-After; nothing runs.
+	FaultStatus503 FaultKind = "status_503"
+	// FaultHTML502 answers 502 with an HTML page; nothing runs.
+	FaultHTML502 FaultKind = "html_502"
+	// FaultCutBody runs and seals the batch, then sends the answer's
+	// headers with a longer Content-Length and half its body, and closes.
+	FaultCutBody FaultKind = "cut_body"
+	// FaultOmitResults drops one tile's result from the (sealed) answer.
+	FaultOmitResults FaultKind = "omit_results"
+	// FaultProcessing409 answers 409 IDEMPOTENCY_PROCESSING; nothing runs.
+	FaultProcessing409 FaultKind = "processing_409"
+)
+
+// AllFaultKinds lists every kind, the default of FaultConfig.Kinds.
+var AllFaultKinds = []FaultKind{FaultDropAfterStore, FaultStatus429, FaultStatus503, FaultHTML502,
+	FaultCutBody, FaultOmitResults, FaultProcessing409}
+
+// ParseFaultKinds parses a comma-separated list ("" or "all": every kind).
+func ParseFaultKinds(s string) ([]FaultKind, error) {
+	if s == "" || s == "all" {
+		return AllFaultKinds, nil
+	}
+	var out []FaultKind
+	for _, f := range strings.Split(s, ",") {
+		k := FaultKind(strings.TrimSpace(f))
+		known := false
+		for _, a := range AllFaultKinds {
+			known = known || a == k
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown fault kind %q", k)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// FaultConfig says how often and how the provider misbehaves. The zero
+// value injects nothing. Draws come from one RNG seeded with Seed, so a
+// run with the same requests in the same order misbehaves the same way.
+type FaultConfig struct {
+	Rate  float64     // share of batch requests that get a fault, 0..1
+	Seed  int64       // RNG seed
+	Kinds []FaultKind // default AllFaultKinds
+	// RejectTileIDs are always rejected with decode_error.
+	RejectTileIDs []string
+	// TransientRejectRate is the share of tiles rejected storage_busy.
+	TransientRejectRate float64
+	// Latency is added before every batch request is handled.
+	Latency time.Duration
+}
+
+type injector struct {
+	cfg    FaultConfig
+	reject map[string]bool
+	m      *metrics
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	counts map[FaultKind]int
+}
+
+func newInjector(cfg FaultConfig, m *metrics) (*injector, error) {
+	if cfg.Rate < 0 || cfg.Rate > 1 || cfg.TransientRejectRate < 0 || cfg.TransientRejectRate > 1 {
+		return nil, fmt.Errorf("fault rates must be within 0..1")
+	}
+	if len(cfg.Kinds) == 0 {
+		cfg.Kinds = AllFaultKinds
+	}
+	in := &injector{cfg: cfg, reject: map[string]bool{}, m: m, rng: rand.New(rand.NewSource(cfg.Seed)), counts: map[FaultKind]int{}}
+	for _, id := range cfg.RejectTileIDs {
+		in.reject[id] = true
+	}
+	return in, nil
+}
+
+func (in *injector) draw() FaultKind {
+	if in.cfg.Rate <= 0 {
+		return ""
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.rng.Float64() >= in.cfg.Rate {
+		return ""
+	}
+	k := in.cfg.Kinds[in.rng.Intn(len(in.cfg.Kinds))]
+	in.counts[k]++
+	in.m.faults.WithLabelValues(string(k)).Inc()
+	return k
+}
+
+func (in *injector) busy() bool {
+	if in.cfg.TransientRejectRate <= 0 {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.rng.Float64() < in.cfg.TransientRejectRate
+}
+
+func (in *injector) intn(n int) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.rng.Intn(n)
+}
+
+func (in *injector) rejects(tileID string) bool { return in.reject[tileID] }
+
+// Counts returns how many faults of each kind were injected.
+func (in *injector) snapshot() map[FaultKind]int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make(map[FaultKind]int, len(in.counts))
+	for k, v := range in.counts {
+		out[k] = v
+	}
+	return out
+}
+
+type faultKey struct{}
+
+func faultOf(ctx context.Context) FaultKind {
+	k, _ := ctx.Value(faultKey{}).(FaultKind)
+	return k
+}
+
+// wrap injects a drawn fault around the batch route.
+func (in *injector) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if in.cfg.Latency > 0 {
+			t := time.NewTimer(in.cfg.Latency)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		kind := in.draw()
+		switch kind {
+		case FaultStatus429:
+			operation.WriteError(w, http.StatusTooManyRequests, operation.CodeRateLimited, "Too many requests (injected)",
+				&operation.RetryExtension{Allowed: true, After: time.Second, Strategy: operation.StrategyFixed, MaxAttempts: 20}, nil)
+			return
+		case FaultStatus503:
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "unavailable (injected)", nil, nil)
+			return
+		case FaultHTML502:
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("<html><body><h1>502 Bad Gateway</h1><p>nginx (injected)</p></body></html>"))
+			return
+		case FaultProcessing409:
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress (injected)",
+				&operation.RetryExtension{Allowed: true, After: time.Second, Strategy: operation.StrategyFixed}, nil)
+			return
+		case FaultDropAfterStore, FaultCutBody:
+			rec := &captureWriter{header: http.Header{}}
+			next.ServeHTTP(rec, r)
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return // cannot hijack (HTTP/2): the answer is simply lost
+			}
+			defer conn.Close()
+			if kind == FaultCutBody {
+				writeCut(buf, rec)
+			}
+			return
+		case FaultOmitResults:
+			r = r.WithContext(context.WithValue(r.Context(), faultKey{}, kind))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeCut sends the status and headers with a Content-Length twice the
+// real one, then half the body: the client cannot mistake it for whole.
+func writeCut(buf *bufio.ReadWriter, rec *captureWriter) {
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
+	rec.header.Set("Content-Length", strconv.Itoa(2*len(rec.body)+1))
+	_ = rec.header.Write(buf)
+	buf.WriteString("\r\n")
+	buf.Write(rec.body[:len(rec.body)/2])
+	_ = buf.Flush()
+}
+
+// captureWriter keeps an answer instead of sending it.
+type captureWriter struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) WriteHeader(s int) {
+	if c.status == 0 {
+		c.status = s
+	}
+}
+func (c *captureWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	c.body = append(c.body, b...)
+	return len(b), nil
+}

@@ -1,0 +1,241 @@
+// Package provider is the reference satellite provider: a server that
+// follows provider-api.md in full, so the client can be tested against the
+// contract over real HTTP.
+//
+// It promises: a tile is stored at most once per (flight, tile_id) with the
+// bytes its manifest checksums; batches run under operation.IdempotencyMiddleware
+// (persist, idem), so a resent key replays its sealed answer byte for byte;
+// every injected fault is drawn from a seeded RNG and counted, so a chaos
+// run is repeatable and auditable through /debug/ledger and /metrics.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/operation"
+)
+
+// Limits are what GET /v1/capabilities advertises and what the server
+// enforces. Zero fields take the defaults of provider-api.md's example.
+type Limits struct {
+	MaxBatchTiles int   // default 256
+	MaxBatchBytes int64 // default 32 MiB (the whole request body)
+	MaxTileBytes  int64 // default 4 MiB
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBatchTiles <= 0 {
+		l.MaxBatchTiles = 256
+	}
+	if l.MaxBatchBytes <= 0 {
+		l.MaxBatchBytes = 32 << 20
+	}
+	if l.MaxTileBytes <= 0 {
+		l.MaxTileBytes = 4 << 20
+	}
+	return l
+}
+
+// Config configures New. Pool and StorageDir are required; the database
+// must have had EnsureSchema applied.
+type Config struct {
+	Pool       *pgxpool.Pool
+	StorageDir string // tiles are written under it, one file per tile
+	// Token is the bearer token of the one caller "client"; Tokens maps
+	// more tokens to caller names. At least one is required.
+	Token  string
+	Tokens map[string]string
+	// AllowedFlights, when not empty, is the only flights any caller may
+	// upload to; others answer 403 FORBIDDEN.
+	AllowedFlights []string
+	Limits         Limits
+	// Retention is how long a key is replayed. Default 24h.
+	Retention time.Duration
+	// StrictSequencing enables Client-Id / Client-Sequence checking.
+	StrictSequencing bool
+	Faults           FaultConfig
+	Logger           zerolog.Logger
+	Now              func() time.Time // default time.Now
+	// AfterSeal, if set, runs after a batch's answer is sealed and before
+	// it is written: tests use it to hold an answer back.
+	AfterSeal func(opID string)
+	// SkipFsync skips fsync of tile files (benchmarks); default off.
+	SkipFsync bool
+}
+
+// Server is the provider. Handler serves it; it is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	limits  Limits
+	pool    *pgxpool.Pool
+	tiles   *tileStore
+	table   *operation.Table
+	seq     *operation.Sequencer
+	faults  *injector
+	metrics *metrics
+	log     zerolog.Logger
+	now     func() time.Time
+	callers map[string]string // token -> caller
+	allowed map[string]bool
+}
+
+// New builds a server. It runs the operation table's crash recovery once,
+// so operations left live by a previous process become indeterminate.
+func New(cfg Config) (*Server, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("new provider: Pool is required")
+	}
+	if cfg.StorageDir == "" {
+		return nil, errors.New("new provider: StorageDir is required")
+	}
+	if err := os.MkdirAll(cfg.StorageDir, 0o700); err != nil {
+		return nil, fmt.Errorf("new provider: storage dir: %w", err)
+	}
+	callers := map[string]string{}
+	for tok, who := range cfg.Tokens {
+		callers[tok] = who
+	}
+	if cfg.Token != "" {
+		callers[cfg.Token] = "client"
+	}
+	if len(callers) == 0 {
+		return nil, errors.New("new provider: a token is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		cfg: cfg, limits: cfg.Limits.withDefaults(), pool: cfg.Pool, log: cfg.Logger, now: cfg.Now,
+		callers: callers, metrics: newMetrics(),
+	}
+	s.tiles = &tileStore{pool: cfg.Pool, dir: cfg.StorageDir, noFsync: cfg.SkipFsync}
+	s.table = operation.NewTable(operation.NewPGStore(cfg.Pool), operation.TableOptions{Retention: cfg.Retention, Now: cfg.Now})
+	if cfg.StrictSequencing {
+		s.seq = operation.NewSequencer(operation.NewPGSequenceStore(cfg.Pool), operation.SequencerOptions{Now: cfg.Now})
+	}
+	if len(cfg.AllowedFlights) > 0 {
+		s.allowed = map[string]bool{}
+		for _, f := range cfg.AllowedFlights {
+			s.allowed[f] = true
+		}
+	}
+	inj, err := newInjector(cfg.Faults, s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.faults = inj
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.table.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("new provider: %w", err)
+	}
+	return s, nil
+}
+
+// Table is the server's operation table (for tests that age records).
+func (s *Server) Table() *operation.Table { return s.table }
+
+// Handler returns the server's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	auth := s.authenticate
+	mux.Handle("GET /v1/capabilities", s.route("capabilities", auth(http.HandlerFunc(s.capabilities))))
+	mux.Handle("POST /v1/flights/{flight_id}/tiles:batch", s.route("tiles.batch", auth(s.batchChain())))
+	mux.Handle("GET /v1/operations/{op_id}", s.route("operations.get", auth(operation.OperationStateHandler(s.table, callerOf))))
+	mux.Handle("GET /v1/flights/{flight_id}/tiles/{tile_id}", s.route("tiles.get", auth(http.HandlerFunc(s.getTile))))
+	if s.seq != nil {
+		mux.Handle("GET /v1/clients/{client_id}/state", s.route("clients.state", auth(operation.ClientStateHandler(s.seq, callerOf))))
+	}
+	mux.Handle("GET /debug/ledger", s.route("debug.ledger", auth(http.HandlerFunc(s.ledger))))
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		operation.WriteError(w, http.StatusNotFound, "NOT_FOUND", "no such route", nil, nil)
+	})
+	return mux
+}
+
+// batchChain is the upload route, outermost first: fault injection (which
+// may answer before anything runs, or mangle the sealed answer after),
+// the size limit, optional strict sequencing, the idempotency table, then
+// the batch handler.
+func (s *Server) batchChain() http.Handler {
+	var h http.Handler = http.HandlerFunc(s.batch)
+	h = operation.IdempotencyMiddleware(s.table, operation.MiddlewareOptions{
+		Method:      "tiles.batch",
+		Policy:      operation.Policy{Persist: true, Idem: true},
+		Scope:       callerOf,
+		Fingerprint: s.fingerprint,
+	})(h)
+	if s.seq != nil {
+		h = operation.SequenceMiddleware(s.seq, callerOf)(h)
+	}
+	h = s.limitBody(h)
+	if s.cfg.AfterSeal != nil {
+		h = s.holdAnswer(h)
+	}
+	return s.faults.wrap(h)
+}
+
+// holdAnswer calls Config.AfterSeal when the answer is about to be written,
+// which for a batch that ran is after its outcome was sealed.
+func (s *Server) holdAnswer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, _ := operation.ParseIdempotencyKey(r.Header.Get(operation.HeaderIdempotencyKey))
+		next.ServeHTTP(&hookWriter{ResponseWriter: w, hook: func() { s.cfg.AfterSeal(key) }}, r)
+	})
+}
+
+type hookWriter struct {
+	http.ResponseWriter
+	hook func()
+	done bool
+}
+
+func (h *hookWriter) WriteHeader(s int) {
+	if !h.done {
+		h.done = true
+		h.hook()
+	}
+	h.ResponseWriter.WriteHeader(s)
+}
+
+func (h *hookWriter) Write(b []byte) (int, error) {
+	if !h.done {
+		h.WriteHeader(http.StatusOK)
+	}
+	return h.ResponseWriter.Write(b)
+}
+
+func (h *hookWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+func (s *Server) capabilities(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"api_version":     "v1",
+		"max_batch_tiles": s.limits.MaxBatchTiles,
+		"max_batch_bytes": s.limits.MaxBatchBytes,
+		"max_tile_bytes":  s.limits.MaxTileBytes,
+		"idempotency":     map[string]any{"retention_seconds": int64(s.table.Retention() / time.Second)},
+	})
+}
+
+// limitBody answers 413 before anything is read when the declared body is
+// over max_batch_bytes, and cuts an undeclared one off at the limit.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.limits.MaxBatchBytes {
+			operation.WriteError(w, http.StatusRequestEntityTooLarge, operation.CodeBatchTooLarge,
+				fmt.Sprintf("body of %d bytes is over max_batch_bytes %d", r.ContentLength, s.limits.MaxBatchBytes), nil, nil)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.limits.MaxBatchBytes)
+		next.ServeHTTP(w, r)
+	})
+}
