@@ -1,0 +1,144 @@
+// Package factory wires the dependencies commands share, by hand: streams,
+// configuration, logger, the tile store, the clock and the build version.
+// Everything expensive is created on first use and at most once, so a
+// command that never touches the database never connects to it, and
+// Close releases whatever was opened.
+package factory
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/config"
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// Factory is what every command constructor receives.
+type Factory struct {
+	IOStreams *iostreams.IOStreams
+	// Config loads, completes and validates the configuration once. Its
+	// errors are usage errors (exit 2).
+	Config func() (*config.Config, error)
+	// Logger writes to stderr: console format on a terminal, JSON otherwise
+	// (config log_format overrides), at the configured level.
+	Logger func() zerolog.Logger
+	// Store opens the tile store once; Close closes it.
+	Store func(ctx context.Context) (*tilestore.Store, error)
+	// Now is the clock.
+	Now func() time.Time
+	// Version and Commit describe the build ("dev" and "" when unknown).
+	Version string
+	Commit  string
+
+	// ConfigPath is --config; set by the root command before any command
+	// runs. "" means $TILECTL_CONFIG or no file.
+	ConfigPath string
+	// ApplyFlags overlays the command-line flags the user set; set by the
+	// root command.
+	ApplyFlags func(*config.Config) error
+	// LookupEnv reads the environment (os.LookupEnv unless a test sets it
+	// before the first Config call).
+	LookupEnv config.LookupEnv
+
+	mu      sync.Mutex
+	closers []func()
+}
+
+// New wires a Factory on the process's streams, environment and clock.
+func New(version, commit string) *Factory {
+	f := &Factory{
+		IOStreams: iostreams.System(),
+		Now:       time.Now,
+		Version:   version,
+		Commit:    commit,
+		LookupEnv: os.LookupEnv,
+	}
+	f.Config = sync.OnceValues(f.loadConfig)
+	f.Logger = sync.OnceValue(f.newLogger)
+	f.Store = f.storeOnce()
+	return f
+}
+
+func (f *Factory) loadConfig() (*config.Config, error) {
+	c, err := config.Load(f.ConfigPath, f.LookupEnv)
+	if err != nil {
+		return nil, exitcode.UsageError(err)
+	}
+	if f.ApplyFlags != nil {
+		if err := f.ApplyFlags(c); err != nil {
+			return nil, exitcode.UsageError(err)
+		}
+	}
+	c.Complete()
+	if err := c.Validate(); err != nil {
+		return nil, exitcode.UsageError(fmt.Errorf("invalid configuration:\n%w", err))
+	}
+	return c, nil
+}
+
+func (f *Factory) newLogger() zerolog.Logger {
+	level, format := zerolog.InfoLevel, "auto"
+	if c, err := f.Config(); err == nil {
+		if l, perr := zerolog.ParseLevel(c.LogLevel); perr == nil {
+			level = l
+		}
+		format = c.LogFormat
+	}
+	w := f.IOStreams.ErrOut
+	if format == "console" || (format == "auto" && f.IOStreams.IsStderrTTY()) {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+func (f *Factory) storeOnce() func(ctx context.Context) (*tilestore.Store, error) {
+	var (
+		mu    sync.Mutex
+		store *tilestore.Store
+	)
+	// Not sync.OnceValues: a failed open (database still starting) may be
+	// retried by a later call with a fresh context.
+	return func(ctx context.Context) (*tilestore.Store, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if store != nil {
+			return store, nil
+		}
+		c, err := f.Config()
+		if err != nil {
+			return nil, err
+		}
+		s, err := tilestore.Open(ctx, c.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		store = s
+		f.OnClose(s.Close)
+		return s, nil
+	}
+}
+
+// OnClose registers fn to run at Close, in reverse order of registration.
+func (f *Factory) OnClose(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closers = append(f.closers, fn)
+}
+
+// Close releases everything opened through the factory.
+func (f *Factory) Close() {
+	f.mu.Lock()
+	closers := f.closers
+	f.closers = nil
+	f.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
+}

@@ -1,0 +1,121 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+)
+
+// UpOptions are `migrate up`'s inputs.
+type UpOptions struct {
+	Deps
+}
+
+// NewCmdUp is `migrate up`.
+func NewCmdUp(d Deps, runF func(context.Context, *UpOptions) error) *cobra.Command {
+	opts := &UpOptions{Deps: d}
+	return &cobra.Command{
+		Use:   "up",
+		Short: "Apply every migration not yet applied",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return upRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func upRun(ctx context.Context, opts *UpOptions) error {
+	return opts.withMigrator(ctx, func(m Migrator) error {
+		before, _, err := m.Version()
+		if err != nil {
+			return err
+		}
+		if err := m.Up(); err != nil {
+			return err
+		}
+		after, _, err := m.Version()
+		if err != nil {
+			return err
+		}
+		if after == before {
+			fmt.Fprintf(opts.IO.Out, "schema already at version %d: nothing to apply\n", after)
+			return nil
+		}
+		fmt.Fprintf(opts.IO.Out, "schema migrated from version %d to %d\n", before, after)
+		return nil
+	})
+}
+
+// DownOptions are `migrate down`'s inputs.
+type DownOptions struct {
+	Deps
+	Steps int  // migrations to roll back, at least 1
+	All   bool // roll back every migration
+}
+
+// NewCmdDown is `migrate down [N] | --all`.
+func NewCmdDown(d Deps, runF func(context.Context, *DownOptions) error) *cobra.Command {
+	opts := &DownOptions{Deps: d}
+	cmd := &cobra.Command{
+		Use:   "down [N]",
+		Short: "Roll back the last migration, the last N, or --all",
+		Long: "Roll back migrations. With no argument, one step; with N, N steps; with --all,\n" +
+			"every migration (this drops all tilectl tables and their data).",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Steps = 1
+			if len(args) == 1 {
+				if opts.All {
+					return exitcode.UsageError(errors.New("give N or --all, not both"))
+				}
+				n, err := strconv.Atoi(args[0])
+				if err != nil || n < 1 {
+					return exitcode.UsageError(fmt.Errorf("N must be a positive number of steps, got %q", args[0]))
+				}
+				opts.Steps = n
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return downRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.All, "all", false, "roll back every migration (drops all tilectl data)")
+	return cmd
+}
+
+func downRun(ctx context.Context, opts *DownOptions) error {
+	return opts.withMigrator(ctx, func(m Migrator) error {
+		before, _, err := m.Version()
+		if err != nil {
+			return err
+		}
+		n := opts.Steps
+		if opts.All {
+			n = 0 // Migrator.Down: 0 means all
+		} else if uint(n) > before {
+			return fmt.Errorf("cannot roll back %d step(s): the schema is at version %d", n, before)
+		}
+		if err := m.Down(n); err != nil {
+			return err
+		}
+		after, _, err := m.Version()
+		if err != nil {
+			return err
+		}
+		if after == before {
+			fmt.Fprintf(opts.IO.Out, "schema already at version %d: nothing to roll back\n", after)
+			return nil
+		}
+		fmt.Fprintf(opts.IO.Out, "schema rolled back from version %d to %d\n", before, after)
+		return nil
+	})
+}

@@ -1,0 +1,141 @@
+// Package root assembles the tilectl command tree: global flags, the list
+// of commands, and the rule that anything wrong before a command starts
+// running (unknown command or flag, wrong arguments) is a usage error.
+package root
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tilectl/tilectl/config"
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/cli/factory"
+)
+
+// globalFlags maps each persistent flag to the config key it overrides.
+var globalFlags = []struct{ name, key, usage string }{
+	{"log-level", "log_level", "log level: trace, debug, info, warn, error (env TILECTL_LOG_LEVEL)"},
+	{"database-url", "database_url", "PostgreSQL URL (env TILECTL_DATABASE_URL)"},
+	{"cache-dir", "cache_dir", "tile blob cache directory (env TILECTL_CACHE_DIR)"},
+	{"provider-url", "provider_url", "satellite provider base URL (env TILECTL_PROVIDER_URL)"},
+}
+
+// New builds the root command on f.
+func New(f *factory.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tilectl <command>",
+		Short: "Upload a drone flight's map tiles to a satellite provider, exactly once",
+		Long: "tilectl imports a flight's map tiles into a local cache and uploads them to a\n" +
+			"satellite provider over an unreliable link, so that each tile arrives exactly once.\n\n" +
+			"Configuration: defaults < --config file (or TILECTL_CONFIG) < TILECTL_* environment < flags.",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       f.Version,
+		// The only PersistentPreRunE in the tree: a subcommand must not
+		// define its own, or cobra would skip this one.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			bindGlobalFlags(f, cmd)
+			return nil
+		},
+	}
+	cmd.SetOut(f.IOStreams.Out)
+	cmd.SetErr(f.IOStreams.ErrOut)
+	cmd.SetIn(f.IOStreams.In)
+	cmd.SetVersionTemplate("tilectl {{.Version}}\n")
+
+	pf := cmd.PersistentFlags()
+	pf.String("config", "", "YAML config file (env TILECTL_CONFIG)")
+	for _, g := range globalFlags {
+		pf.String(g.name, "", g.usage)
+	}
+	pf.String("provider-token-file", "", "read the provider token from this file (env TILECTL_PROVIDER_TOKEN holds the token itself)")
+
+	for _, newCmd := range Commands {
+		cmd.AddCommand(newCmd(f))
+	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return exitcode.UsageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+	})
+	usageErrors(cmd)
+	return cmd
+}
+
+// usageErrors makes every error cobra returns before a command starts
+// running (unknown command, wrong number of arguments) a usage error. A
+// group command (migrate, tiles) becomes runnable so that cobra validates
+// its arguments: bare, it prints its help; with an unknown subcommand it
+// fails with exit 2 instead of printing help and exiting 0.
+func usageErrors(cmd *cobra.Command) {
+	if cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil {
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
+	inner := cmd.Args
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		var err error
+		if inner != nil {
+			err = inner(c, args)
+		} else if c.HasSubCommands() && len(args) > 0 {
+			err = fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
+		}
+		if err != nil {
+			return exitcode.UsageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+		}
+		return nil
+	}
+	for _, sub := range cmd.Commands() {
+		usageErrors(sub)
+	}
+}
+
+// bindGlobalFlags hands --config and the flags the user set to the factory,
+// which applies them when the configuration is first loaded.
+func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
+	flags := cmd.Flags()
+	if p, err := flags.GetString("config"); err == nil {
+		f.ConfigPath = p
+	}
+	f.ApplyFlags = func(c *config.Config) error {
+		var errs []error
+		for _, g := range globalFlags {
+			if fl := flags.Lookup(g.name); fl != nil && fl.Changed {
+				if err := c.Set(g.key, fl.Value.String()); err != nil {
+					errs = append(errs, fmt.Errorf("--%s: %w", g.name, err))
+				}
+			}
+		}
+		if fl := flags.Lookup("provider-token-file"); fl != nil && fl.Changed {
+			tok, err := readTokenFile(fl.Value.String())
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				c.ProviderToken = config.NewSecret(tok)
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// readTokenFile reads a token, dropping the trailing newline editors add.
+// Its errors name the file, never its contents.
+func readTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--provider-token-file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// Execute runs the command line args (os.Args[1:] when nil) and returns the
+// error to report; exitcode.Code maps it to the exit status.
+func Execute(ctx context.Context, f *factory.Factory, args []string) error {
+	cmd := New(f)
+	if args != nil {
+		cmd.SetArgs(args)
+	}
+	return cmd.ExecuteContext(ctx)
+}

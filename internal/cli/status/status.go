@@ -1,0 +1,167 @@
+// Package status is `tilectl status`: how many tiles each flight has in
+// each state, and which tiles were given up. Its JSON form is a stable,
+// documented interface (README "status -o json"); the table is for people.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/cli/factory"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// Store is what status reads.
+type Store interface {
+	FlightCounts(ctx context.Context, flightID string) ([]tilestore.FlightCounts, error)
+	GiveUps(ctx context.Context, flightID string, limit int) ([]tilestore.GiveUp, error)
+}
+
+var _ Store = (*tilestore.Store)(nil)
+
+// Options are `status`'s inputs.
+type Options struct {
+	IO    *iostreams.IOStreams
+	Store func(ctx context.Context) (Store, error)
+
+	FlightID string // "" for every flight
+	Output   string // table or json
+	Limit    int    // give-ups listed at most
+}
+
+// Report is `status -o json`'s output.
+type Report struct {
+	Flights []Flight `json:"flights"`
+	GiveUps []GiveUp `json:"give_ups"`
+}
+
+// Flight is one flight's counts. Counts always has all five statuses.
+type Flight struct {
+	FlightID string           `json:"flight_id"`
+	State    string           `json:"state"`
+	Counts   map[string]int64 `json:"counts"`
+	Total    int64            `json:"total"`
+}
+
+// GiveUp is one tile that ran out of upload attempts.
+type GiveUp struct {
+	TileID      string    `json:"tile_id"`
+	FlightID    string    `json:"flight_id"`
+	Attempts    int       `json:"attempts"`
+	LastReason  string    `json:"last_reason"`
+	LastMessage string    `json:"last_message"`
+	GaveUpAt    time.Time `json:"gave_up_at"`
+}
+
+// statuses in display order.
+var statuses = []tilestore.VotingStatus{
+	tilestore.StatusPending, tilestore.StatusTrusted, tilestore.StatusRejected,
+	tilestore.StatusUploaded, tilestore.StatusUploadGiveup,
+}
+
+// NewCmdStatus is `status [--flight F] [-o table|json]`.
+func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Store: func(ctx context.Context) (Store, error) { return f.Store(ctx) }}
+	cmd := &cobra.Command{
+		Use:   "status [--flight F] [-o table|json]",
+		Short: "Show tile counts per flight and status, and given-up tiles",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Output != "table" && opts.Output != "json" {
+				return exitcode.UsageError(fmt.Errorf("-o must be table or json, got %q", opts.Output))
+			}
+			if opts.Limit < 1 {
+				return exitcode.UsageError(fmt.Errorf("--limit must be at least 1, got %d", opts.Limit))
+			}
+			if opts.FlightID != "" {
+				if err := tilestore.ValidateFlightID(opts.FlightID); err != nil {
+					return exitcode.UsageError(fmt.Errorf("--flight: %w", err))
+				}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.FlightID, "flight", "", "only this flight")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().IntVar(&opts.Limit, "limit", 100, "list at most this many given-up tiles (newest first)")
+	return cmd
+}
+
+// Run prints the status.
+func Run(ctx context.Context, opts *Options) error {
+	store, err := opts.Store(ctx)
+	if err != nil {
+		return err
+	}
+	counts, err := store.FlightCounts(ctx, opts.FlightID)
+	if err != nil {
+		return err
+	}
+	gus, err := store.GiveUps(ctx, opts.FlightID, opts.Limit)
+	if err != nil {
+		return err
+	}
+	r := build(counts, gus)
+	if opts.Output == "json" {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return printTable(opts.IO, r)
+}
+
+func build(counts []tilestore.FlightCounts, gus []tilestore.GiveUp) Report {
+	r := Report{Flights: []Flight{}, GiveUps: []GiveUp{}}
+	for _, fc := range counts {
+		fl := Flight{FlightID: fc.FlightID, State: string(fc.State), Counts: map[string]int64{}}
+		for _, s := range statuses {
+			fl.Counts[string(s)] = fc.ByStatus[s]
+			fl.Total += fc.ByStatus[s]
+		}
+		r.Flights = append(r.Flights, fl)
+	}
+	for _, g := range gus {
+		r.GiveUps = append(r.GiveUps, GiveUp{TileID: g.TileID, FlightID: g.FlightID, Attempts: g.Attempts,
+			LastReason: g.LastReason, LastMessage: g.LastMessage, GaveUpAt: g.GaveUpAt.UTC()})
+	}
+	return r
+}
+
+func printTable(io *iostreams.IOStreams, r Report) error {
+	if len(r.Flights) == 0 {
+		fmt.Fprintln(io.Out, "no flights (import one with 'tilectl tiles import --flight F DIR')")
+		return nil
+	}
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FLIGHT\tSTATE\tPENDING\tTRUSTED\tREJECTED\tUPLOADED\tGIVEN UP\tTOTAL")
+	for _, f := range r.Flights {
+		fmt.Fprintf(tw, "%s\t%s", f.FlightID, f.State)
+		for _, s := range statuses {
+			fmt.Fprintf(tw, "\t%d", f.Counts[string(s)])
+		}
+		fmt.Fprintf(tw, "\t%d\n", f.Total)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.GiveUps) == 0 {
+		return nil
+	}
+	fmt.Fprintf(io.Out, "\nGiven up (%d, newest first):\n", len(r.GiveUps))
+	tw = tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TILE\tATTEMPTS\tLAST REASON\tGAVE UP AT")
+	for _, g := range r.GiveUps {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", g.TileID, g.Attempts, g.LastReason, g.GaveUpAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}

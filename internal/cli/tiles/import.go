@@ -1,0 +1,237 @@
+package tiles
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tilectl/tilectl/config"
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/cli/factory"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// DefaultBatchSize is how many tiles go to Postgres per InsertTiles call.
+const DefaultBatchSize = 1000
+
+// ImportOptions are `tiles import`'s inputs: dependencies first, flags after.
+type ImportOptions struct {
+	IO     *iostreams.IOStreams
+	Config func() (*config.Config, error)
+	Store  func(ctx context.Context) (*tilestore.Store, error)
+
+	Dir         string
+	FlightID    string
+	State       tilestore.FlightState
+	SkipInvalid bool
+	BatchSize   int
+	Output      string // text or json
+}
+
+// ImportSummary is what an import did (`-o json` prints it; see README).
+type ImportSummary struct {
+	FlightID       string    `json:"flight_id"`
+	FlightState    string    `json:"flight_state"`
+	Found          int       `json:"found"`           // files under the directory, valid or not
+	Imported       int       `json:"imported"`        // new tiles recorded
+	AlreadyPresent int       `json:"already_present"` // tiles already in the store (left as they were)
+	Skipped        int       `json:"skipped"`         // invalid files skipped (--skip-invalid)
+	Invalid        []Problem `json:"invalid"`         // every invalid file and why
+}
+
+// NewCmdImport is `tiles import --flight F DIR`.
+func NewCmdImport(f *factory.Factory, runF func(context.Context, *ImportOptions) error) *cobra.Command {
+	opts := &ImportOptions{IO: f.IOStreams, Config: f.Config, Store: f.Store}
+	var state string
+	cmd := &cobra.Command{
+		Use:   "import --flight F [--state on_ground|airborne] DIR",
+		Short: "Import a directory of z/x/y tiles into the cache and the tile store",
+		Long: "Import every tile under DIR, laid out as " + layout + ".\n\n" +
+			"Each file is checked first (zoom 0..24, x and y inside the zoom's grid, the bytes\n" +
+			"really are the image type the extension says); if any file is bad, nothing is\n" +
+			"imported unless --skip-invalid is given, which imports the rest and exits 1.\n" +
+			"Tiles are copied into the cache (mode 0600) and recorded as pending, with tile ID\n" +
+			"<flight>-<z>-<x>-<y>. Importing the same directory again changes nothing.\n" +
+			"Hidden files (.name) are ignored. The flight is created, or its state set.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Dir = args[0]
+			if err := tilestore.ValidateFlightID(opts.FlightID); err != nil {
+				return exitcode.UsageError(fmt.Errorf("--flight: %w", err))
+			}
+			switch tilestore.FlightState(state) {
+			case tilestore.FlightOnGround, tilestore.FlightAirborne:
+				opts.State = tilestore.FlightState(state)
+			default:
+				return exitcode.UsageError(fmt.Errorf("--state must be on_ground or airborne, got %q", state))
+			}
+			if opts.Output != "text" && opts.Output != "json" {
+				return exitcode.UsageError(fmt.Errorf("-o must be text or json, got %q", opts.Output))
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return ImportRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.FlightID, "flight", "", "flight ID (required)")
+	cmd.Flags().StringVar(&state, "state", string(tilestore.FlightOnGround), "flight state to record: on_ground or airborne")
+	cmd.Flags().BoolVar(&opts.SkipInvalid, "skip-invalid", false, "import the valid tiles, skip and list the invalid ones, exit 1")
+	cmd.Flags().IntVar(&opts.BatchSize, "batch-size", DefaultBatchSize, "tiles per database insert")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "summary format: text or json")
+	_ = cmd.MarkFlagRequired("flight")
+	return cmd
+}
+
+// ImportRun does the import. Nothing is written (no blob, no row) when a
+// file is invalid and SkipInvalid is off.
+func ImportRun(ctx context.Context, opts *ImportOptions) error {
+	tiles, problems, err := scan(ctx, opts.Dir)
+	if err != nil {
+		return err
+	}
+	sum := ImportSummary{FlightID: opts.FlightID, FlightState: string(opts.State),
+		Found: len(tiles) + len(problems), Invalid: problems}
+	if sum.Invalid == nil {
+		sum.Invalid = []Problem{}
+	}
+	for _, p := range problems {
+		fmt.Fprintf(opts.IO.ErrOut, "invalid: %s: %s\n", p.Path, p.Reason)
+	}
+	if len(problems) > 0 && !opts.SkipInvalid {
+		return fmt.Errorf("%d invalid file(s) under %s; nothing was imported "+
+			"(fix them, or pass --skip-invalid to import the rest)", len(problems), opts.Dir)
+	}
+	if len(tiles) == 0 && len(problems) == 0 {
+		return fmt.Errorf("no tiles under %s (the layout is %s)", opts.Dir, layout)
+	}
+	sum.Skipped = len(problems)
+
+	if err := importTiles(ctx, opts, tiles, &sum); err != nil {
+		return err
+	}
+	if err := printSummary(opts, sum); err != nil {
+		return err
+	}
+	if sum.Skipped > 0 {
+		return exitcode.New(exitcode.Failure,
+			fmt.Errorf("skipped %d invalid file(s), listed above; imported the rest", sum.Skipped))
+	}
+	return nil
+}
+
+func importTiles(ctx context.Context, opts *ImportOptions, tiles []found, sum *ImportSummary) error {
+	cfg, err := opts.Config()
+	if err != nil {
+		return err
+	}
+	store, err := opts.Store(ctx)
+	if err != nil {
+		return err
+	}
+	blobs, err := tilestore.NewBlobStore(cfg.CacheDir)
+	if err != nil {
+		return err
+	}
+	if _, err := store.UpsertFlight(ctx, opts.FlightID, opts.State); err != nil {
+		return fmt.Errorf("record flight %s: %w", opts.FlightID, err)
+	}
+	batch := opts.BatchSize
+	if batch <= 0 {
+		batch = DefaultBatchSize
+	}
+	for start := 0; start < len(tiles); start += batch {
+		chunk := tiles[start:min(start+batch, len(tiles))]
+		imported, present, err := importChunk(ctx, opts, store, blobs, chunk)
+		if err != nil {
+			return err
+		}
+		sum.Imported += imported
+		sum.AlreadyPresent += present
+	}
+	return nil
+}
+
+// importChunk copies the chunk's new tiles into the cache, then records
+// them in one InsertTiles. Tiles already in the store are left alone, blob
+// included: overwriting a blob under recorded metadata could make it
+// disagree with its recorded sha256.
+func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Store, blobs *tilestore.BlobStore,
+	chunk []found) (imported, present int, err error) {
+	ids := make([]string, len(chunk))
+	for i, t := range chunk {
+		ids[i] = tileID(opts.FlightID, t)
+	}
+	existing, err := existingTiles(ctx, store, ids)
+	if err != nil {
+		return 0, 0, err
+	}
+	var rows []tilestore.Tile
+	for i, t := range chunk {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		if sha, ok := existing[ids[i]]; ok {
+			present++
+			if sha != t.SHA256 {
+				fmt.Fprintf(opts.IO.ErrOut, "warning: %s: tile %s is already imported with different content; kept the imported one\n",
+					t.Path, ids[i])
+			}
+			continue
+		}
+		row, err := copyBlob(opts.FlightID, ids[i], t, blobs)
+		if err != nil {
+			return 0, 0, err
+		}
+		rows = append(rows, row)
+	}
+	n, err := store.InsertTiles(ctx, rows)
+	if err != nil {
+		return 0, 0, fmt.Errorf("record %d tiles: %w", len(rows), err)
+	}
+	// A concurrent import may have recorded some of them first.
+	return n, present + len(rows) - n, nil
+}
+
+func copyBlob(flightID, id string, t found, blobs *tilestore.BlobStore) (tilestore.Tile, error) {
+	rel := fmt.Sprintf("%s/%d/%d/%d.%s", flightID, t.Z, t.X, t.Y, t.Ext)
+	f, err := os.Open(t.Path)
+	if err != nil {
+		return tilestore.Tile{}, fmt.Errorf("import %s: %w", t.Path, err)
+	}
+	defer f.Close()
+	size, sha, err := blobs.Put(rel, f)
+	if err != nil {
+		return tilestore.Tile{}, fmt.Errorf("copy %s into the cache: %w", t.Path, err)
+	}
+	if sha != t.SHA256 || size != t.Size {
+		return tilestore.Tile{}, fmt.Errorf("import %s: the file changed while it was being imported; run the import again", t.Path)
+	}
+	return tilestore.Tile{
+		ID: id, FlightID: flightID, Z: t.Z, X: t.X, Y: t.Y,
+		ContentType: t.ContentType, SizeBytes: size, SHA256: sha, BlobPath: rel,
+		CapturedAt: t.ModTime, VotingStatus: tilestore.StatusPending,
+	}, nil
+}
+
+func tileID(flightID string, t found) string {
+	return fmt.Sprintf("%s-%d-%d-%d", flightID, t.Z, t.X, t.Y)
+}
+
+func printSummary(opts *ImportOptions, s ImportSummary) error {
+	if opts.Output == "json" {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	dir, _ := filepath.Abs(opts.Dir)
+	fmt.Fprintf(opts.IO.Out, "flight %s (%s): from %s\n", s.FlightID, s.FlightState, dir)
+	fmt.Fprintf(opts.IO.Out, "  found            %d\n  imported         %d\n  already present  %d\n  skipped invalid  %d\n",
+		s.Found, s.Imported, s.AlreadyPresent, s.Skipped)
+	return nil
+}

@@ -1,0 +1,58 @@
+// Package iostreams holds a command's standard streams and the terminal
+// decisions made from them. Commands write data to Out and diagnostics to
+// ErrOut, and ask IsStdoutTTY/IsStderrTTY instead of probing file
+// descriptors, so Test can stand in for a terminal or a pipe.
+package iostreams
+
+import (
+	"bytes"
+	"io"
+	"os"
+
+	"golang.org/x/term"
+)
+
+// IOStreams is a command's stdin, stdout and stderr.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+
+	stdoutTTY bool
+	stderrTTY bool
+}
+
+// System returns the process's streams, with TTY flags from the real file
+// descriptors.
+func System() *IOStreams {
+	return &IOStreams{
+		In:        os.Stdin,
+		Out:       os.Stdout,
+		ErrOut:    os.Stderr,
+		stdoutTTY: isTerminal(os.Stdout),
+		stderrTTY: isTerminal(os.Stderr),
+	}
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// IsStdoutTTY reports whether Out is a terminal: tables for people there,
+// and the same tables (without decoration) in a pipe.
+func (s *IOStreams) IsStdoutTTY() bool { return s.stdoutTTY }
+
+// IsStderrTTY reports whether ErrOut is a terminal: progress bars and
+// console-style logs only there.
+func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
+
+// SetStdoutTTY overrides the stdout decision (tests, --no-tty style flags).
+func (s *IOStreams) SetStdoutTTY(v bool) { s.stdoutTTY = v }
+
+// SetStderrTTY overrides the stderr decision.
+func (s *IOStreams) SetStderrTTY(v bool) { s.stderrTTY = v }
+
+// Test returns streams backed by buffers (stdin, stdout, stderr), not
+// terminals.
+func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
+	in, out, errOut := &bytes.Buffer{}, &bytes.Buffer{}, &bytes.Buffer{}
+	return &IOStreams{In: in, Out: out, ErrOut: errOut}, in, out, errOut
+}
