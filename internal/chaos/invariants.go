@@ -88,7 +88,7 @@ func (c *checker) checkRound(f roundFacts) {
 	cl, pv := f.Client, f.Provider
 	// Stored at most once, and held with the bytes tilectl has.
 	for _, st := range pv.Stored {
-		c.check(invStoredOnce, st.Writes <= 1 && st.Rows == 1,
+		c.check(invStoredOnce, st.Writes == 1 && st.Rows == 1,
 			"tile %s written %d time(s) in %d row(s) at the provider", st.ID, st.Writes, st.Rows)
 	}
 	ids := make([]string, 0, len(cl.Tiles))
@@ -146,9 +146,16 @@ func (c *checker) checkRound(f roundFacts) {
 			c.check(invRejectionsMatch, slices.Equal(journal, want),
 				"batch %s: journal rejects %v, the provider's sealed answer rejects %v", b.OpID, journal, want)
 		}
+		want := fingerprintFor(f.FlightID, b)
+		c.check(invPayloadBinding, b.Fingerprint == want,
+			"op %s: tilectl journaled fingerprint %q for members whose fingerprint is %q", b.OpID, b.Fingerprint, want)
 		if known {
-			c.check(invPayloadBinding, op.Fingerprint == fingerprintFor(f.FlightID, b),
-				"op %s: provider fingerprint %q, client batch fingerprint %q", b.OpID, op.Fingerprint, fingerprintFor(f.FlightID, b))
+			c.check(invPayloadBinding, op.Fingerprint == want,
+				"op %s: the provider's operation record has fingerprint %q, the journaled members give %q", b.OpID, op.Fingerprint, want)
+		}
+		if fps, seen := pv.Fingerprints[b.OpID]; seen {
+			c.check(invPayloadBinding, len(fps) == 1 && fps[0] == want,
+				"op %s arrived at the provider with fingerprints %v; the journaled members give %q", b.OpID, fps, want)
 		}
 		if b.HTTPStatus != nil {
 			c.check(invNoConflict, *b.HTTPStatus != 422, "batch %s failed with 422", b.OpID)

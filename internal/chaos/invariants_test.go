@@ -20,8 +20,8 @@ func cleanFacts() roundFacts {
 				"t3": {ID: "t3", SHA256: "a3", Status: "uploaded", Attempts: 1},
 			},
 			Batches: []clientBatch{
-				{OpID: "op1", Fingerprint: "fp1", TileIDs: []string{"t1", "t2", "t3"}, State: "settled"},
-				{OpID: "op2", Fingerprint: "fp2", TileIDs: []string{"t3"}, State: "settled"},
+				{OpID: "op1", TileIDs: []string{"t1", "t2", "t3"}, SHA256s: []string{"a1", "a2", "a3"}, State: "settled"},
+				{OpID: "op2", TileIDs: []string{"t3"}, SHA256s: []string{"a3"}, State: "settled"},
 			},
 			Rejections: []clientRejection{
 				{OpID: "op1", TileID: "t2", Reason: "decode_error", Counted: true},
@@ -32,9 +32,9 @@ func cleanFacts() roundFacts {
 		},
 		Provider: providerView{
 			Ops: map[string]providerOp{
-				"op1": {OpID: "op1", Fingerprint: "fp1", State: "sealed", Status: i32(200),
+				"op1": {OpID: "op1", State: "sealed", Status: i32(200),
 					Body: []byte(`{"op_id":"op1","results":[{"tile_id":"t1","status":"accepted"},{"tile_id":"t2","status":"rejected","reason":"decode_error"}]}`)},
-				"op2": {OpID: "op2", Fingerprint: "fp2", State: "sealed", Status: i32(200),
+				"op2": {OpID: "op2", State: "sealed", Status: i32(200),
 					Body: []byte(`{"op_id":"op2","results":[{"tile_id":"t3","status":"duplicate"}]}`)},
 			},
 			Stored: map[string]storedTile{
@@ -48,9 +48,24 @@ func cleanFacts() roundFacts {
 	}
 }
 
+// withFingerprints fills in the fingerprints both sides record for f's
+// batches, as an honest client and provider would.
+func withFingerprints(f roundFacts) roundFacts {
+	f.Provider.Fingerprints = map[string][]string{}
+	for i, b := range f.Client.Batches {
+		fp := fingerprintFor(f.FlightID, b)
+		f.Client.Batches[i].Fingerprint = fp
+		op := f.Provider.Ops[b.OpID]
+		op.Fingerprint = fp
+		f.Provider.Ops[b.OpID] = op
+		f.Provider.Fingerprints[b.OpID] = []string{fp}
+	}
+	return f
+}
+
 func TestCheckRoundPassesACleanRound(t *testing.T) {
 	c := newChecker()
-	c.checkRound(cleanFacts())
+	c.checkRound(withFingerprints(cleanFacts()))
 	if len(c.violations) != 0 {
 		t.Fatalf("violations on a clean round: %v", c.violations)
 	}
@@ -79,10 +94,15 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 		{"give-up recorded twice", func(f *roundFacts) { f.Client.GiveUpFDR["t2"] = 2 }, invGiveUpFDR},
 		{"give-up without a record", func(f *roundFacts) { delete(f.Client.GiveUpFDR, "t2") }, invGiveUpFDR},
 		{"op ID with two payloads", func(f *roundFacts) {
+			f.Provider.Fingerprints["op2"] = append(f.Provider.Fingerprints["op2"], "other")
+		}, invPayloadBinding},
+		{"provider record for another payload", func(f *roundFacts) {
 			op := f.Provider.Ops["op2"]
 			op.Fingerprint = "other"
 			f.Provider.Ops["op2"] = op
 		}, invPayloadBinding},
+		{"journal fingerprint disagrees with members", func(f *roundFacts) { f.Client.Batches[0].Fingerprint = "x" }, invPayloadBinding},
+		{"tile written but no row", func(f *roundFacts) { f.Provider.Stored["t9"] = storedTile{ID: "t9", Writes: 1} }, invStoredOnce},
 		{"provider saw a conflict", func(f *roundFacts) { f.Faults.Conflicts = 1 }, invNoConflict},
 		{"ambiguous batch replaced", func(f *roundFacts) { f.JournalState["op1"] = "failed" }, invAmbiguousSettle},
 		{"sealed op unknown to the client", func(f *roundFacts) { f.SealedOK = append(f.SealedOK, "op9") }, invSealedSettled},
@@ -90,7 +110,7 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := cleanFacts()
+			f := withFingerprints(cleanFacts())
 			tc.damage(&f)
 			c := newChecker()
 			c.checkRound(f)
@@ -140,13 +160,13 @@ func TestParseMetricLineReadsLabelsAndValue(t *testing.T) {
 }
 
 func TestParseLedgerFindsOpsByKind(t *testing.T) {
-	var fs faultStats
-	fs.OpsByKind = map[string][]string{}
-	err := parseLedger([]byte(`{"entries":[{"op_id":"o1","kind":"cut_body"},{"op_id":"o2","fault":"drop_after_store"},{"route":"x"}]}`), &fs)
+	fs := faultStats{ByKind: map[string]int{}, OpsByKind: map[string][]string{}}
+	err := parseLedger([]byte(`{"faults":{"cut_body":2},"ops":[{"op_id":"o3","fingerprints":1}],
+		"fault_ops":[{"op_id":"o1","kind":"cut_body"},{"op_id":"o2","fault":"drop_after_store"},{"route":"x"}]}`), &fs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fs.OpsByKind["cut_body"]) != 1 || len(fs.OpsByKind["drop_after_store"]) != 1 {
+	if fs.ByKind["cut_body"] != 2 || len(fs.OpsByKind["cut_body"]) != 1 || len(fs.OpsByKind["drop_after_store"]) != 1 || len(fs.OpsByKind) != 2 {
 		t.Fatalf("got %v", fs.OpsByKind)
 	}
 }

@@ -35,16 +35,25 @@ type storedTile struct {
 type providerView struct {
 	Ops    map[string]providerOp
 	Stored map[string]storedTile
+	// Fingerprints is every fingerprint each op ID arrived with
+	// (provider_op_fingerprints): a correct client sends one per ID.
+	Fingerprints map[string][]string
 }
 
-// storedTilesSQL reads the reference provider's tile table (provider
-// package, EnsureSchema). Rows counts duplicate rows for one tile, which
-// the provider's primary key should make impossible.
-const storedTilesSQL = `SELECT tile_id, min(sha256), sum(writes)::int, count(*)::int
-	FROM provider_tiles WHERE flight_id = $1 GROUP BY tile_id`
+// storedTilesSQL reads the reference provider's tables (provider package,
+// EnsureSchema): provider_tiles holds what it stores, provider_tile_writes
+// one row per time a tile's bytes were written. Rows counts rows of
+// provider_tiles for one tile, which its primary key should hold at one.
+const storedTilesSQL = `SELECT t.tile_id, min(t.sha256), count(*)::int,
+	(SELECT count(*) FROM provider_tile_writes w WHERE w.flight_id = $1 AND w.tile_id = t.tile_id)::int
+	FROM provider_tiles t WHERE t.flight_id = $1 GROUP BY t.tile_id
+	UNION ALL
+	SELECT w.tile_id, min(w.sha256), 0, count(*)::int FROM provider_tile_writes w
+	WHERE w.flight_id = $1 AND NOT EXISTS (SELECT 1 FROM provider_tiles t WHERE t.flight_id = w.flight_id AND t.tile_id = w.tile_id)
+	GROUP BY w.tile_id`
 
 func loadProviderView(ctx context.Context, dbURL, flightID string, opIDs []string) (providerView, error) {
-	v := providerView{Ops: map[string]providerOp{}, Stored: map[string]storedTile{}}
+	v := providerView{Ops: map[string]providerOp{}, Stored: map[string]storedTile{}, Fingerprints: map[string][]string{}}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return v, fmt.Errorf("read the provider's database: %w", err)
@@ -69,11 +78,20 @@ func loadProviderView(ctx context.Context, dbURL, flightID string, opIDs []strin
 
 	rows, _ = conn.Query(ctx, storedTilesSQL, flightID)
 	var st storedTile
-	if _, err := pgx.ForEachRow(rows, []any{&st.ID, &st.SHA256, &st.Writes, &st.Rows}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&st.ID, &st.SHA256, &st.Rows, &st.Writes}, func() error {
 		v.Stored[st.ID] = st
 		return nil
 	}); err != nil {
 		return v, fmt.Errorf("read the provider's stored tiles: %w", err)
+	}
+
+	rows, _ = conn.Query(ctx, `SELECT op_id, fingerprint FROM provider_op_fingerprints WHERE op_id = ANY($1) ORDER BY op_id, fingerprint`, opIDs)
+	var id, fp string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &fp}, func() error {
+		v.Fingerprints[id] = append(v.Fingerprints[id], fp)
+		return nil
+	}); err != nil {
+		return v, fmt.Errorf("read the provider's fingerprints per op ID: %w", err)
 	}
 	return v, nil
 }
@@ -96,13 +114,14 @@ func sealedOKOps(ctx context.Context, dbURL string) ([]string, error) {
 
 // faultStats is what the provider says it injected.
 type faultStats struct {
-	ByKind    map[string]int      // from /metrics
-	OpsByKind map[string][]string // from /debug/ledger: fault kind -> op IDs
-	Conflicts int                 // IDEMPOTENCY_CONFLICT answers
+	ByKind        map[string]int      // from /debug/ledger's "faults"
+	MetricsByKind map[string]int      // from /metrics, to cross-check
+	OpsByKind     map[string][]string // fault kind -> op IDs, when the ledger attributes them
+	Conflicts     int                 // 422 answers on the batch route
 }
 
 func scrapeFaults(ctx context.Context, base, token string) (faultStats, error) {
-	fs := faultStats{ByKind: map[string]int{}, OpsByKind: map[string][]string{}}
+	fs := faultStats{ByKind: map[string]int{}, MetricsByKind: map[string]int{}, OpsByKind: map[string][]string{}}
 	metrics, err := get(ctx, base+"/metrics", token)
 	if err != nil {
 		return fs, err
@@ -118,9 +137,11 @@ func scrapeFaults(ctx context.Context, base, token string) (faultStats, error) {
 			continue
 		}
 		if strings.Contains(name, "fault") && labels["kind"] != "" {
-			fs.ByKind[labels["kind"]] += int(value)
+			fs.MetricsByKind[labels["kind"]] += int(value)
 		}
-		if labels["code"] == "IDEMPOTENCY_CONFLICT" {
+		// The provider answers 422 on the batch route only for
+		// IDEMPOTENCY_CONFLICT and IDEMPOTENCY_EXPIRED; neither may happen.
+		if name == "tileprovider_requests_total" && labels["route"] == "tiles.batch" && labels["status"] == "422" {
 			fs.Conflicts += int(value)
 		}
 	}
@@ -134,10 +155,19 @@ func scrapeFaults(ctx context.Context, base, token string) (faultStats, error) {
 	return fs, nil
 }
 
-// parseLedger reads the provider's fault ledger: a JSON array of entries,
-// or an object holding one, where each entry names an op_id and the fault
-// kind ("kind" or "fault").
+// parseLedger reads the provider's /debug/ledger: "faults" counts faults
+// by kind; any entry (at any depth) that names both an op_id and a fault
+// "kind" (or "fault") attributes that fault to that operation.
 func parseLedger(b []byte, fs *faultStats) error {
+	var l struct {
+		Faults map[string]int `json:"faults"`
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return fmt.Errorf("parse /debug/ledger: %w", err)
+	}
+	for k, v := range l.Faults {
+		fs.ByKind[k] += v
+	}
 	var raw any
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return fmt.Errorf("parse /debug/ledger: %w", err)
