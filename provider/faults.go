@@ -84,7 +84,17 @@ type injector struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	counts map[FaultKind]int
+	events []FaultEvent
 }
+
+// FaultEvent attributes one injected fault to the operation it hit.
+type FaultEvent struct {
+	OpID string    `json:"op_id"`
+	Kind FaultKind `json:"kind"`
+}
+
+// maxFaultEvents bounds the ledger's event list on long chaos runs.
+const maxFaultEvents = 100000
 
 func newInjector(cfg FaultConfig, m *metrics) (*injector, error) {
 	if cfg.Rate < 0 || cfg.Rate > 1 || cfg.TransientRejectRate < 0 || cfg.TransientRejectRate > 1 {
@@ -100,7 +110,7 @@ func newInjector(cfg FaultConfig, m *metrics) (*injector, error) {
 	return in, nil
 }
 
-func (in *injector) draw() FaultKind {
+func (in *injector) draw(opID string) FaultKind {
 	if in.cfg.Rate <= 0 {
 		return ""
 	}
@@ -111,6 +121,9 @@ func (in *injector) draw() FaultKind {
 	}
 	k := in.cfg.Kinds[in.rng.Intn(len(in.cfg.Kinds))]
 	in.counts[k]++
+	if len(in.events) < maxFaultEvents {
+		in.events = append(in.events, FaultEvent{OpID: opID, Kind: k})
+	}
 	in.m.faults.WithLabelValues(string(k)).Inc()
 	return k
 }
@@ -132,15 +145,15 @@ func (in *injector) intn(n int) int {
 
 func (in *injector) rejects(tileID string) bool { return in.reject[tileID] }
 
-// Counts returns how many faults of each kind were injected.
-func (in *injector) snapshot() map[FaultKind]int {
+// snapshot returns how many faults of each kind were injected, and which.
+func (in *injector) snapshot() (map[FaultKind]int, []FaultEvent) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	out := make(map[FaultKind]int, len(in.counts))
 	for k, v := range in.counts {
 		out[k] = v
 	}
-	return out
+	return out, append([]FaultEvent(nil), in.events...)
 }
 
 type faultKey struct{}
@@ -162,7 +175,8 @@ func (in *injector) wrap(next http.Handler) http.Handler {
 				return
 			}
 		}
-		kind := in.draw()
+		key, _ := operation.ParseIdempotencyKey(r.Header.Get(operation.HeaderIdempotencyKey))
+		kind := in.draw(key)
 		switch kind {
 		case FaultStatus429:
 			operation.WriteError(w, http.StatusTooManyRequests, operation.CodeRateLimited, "Too many requests (injected)",

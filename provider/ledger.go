@@ -17,6 +17,7 @@ type Ledger struct {
 	Rejections []LedgerRejection `json:"rejections"`
 	Ops        []LedgerOp        `json:"ops"`
 	Faults     map[FaultKind]int `json:"faults"`
+	FaultOps   []FaultEvent      `json:"fault_events"`
 }
 
 // LedgerTile is one stored tile and how many times its bytes were written.
@@ -85,7 +86,7 @@ func (s *Server) ledger(w http.ResponseWriter, r *http.Request) {
 		operation.WriteError(w, http.StatusInternalServerError, operation.CodeInternalError, "ledger: "+err.Error(), nil, nil)
 		return
 	}
-	l.Faults = s.faults.snapshot()
+	l.Faults, l.FaultOps = s.faults.snapshot()
 	writeJSON(w, http.StatusOK, l)
 }
 

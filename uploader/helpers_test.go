@@ -1,0 +1,55 @@
+package uploader_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// sleeps records the waits the uploader asked for, without waiting.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) Sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+func newUploader(t testing.TB, baseURL string, c *providertest.Client, edit func(*uploader.HTTPOptions)) (*uploader.HTTPTileUploader, *sleeps) {
+	t.Helper()
+	sl := &sleeps{}
+	opts := uploader.HTTPOptions{
+		BaseURL: baseURL, Token: providertest.Token, Store: c.Store, Blobs: c.Blobs,
+		Logger: zerolog.Nop(), Sleep: sl.Sleep, RequestTimeout: 10 * time.Second,
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	u, err := uploader.NewHTTP(opts)
+	if err != nil {
+		t.Fatalf("NewHTTP: %v", err)
+	}
+	return u, sl
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
