@@ -1,0 +1,163 @@
+package fdr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Entry is what a caller records.
+type Entry struct {
+	Kind string // required, e.g. "c11.upload.giveup"
+	// Key, when set, makes the append idempotent: if a record with this Key
+	// is still in the ring, Append returns it and writes nothing.
+	Key     string
+	Payload any // marshalled with encoding/json
+	// Durable makes Append return only once the record is on disk.
+	Durable bool
+}
+
+// Record is one record read back from the ring.
+type Record struct {
+	Seq     uint64
+	Kind    string
+	Key     string
+	Time    time.Time
+	Payload json.RawMessage
+}
+
+// Options configure Open. Every field has a usable zero value.
+type Options struct {
+	// Capacity is the record area in bytes, fixed when the file is created.
+	// Default: DefaultCapacity (4 MiB); MinCapacity..MaxCapacity. An
+	// existing file keeps its own capacity; a different non-zero value here
+	// is reported through Logf.
+	Capacity int64
+	// Now is the clock stamped on records. Default: time.Now.
+	Now func() time.Time
+	// Logf receives diagnostics (a capacity mismatch, a header rebuilt
+	// after damage). Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// Recorder appends records to a ring file. It is safe for concurrent use
+// by goroutines, and other Recorders (in this or other processes) may
+// append to the same file at the same time.
+type Recorder struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+	now  func() time.Time
+	logf func(string, ...any)
+	cap  uint64
+	buf  []byte // frame scratch, reused under mu
+	sync func(*os.File) error
+
+	// keys indexes keyed records by Key. It is exact as of seenNext, the
+	// header's nextSeq after this Recorder's last append or rebuild; when
+	// the file's nextSeq differs, another writer appended and the index is
+	// rebuilt from the file before it is trusted.
+	keys     map[string]keyLoc
+	seenNext uint64
+	closed   bool
+}
+
+type keyLoc struct {
+	seq uint64
+	off uint64
+}
+
+// Open opens the ring at path, creating it (mode 0600, parent directories
+// 0700) with the given capacity if it does not exist.
+func Open(path string, opts Options) (*Recorder, error) {
+	if opts.Capacity != 0 && (opts.Capacity < MinCapacity || opts.Capacity > MaxCapacity) {
+		return nil, fmt.Errorf("open fdr %s: capacity %d, want %d..%d", path, opts.Capacity, MinCapacity, MaxCapacity)
+	}
+	want := uint64(DefaultCapacity)
+	if opts.Capacity != 0 {
+		want = uint64(opts.Capacity)
+	}
+	r := &Recorder{path: path, now: opts.Now, logf: opts.Logf, keys: map[string]keyLoc{}, sync: syncData}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.logf == nil {
+		r.logf = func(string, ...any) {}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open fdr %s: create directory: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open fdr %s: %w", path, err)
+	}
+	r.f = f
+	if err := r.init(want, opts.Capacity != 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open fdr %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// init creates the header of a new file, or adopts an existing one.
+func (r *Recorder) init(want uint64, explicit bool) error {
+	unlock, err := lockFile(r.f, true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	h, err := r.loadHeader()
+	switch {
+	case errors.Is(err, errEmptyFile):
+		h = header{capacity: want, nextSeq: 1, created: r.now().UnixNano()}
+		if err := r.f.Truncate(int64(HeaderSize + want)); err != nil {
+			return fmt.Errorf("size ring: %w", err)
+		}
+		if err := r.writeHeader(h); err != nil {
+			return err
+		}
+		if err := r.f.Sync(); err != nil {
+			return fmt.Errorf("sync new ring: %w", err)
+		}
+	case err != nil:
+		return err
+	}
+	if explicit && h.capacity != want {
+		r.logf("fdr %s: file capacity %d bytes kept; the configured %d applies only to a new file", r.path, h.capacity, want)
+	}
+	r.cap = h.capacity
+	// A file cut short (a crash while it was created, or a copy) is grown
+	// back so every offset below capacity is addressable.
+	if st, err := r.f.Stat(); err == nil && st.Size() < int64(HeaderSize+h.capacity) {
+		if err := r.f.Truncate(int64(HeaderSize + h.capacity)); err != nil {
+			return fmt.Errorf("regrow ring: %w", err)
+		}
+	}
+	return r.rebuildIndex(h)
+}
+
+// Capacity is the ring's record area in bytes, as fixed in its header.
+func (r *Recorder) Capacity() int64 { return int64(r.cap) }
+
+// Path is the ring file's path.
+func (r *Recorder) Path() string { return r.path }
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("fdr: recorder closed")
+
+// Close closes the file. Records already appended stay; a non-durable
+// record may still be only in the page cache, where the OS writes it out
+// even if this process exits.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.f.Close()
+}
