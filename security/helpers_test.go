@@ -3,6 +3,7 @@ package security
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image"
 	"image/png"
 	"os"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tilectl/tilectl/internal/chaos"
 	"github.com/tilectl/tilectl/internal/pgtest"
 )
 
@@ -46,7 +46,7 @@ func binaries(t *testing.T) (tilectl, tileprovider string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		tilectlBin, providerBin, buildErr = chaos.BuildBinaries(ctx, buildDir)
+		tilectlBin, providerBin, buildErr = build(ctx, buildDir)
 	})
 	if buildErr != nil {
 		t.Fatalf("build binaries: %v", buildErr)
@@ -188,4 +188,18 @@ func writeTiles(t *testing.T, dir string, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// build compiles cmd/tilectl and cmd/tileprovider into dir. The test runs
+// in the security folder, so the module root is its parent.
+func build(ctx context.Context, dir string) (tilectl, tileprovider string, err error) {
+	tilectl, tileprovider = filepath.Join(dir, "tilectl"), filepath.Join(dir, "tileprovider")
+	for bin, pkg := range map[string]string{tilectl: "./cmd/tilectl", tileprovider: "./cmd/tileprovider"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		}
+	}
+	return tilectl, tileprovider, nil
 }

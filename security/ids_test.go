@@ -92,7 +92,17 @@ func TestHostileTilePathsAreRefusedOrConfined(t *testing.T) {
 	}
 
 	r := c.run(time.Minute, "tiles", "import", "--flight", "paths", dir)
-	t.Logf("import exit %d\nstderr: %s", r.exit, clipped(r.stderr))
+	t.Logf("import exit %d\nstderr: %q", r.exit, clipped(r.stderr))
+	if r.exit != 0 && !strings.Contains(strings.ToLower(r.stderr), "tile") && !strings.Contains(r.stderr, "invalid") {
+		t.Errorf("import refused the directory without saying why:\n%s", r.stderr)
+	}
+	// Import what is valid, so the checks below see what import does with
+	// the rest (the symlink in particular).
+	r = c.run(time.Minute, "tiles", "import", "--flight", "paths", "--skip-invalid", dir)
+	t.Logf("import --skip-invalid exit %d", r.exit)
+	if n := c.count(`SELECT count(*) FROM tiles WHERE flight_id = 'paths'`); n < 2 {
+		t.Errorf("--skip-invalid imported %d tiles, want at least the 2 valid ones", n)
+	}
 	if n := c.count(`SELECT count(*) FROM tiles WHERE tile_id !~ '^[A-Za-z0-9][A-Za-z0-9._-]*$'`); n != 0 {
 		t.Errorf("%d tiles stored with IDs outside [A-Za-z0-9._-]", n)
 	}
@@ -111,7 +121,34 @@ func TestHostileTilePathsAreRefusedOrConfined(t *testing.T) {
 		}
 		return nil
 	})
-	if r.exit != 0 && !strings.Contains(strings.ToLower(r.stderr), "tile") {
-		t.Errorf("import refused the directory without saying which tile:\n%s", r.stderr)
+}
+
+// TestImportErrorsDoNotEchoControlCharacters imports a file whose name
+// holds an ANSI escape and a carriage return: the error names the file, but
+// must show those bytes escaped, so a crafted file name cannot rewrite the
+// operator's terminal or forge a log line.
+func TestImportErrorsDoNotEchoControlCharacters(t *testing.T) {
+	c := newCLI(t, "http://127.0.0.1:1", "ids-token-0123456789")
+	c.mustRun("migrate", "up")
+	dir := t.TempDir()
+	writeTiles(t, dir, 1)
+	for _, name := range []string{"6\x1b[2J.png", "7\rFORGED.png", "8\nFORGED.png"} {
+		if err := os.WriteFile(filepath.Join(dir, "10", "0", name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := c.run(time.Minute, "tiles", "import", "--flight", "ctl", dir)
+	if r.exit == 0 {
+		t.Fatalf("import of invalid file names succeeded")
+	}
+	for _, out := range []string{r.stdout, r.stderr} {
+		if strings.ContainsAny(out, "\x1b\r") {
+			t.Errorf("tilectl printed a raw escape or carriage return from a file name: %q", out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "FORGED") {
+				t.Errorf("a newline in a file name started a new output line: %q", out)
+			}
+		}
 	}
 }

@@ -110,9 +110,10 @@ func startReferenceProvider(t *testing.T, bin, token string) (string, func() str
 	dbURL := pgtest.NewEmptyDatabase(t)
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "--listen", addr, "--database-url", dbURL, "--storage-dir", t.TempDir(),
-		"--token", token, "--fault-rate", "0.3", "--fault-seed", "7",
+		"--fault-rate", "0.3", "--fault-seed", "7",
 		"--fault-kinds", "drop_after_store,status_429,status_503,html_502,cut_body,omit_results,processing_409",
 		"--transient-reject-rate", "0.1")
+	cmd.Env = append(os.Environ(), "TILEPROVIDER_TOKEN="+token)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start provider: %v", err)

@@ -67,6 +67,8 @@ type providerProc struct {
 
 func startProvider(ctx context.Context, bin string, args []string, base, token string) (*providerProc, error) {
 	cmd := exec.Command(bin, args...)
+	// The token goes in the environment: flags show up in ps.
+	cmd.Env = append(os.Environ(), "TILEPROVIDER_TOKEN="+token)
 	p := &providerProc{cmd: cmd, base: base, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
