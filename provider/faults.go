@@ -84,6 +84,7 @@ type injector struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	counts map[FaultKind]int
+	drawn  int
 	events []FaultEvent
 }
 
@@ -119,7 +120,10 @@ func (in *injector) draw(opID string) FaultKind {
 	if in.rng.Float64() >= in.cfg.Rate {
 		return ""
 	}
-	k := in.cfg.Kinds[in.rng.Intn(len(in.cfg.Kinds))]
+	// Kinds take turns, so any run with as many faults as kinds sees every
+	// kind; the RNG decides which requests get one.
+	k := in.cfg.Kinds[in.drawn%len(in.cfg.Kinds)]
+	in.drawn++
 	in.counts[k]++
 	if len(in.events) < maxFaultEvents {
 		in.events = append(in.events, FaultEvent{OpID: opID, Kind: k})

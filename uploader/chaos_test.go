@@ -1,0 +1,72 @@
+package uploader_test
+
+import (
+	"testing"
+
+	"github.com/tilectl/tilectl/provider"
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// Like the retry decorator would, the uploader is run again until nothing
+// is pending; every fault kind hits 30% of batch requests.
+func TestUploadUnderFaultsStoresEveryTileExactlyOnce(t *testing.T) {
+	t.Parallel()
+	const n = 500
+	p := providertest.Start(t, func(c *provider.Config) {
+		c.Faults = provider.FaultConfig{Rate: 0.3, Seed: 7, TransientRejectRate: 0.02}
+	})
+	c := providertest.NewClient(t, "fc")
+	c.AddTiles(t, "fc", n, 1024, 2)
+	u, _ := newUploader(t, p.URL, c, nil)
+
+	var replayed, protocolErrors int
+	for run := 1; ; run++ {
+		if run > 15 {
+			t.Fatalf("tiles still pending after %d runs: %v", run-1, c.Counts(t, "fc"))
+		}
+		rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fc", BatchSize: 8, Concurrency: 4})
+		replayed += rep.Replayed
+		for _, r := range rep.Rejections {
+			if r.Reason == uploader.ReasonProtocolError {
+				protocolErrors++
+			}
+		}
+		if err != nil {
+			t.Logf("run %d: %v", run, err)
+		}
+		if err == nil && rep.Pending == 0 {
+			break
+		}
+	}
+	if got := c.Counts(t, "fc")[tilestore.StatusUploaded]; got != n {
+		t.Fatalf("uploaded = %d, want %d", got, n)
+	}
+	l := p.Ledger(t)
+	if len(l.Tiles) != n {
+		t.Fatalf("provider holds %d tiles, want %d", len(l.Tiles), n)
+	}
+	for _, tl := range l.Tiles {
+		if tl.Writes != 1 {
+			t.Errorf("tile %s written %d times", tl.TileID, tl.Writes)
+		}
+	}
+	for _, op := range l.Ops {
+		if op.Fingerprints != 1 {
+			t.Errorf("op %s arrived with %d fingerprints", op.OpID, op.Fingerprints)
+		}
+	}
+	for _, k := range provider.AllFaultKinds {
+		if l.Faults[k] == 0 {
+			t.Errorf("fault %s was never injected; the test does not cover it", k)
+		}
+	}
+	if replayed == 0 {
+		t.Errorf("no answer was replayed, though answers were dropped and cut")
+	}
+	if l.Faults[provider.FaultOmitResults] > 0 && protocolErrors == 0 {
+		t.Errorf("results were omitted but no protocol_error was recorded")
+	}
+	t.Logf("faults %v, replayed %d, protocol errors %d", l.Faults, replayed, protocolErrors)
+}
