@@ -53,12 +53,18 @@ type Factory struct {
 
 // New wires a Factory on the process's streams, environment and clock.
 func New(version, commit string) *Factory {
+	return NewWith(iostreams.System(), os.LookupEnv, version, commit)
+}
+
+// NewWith wires a Factory on the given streams and environment: what tests
+// use with iostreams.Test() and a map of TILECTL_* variables.
+func NewWith(ios *iostreams.IOStreams, env config.LookupEnv, version, commit string) *Factory {
 	f := &Factory{
-		IOStreams: iostreams.System(),
+		IOStreams: ios,
 		Now:       time.Now,
 		Version:   version,
 		Commit:    commit,
-		LookupEnv: os.LookupEnv,
+		LookupEnv: env,
 	}
 	f.Config = sync.OnceValues(f.loadConfig)
 	f.Logger = sync.OnceValue(f.newLogger)

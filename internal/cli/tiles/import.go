@@ -3,6 +3,7 @@ package tiles
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,6 +62,11 @@ func NewCmdImport(f *factory.Factory, runF func(context.Context, *ImportOptions)
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
+			// Checked here rather than with MarkFlagRequired, whose error
+			// cobra raises where it cannot be marked a usage error.
+			if opts.FlightID == "" {
+				return exitcode.UsageError(errors.New("--flight is required"))
+			}
 			if err := tilestore.ValidateFlightID(opts.FlightID); err != nil {
 				return exitcode.UsageError(fmt.Errorf("--flight: %w", err))
 			}
@@ -84,7 +90,6 @@ func NewCmdImport(f *factory.Factory, runF func(context.Context, *ImportOptions)
 	cmd.Flags().BoolVar(&opts.SkipInvalid, "skip-invalid", false, "import the valid tiles, skip and list the invalid ones, exit 1")
 	cmd.Flags().IntVar(&opts.BatchSize, "batch-size", DefaultBatchSize, "tiles per database insert")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "summary format: text or json")
-	_ = cmd.MarkFlagRequired("flight")
 	return cmd
 }
 

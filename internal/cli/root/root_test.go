@@ -1,0 +1,145 @@
+package root
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/cli/factory"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/pgtest"
+)
+
+type result struct {
+	code        int
+	out, errOut string
+	f           *factory.Factory
+}
+
+// execute runs a command line the way main does, with env as the whole
+// environment.
+func execute(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	f := factory.NewWith(ios, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, "test", "abc123")
+	defer f.Close()
+	err := Execute(context.Background(), f, args)
+	if err != nil {
+		errOut.WriteString("tilectl: " + err.Error() + "\n")
+	}
+	return result{code: exitcode.Code(err), out: out.String(), errOut: errOut.String(), f: f}
+}
+
+func TestUsageMistakesExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"bogus"},
+		{"migrate", "sideways"},
+		{"--no-such-flag", "version"},
+		{"status", "extra-arg"},
+		{"migrate", "down", "zero"},
+		{"tiles", "import", "dir"}, // --flight missing
+		{"tiles", "import", "--flight", "a/b", "dir"},
+		{"status", "-o", "yaml"},
+	} {
+		r := execute(t, nil, args...)
+		if r.code != exitcode.Usage {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, r.code, r.errOut)
+		}
+	}
+}
+
+func TestUnknownConfigKeyExitsTwoNamingKeyAndFile(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte("cache_dir: /tmp/x\nprovder_url: http://x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := execute(t, nil, "--config", cfg, "status")
+	if r.code != exitcode.Usage {
+		t.Fatalf("exit %d, want 2; stderr %q", r.code, r.errOut)
+	}
+	for _, want := range []string{cfg, "line 2", `"provder_url"`} {
+		if !strings.Contains(r.errOut, want) {
+			t.Errorf("stderr %q does not mention %s", r.errOut, want)
+		}
+	}
+}
+
+func TestInvalidConfigValueExitsTwo(t *testing.T) {
+	r := execute(t, map[string]string{"TILECTL_UPLOAD_CONCURRENCY": "0"}, "status")
+	if r.code != exitcode.Usage || !strings.Contains(r.errOut, "upload.concurrency: must be 1..64, got 0") {
+		t.Fatalf("exit %d stderr %q", r.code, r.errOut)
+	}
+}
+
+func TestUnreachableDatabaseExitsOneWithAClearMessage(t *testing.T) {
+	r := execute(t, map[string]string{"TILECTL_DATABASE_URL": "postgres://postgres:pw-secret@127.0.0.1:1/x?sslmode=disable"}, "status")
+	if r.code != exitcode.Failure {
+		t.Fatalf("exit %d, want 1", r.code)
+	}
+	if !strings.Contains(r.errOut, "cannot reach Postgres at 127.0.0.1:1") || strings.Contains(r.errOut, "pw-secret") {
+		t.Fatalf("stderr %q", r.errOut)
+	}
+}
+
+func TestFlagBeatsEnvironment(t *testing.T) {
+	r := execute(t, map[string]string{"TILECTL_LOG_LEVEL": "warn", "TILECTL_CACHE_DIR": "/env"},
+		"--log-level", "debug", "version")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	c, err := r.f.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LogLevel != "debug" || c.CacheDir != "/env" {
+		t.Fatalf("log_level %q cache_dir %q, want debug (flag) and /env (env)", c.LogLevel, c.CacheDir)
+	}
+}
+
+func TestProviderTokenFileIsReadAndNeverShown(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte("s3cr3t-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := execute(t, nil, "--provider-token-file", p, "version")
+	c, err := r.f.Config()
+	if err != nil || c.ProviderToken.Reveal() != "s3cr3t-token" {
+		t.Fatalf("token not read (err %v)", err)
+	}
+	if strings.Contains(r.out+r.errOut, "s3cr3t") {
+		t.Fatal("token printed")
+	}
+}
+
+func TestMigrateImportStatusEndToEnd(t *testing.T) {
+	env := map[string]string{"TILECTL_DATABASE_URL": pgtest.NewEmptyDatabase(t), "TILECTL_CACHE_DIR": t.TempDir()}
+	steps := [][]string{
+		{"migrate", "up"},
+		{"tiles", "import", "--flight", "demo-1", "../../../testdata/tiles"},
+		{"status", "-o", "json"},
+	}
+	var last result
+	for _, s := range steps {
+		last = execute(t, env, s...)
+		if last.code != 0 {
+			t.Fatalf("%v: exit %d: %s", s, last.code, last.errOut)
+		}
+	}
+	var rep struct {
+		Flights []struct {
+			FlightID string           `json:"flight_id"`
+			Counts   map[string]int64 `json:"counts"`
+		} `json:"flights"`
+	}
+	if err := json.NewDecoder(bytes.NewBufferString(last.out)).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Flights) != 1 || rep.Flights[0].FlightID != "demo-1" || rep.Flights[0].Counts["pending"] != 48 {
+		t.Fatalf("status after import: %s", last.out)
+	}
+}

@@ -1,0 +1,137 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// seed records flight f1 with 3 tiles (one given up) and an empty flight f2.
+func seed(t *testing.T, pool *pgxpool.Pool) *tilestore.Store {
+	t.Helper()
+	ctx := context.Background()
+	s := tilestore.NewStore(pool)
+	for _, f := range []string{"f1", "f2"} {
+		if _, err := s.UpsertFlight(ctx, f, tilestore.FlightOnGround); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ts []tilestore.Tile
+	for i, id := range []string{"f1-1-0-0", "f1-1-0-1", "f1-1-1-0"} {
+		ts = append(ts, tilestore.Tile{ID: id, FlightID: "f1", Z: 1, X: int64(i / 2), Y: int64(i % 2),
+			ContentType: "image/png", SizeBytes: 1, SHA256: strings.Repeat("a", 64),
+			BlobPath: "f1/" + id + ".png", CapturedAt: time.Unix(1e9, 0)})
+	}
+	if _, err := s.InsertTiles(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	// The decorator's give-up, written directly: this test is about display.
+	if _, err := pool.Exec(ctx, `UPDATE tiles SET voting_status = 'upload_giveup', upload_attempts = 5,
+		last_rejection_reason = 'checksum_mismatch', last_rejection_message = 'sha differs',
+		gave_up_at = '2026-01-02T03:04:05Z' WHERE tile_id = 'f1-1-1-0'`); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func run(t *testing.T, s *tilestore.Store, flight, output string) (string, error) {
+	t.Helper()
+	ios, _, out, _ := iostreams.Test()
+	err := Run(context.Background(), &Options{IO: ios, FlightID: flight, Output: output, Limit: 100,
+		Store: func(context.Context) (Store, error) { return s, nil }})
+	return out.String(), err
+}
+
+func TestJSONShapeIsStable(t *testing.T) {
+	pool, _ := pgtest.New(t)
+	s := seed(t, pool)
+	out, err := run(t, s, "", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if got := keys(raw); !reflect.DeepEqual(got, []string{"flights", "give_ups"}) {
+		t.Fatalf("top-level keys %v", got)
+	}
+	flights := raw["flights"].([]any)
+	f1 := flights[0].(map[string]any)
+	if got := keys(f1); !reflect.DeepEqual(got, []string{"counts", "flight_id", "state", "total"}) {
+		t.Fatalf("flight keys %v", got)
+	}
+	wantCounts := map[string]any{"pending": 2.0, "trusted": 0.0, "rejected": 0.0, "uploaded": 0.0, "upload_giveup": 1.0}
+	if !reflect.DeepEqual(f1["counts"], wantCounts) || f1["total"] != 3.0 || f1["flight_id"] != "f1" || f1["state"] != "on_ground" {
+		t.Fatalf("flight f1 = %v", f1)
+	}
+	if f2 := flights[1].(map[string]any); f2["total"] != 0.0 || len(f2["counts"].(map[string]any)) != 5 {
+		t.Fatalf("empty flight f2 = %v (every status must be present)", f2)
+	}
+	gu := raw["give_ups"].([]any)[0].(map[string]any)
+	want := map[string]any{"tile_id": "f1-1-1-0", "flight_id": "f1", "attempts": 5.0, "last_reason": "checksum_mismatch",
+		"last_message": "sha differs", "gave_up_at": "2026-01-02T03:04:05Z"}
+	if !reflect.DeepEqual(gu, want) {
+		t.Fatalf("give-up = %v, want %v", gu, want)
+	}
+}
+
+func TestEmptyListsAreArraysNotNull(t *testing.T) {
+	pool, _ := pgtest.New(t)
+	out, err := run(t, tilestore.NewStore(pool), "", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"flights": []`) || !strings.Contains(out, `"give_ups": []`) {
+		t.Fatalf("empty status JSON: %s", out)
+	}
+}
+
+func TestTableIsAlignedAndListsGiveUps(t *testing.T) {
+	pool, _ := pgtest.New(t)
+	out, err := run(t, seed(t, pool), "f1", "table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	if !strings.HasPrefix(lines[0], "FLIGHT") || !strings.HasPrefix(lines[1], "f1") {
+		t.Fatalf("table:\n%s", out)
+	}
+	// Aligned: each column starts at the same offset in header and row.
+	if strings.Index(lines[0], "PENDING") != strings.Index(lines[1], "2") {
+		t.Errorf("PENDING column not aligned:\n%s", out)
+	}
+	if strings.Contains(out, "f2") {
+		t.Errorf("--flight f1 shows f2:\n%s", out)
+	}
+	if !strings.Contains(out, "f1-1-1-0") || !strings.Contains(out, "checksum_mismatch") || !strings.Contains(out, "2026-01-02T03:04:05Z") {
+		t.Errorf("give-up missing:\n%s", out)
+	}
+}
+
+func TestUnknownFlightIsAnError(t *testing.T) {
+	pool, _ := pgtest.New(t)
+	_, err := run(t, tilestore.NewStore(pool), "nope", "json")
+	if err == nil || !strings.Contains(err.Error(), "flight not found") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,251 @@
+package upload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/config"
+	"github.com/tilectl/tilectl/fdr"
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/retrydecorator"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// GiveUpRecorder is the flight data recorder as this command uses it.
+type GiveUpRecorder interface {
+	retrydecorator.GiveUpRecorder
+	Close() error
+}
+
+// run is one uploadRun's wiring, shared by its flights.
+type run struct {
+	opts      *Options
+	cfg       config.Config
+	retry     retrydecorator.Config
+	decorate  bool
+	log       zerolog.Logger
+	store     *tilestore.Store
+	inner     uploader.TileUploader
+	rec       GiveUpRecorder
+	metrics   *metricsfile.Metrics
+	tty       bool
+	newTicker func(time.Duration) (<-chan time.Time, func())
+}
+
+func uploadRun(ctx context.Context, opts *Options) error {
+	loaded, err := opts.Config()
+	if err != nil {
+		return err // the factory marks configuration errors as usage errors
+	}
+	cfg, rc, err := opts.settings(loaded)
+	if err != nil {
+		return exitcode.UsageError(err)
+	}
+	r := &run{opts: opts, cfg: cfg, retry: rc, log: opts.Logger(), metrics: metricsfile.New(),
+		decorate: !opts.NoRetry && !cfg.Upload.DisableRetryDecorator,
+		tty:      opts.IO.IsStderrTTY(), newTicker: opts.NewTicker}
+	if r.newTicker == nil {
+		r.newTicker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
+	if !r.decorate {
+		r.log.Info().Bool("no_retry_flag", opts.NoRetry).
+			Bool("config_disable_retry_decorator", cfg.Upload.DisableRetryDecorator).
+			Msg("retry decorator bypassed: partial uploads are not retried and rejections are counted by the next retrying run")
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, cfg.Upload.Deadline)
+	defer cancel()
+	if err := r.wire(ctx); err != nil {
+		return err
+	}
+	if r.rec != nil {
+		defer func() {
+			if err := r.rec.Close(); err != nil {
+				r.log.Error().Err(err).Msg("close flight data recorder")
+			}
+		}()
+	}
+	flights, err := r.flights(ctx)
+	if err != nil {
+		return err
+	}
+	r.log.Info().Strs("flights", flights).Bool("dry_run", opts.DryRun).Bool("retry_decorator", r.decorate).
+		Dur("deadline", cfg.Upload.Deadline).Int("concurrency", cfg.Upload.Concurrency).
+		Int("batch_size", cfg.Upload.BatchSize).Msg("upload-pending start")
+
+	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}}
+	var firstErr error
+	for _, id := range flights {
+		fs, err := r.flight(ctx, id)
+		sum.Flights = append(sum.Flights, fs)
+		sum.add(fs.Counts)
+		if fs.NextRetryAt != nil && (sum.NextRetryAt == nil || fs.NextRetryAt.After(*sum.NextRetryAt)) {
+			sum.NextRetryAt = fs.NextRetryAt
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if ctx.Err() != nil {
+			break // the deadline ended the run: start no other flight
+		}
+	}
+	return r.finish(&sum, firstErr)
+}
+
+// wire builds the store, the HTTP uploader and the recorder.
+func (r *run) wire(ctx context.Context) error {
+	store, err := r.opts.Store(ctx)
+	if err != nil {
+		return fmt.Errorf("open the tile store: %w", err)
+	}
+	r.store = store
+	blobs, err := tilestore.NewBlobStore(r.cfg.CacheDir)
+	if err != nil {
+		return fmt.Errorf("open the blob cache %s: %w", r.cfg.CacheDir, err)
+	}
+	inner, err := uploader.NewHTTP(uploader.HTTPOptions{
+		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: store, Blobs: blobs,
+		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
+		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
+		Now: r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
+	})
+	if err != nil {
+		return exitcode.UsageError(err)
+	}
+	r.inner = inner
+	if r.decorate && !r.opts.DryRun {
+		open := r.opts.OpenFDR
+		if open == nil {
+			open = openFDR
+		}
+		rec, err := open(r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
+		if err != nil {
+			return fmt.Errorf("open the flight data recorder %s: %w", r.cfg.FDRPath, err)
+		}
+		r.rec = rec
+	}
+	return nil
+}
+
+func openFDR(path string, capacity int64) (GiveUpRecorder, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return fdr.Open(path, fdr.Options{Capacity: capacity})
+}
+
+// flights is --flight, or every on_ground flight with pending tiles.
+func (r *run) flights(ctx context.Context) ([]string, error) {
+	if r.opts.FlightID != "" {
+		return []string{r.opts.FlightID}, nil
+	}
+	counts, err := r.store.FlightCounts(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list flights with pending tiles: %w", err)
+	}
+	var ids []string
+	for _, c := range counts {
+		if c.State == tilestore.FlightOnGround && c.ByStatus[tilestore.StatusPending]+c.ByStatus[tilestore.StatusTrusted] > 0 {
+			ids = append(ids, c.FlightID)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// flight uploads one flight under its lock.
+func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
+	started := r.opts.Clock.Now()
+	failed := func(err error) (FlightSummary, error) {
+		rep := uploader.UploadBatchReport{FlightID: id, Outcome: uploader.OutcomeFailure, Started: started, Finished: r.opts.Clock.Now()}
+		return flightSummary(rep, 0, err, r.opts.DryRun), err
+	}
+	if !r.opts.DryRun { // a dry run changes nothing, so it needs no lock
+		lock, err := lockFlight(ctx, r.store.Pool().Config().ConnConfig, id, r.opts.Holder)
+		if err != nil {
+			return failed(err)
+		}
+		defer lock.release()
+	}
+	tiles, bytes, err := r.store.PendingSummary(ctx, id)
+	if err != nil {
+		return failed(err)
+	}
+	p := newProgress(id, tiles, bytes, r.tty, r.opts.IO.ErrOut, r.log, r.newTicker, r.metrics)
+	up := r.inner
+	if r.decorate && !r.opts.DryRun {
+		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
+	}
+	rep, err := up.UploadPendingTiles(ctx, uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
+		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch})
+	p.finish()
+	if rep.FlightID == "" {
+		rep.FlightID = id
+	}
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		err = fmt.Errorf("upload-pending deadline of %s reached (raise --deadline or upload.deadline): %w", r.cfg.Upload.Deadline, err)
+	}
+	pendingBytes := bytes
+	if !r.opts.DryRun {
+		// The run's context may be past its deadline; the count still helps.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
+			rep.Pending, pendingBytes = n, b
+		}
+		cancel()
+		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
+			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
+	}
+	return flightSummary(rep, pendingBytes, err, r.opts.DryRun), err
+}
+
+// finish decides the outcome and exit code, writes the metrics file and
+// prints the summary.
+func (r *run) finish(sum *Summary, runErr error) error {
+	switch {
+	case runErr != nil:
+		sum.Outcome, sum.ExitCode = string(uploader.OutcomeFailure), exitcode.Code(runErr)
+		msg := runErr.Error()
+		sum.Error = &msg
+	case r.opts.DryRun:
+		sum.Outcome, sum.ExitCode = "dry_run", exitcode.OK
+	case sum.StillPending > 0 || sum.GivenUp > 0:
+		sum.Outcome, sum.ExitCode = string(uploader.OutcomePartial), exitcode.Partial
+	default:
+		sum.Outcome, sum.ExitCode = string(uploader.OutcomeSuccess), exitcode.OK
+	}
+	var metricsErr error
+	if r.opts.MetricsFile != "" && !r.opts.DryRun {
+		if metricsErr = r.metrics.WriteFile(r.opts.MetricsFile); metricsErr != nil {
+			r.log.Error().Err(metricsErr).Msg("write metrics file")
+		}
+	}
+	var printErr error
+	if r.opts.Output == "json" {
+		printErr = sum.writeJSON(r.opts.IO.Out)
+	} else {
+		printErr = sum.writeText(r.opts.IO.Out)
+	}
+	if err := errors.Join(runErr, metricsErr, printErr); err != nil && runErr == nil {
+		return err // the run went well but its outputs did not: exit 1
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if sum.ExitCode == exitcode.Partial {
+		return exitcode.New(exitcode.Partial, nil) // the summary said it all
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+// Package upload is the `tilectl upload-pending` command: it uploads every
+// pending tile of one flight (or of every landed flight) through the HTTP
+// uploader wrapped in the idempotent retry decorator.
+//
+// It promises: one run per flight at a time across machines (a Postgres
+// advisory lock; a second run exits 5 naming the holder); data (the
+// summary) on stdout and diagnostics on stderr; `-o json` prints one stable
+// JSON object (see Summary); the provider token never appears in any output,
+// metrics file or flight-data record; --dry-run sends and changes nothing.
+package upload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/tilectl/tilectl/config"
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/cli/factory"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/retrydecorator"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// Options are upload-pending's dependencies, then its flags.
+type Options struct {
+	IO     *iostreams.IOStreams
+	Config func() (*config.Config, error)
+	Logger func() zerolog.Logger
+	Store  func(ctx context.Context) (*tilestore.Store, error)
+	Clock  retrydecorator.Clock
+	// HTTPClient, if set, is the uploader's client (tests). Default: the
+	// uploader's own pooled client.
+	HTTPClient *http.Client
+	// OpenFDR opens the flight data recorder for give-up records. Default:
+	// fdr.Open on config fdr_path with fdr_capacity_bytes.
+	OpenFDR func(path string, capacity int64) (GiveUpRecorder, error)
+	// NewTicker paces progress log lines when stderr is not a terminal.
+	// Default: a time.Ticker.
+	NewTicker func(d time.Duration) (c <-chan time.Time, stop func())
+	// Holder names this run in the advisory lock ("pid N on host H").
+	Holder  string
+	Version string
+
+	FlightID           string
+	NoRetry            bool
+	DryRun             bool
+	Concurrency        int
+	BatchSize          int
+	MaxInCallRetries   int
+	MaxPerTileAttempts int
+	BackoffBase        time.Duration
+	BackoffCap         time.Duration
+	Deadline           time.Duration
+	MetricsFile        string
+	InsecureSkipVerify bool
+	Output             string
+	// Changed reports whether the user set a flag; only those override the
+	// configuration. Nil means none did.
+	Changed func(flag string) bool
+}
+
+// NewCmdUploadPending builds the command. runF, if not nil, replaces
+// uploadRun (tests of flag parsing).
+func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{
+		IO:      f.IOStreams,
+		Config:  f.Config,
+		Logger:  f.Logger,
+		Store:   f.Store,
+		Clock:   retrydecorator.SystemClock{},
+		Holder:  defaultHolder(),
+		Version: f.Version,
+	}
+	cmd := &cobra.Command{
+		Use:   "upload-pending",
+		Short: "Upload pending tiles of landed flights to the satellite provider",
+		Long: "Upload every pending tile of a flight (or, without --flight, of every on_ground\n" +
+			"flight with pending tiles, one after another). Partial batches are retried with\n" +
+			"exponential backoff; a tile rejected too often is given up for human review.\n\n" +
+			"Exit codes: 0 all uploaded; 3 tiles still pending or given up; 4 flight not\n" +
+			"on_ground; 5 another run holds the flight; 2 usage or configuration; 1 other.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Changed = cmd.Flags().Changed
+			if err := opts.validateFlags(); err != nil {
+				return exitcode.UsageError(err)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return uploadRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.FlightID, "flight", "", "upload only this flight (default: every on_ground flight with pending tiles)")
+	fl.BoolVar(&opts.NoRetry, "no-retry", false, "run the bare uploader without the retry decorator (diagnostics)")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "show what would be sent; send and change nothing")
+	fl.IntVar(&opts.Concurrency, "concurrency", 0, "batches in flight at once (default from config upload.concurrency)")
+	fl.IntVar(&opts.BatchSize, "batch-size", 0, "tiles per batch, 0 = provider's max (default from config upload.batch_size)")
+	fl.IntVar(&opts.MaxInCallRetries, "max-in-call-retries", 0, "retries of a partial upload within this run (default from config retry.max_in_call_retries)")
+	fl.IntVar(&opts.MaxPerTileAttempts, "max-per-tile-attempts", 0, "rejections before a tile is given up (default from config retry.max_per_tile_attempts)")
+	fl.DurationVar(&opts.BackoffBase, "backoff-base", 0, "first wait between retries (default from config retry.backoff_base)")
+	fl.DurationVar(&opts.BackoffCap, "backoff-cap", 0, "longest wait between retries (default from config retry.backoff_cap)")
+	fl.DurationVar(&opts.Deadline, "deadline", 0, "bound on the whole run (default from config upload.deadline)")
+	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end")
+	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
+	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func (o *Options) changed(flag string) bool { return o.Changed != nil && o.Changed(flag) }
+
+// validateFlags checks what can be checked without the configuration.
+func (o *Options) validateFlags() error {
+	var errs []error
+	if o.Output != "text" && o.Output != "json" {
+		errs = append(errs, fmt.Errorf("--output must be text or json, got %q", o.Output))
+	}
+	checkInt := func(flag string, v, lo int) {
+		if o.changed(flag) && v < lo {
+			errs = append(errs, fmt.Errorf("--%s must be >= %d, got %d", flag, lo, v))
+		}
+	}
+	checkInt("concurrency", o.Concurrency, 1)
+	checkInt("batch-size", o.BatchSize, 0)
+	checkInt("max-in-call-retries", o.MaxInCallRetries, 0)
+	checkInt("max-per-tile-attempts", o.MaxPerTileAttempts, 1)
+	for flag, d := range map[string]time.Duration{"backoff-base": o.BackoffBase, "backoff-cap": o.BackoffCap, "deadline": o.Deadline} {
+		if o.changed(flag) && d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", flag, d))
+		}
+	}
+	if o.FlightID != "" {
+		if err := tilestore.ValidateFlightID(o.FlightID); err != nil {
+			errs = append(errs, fmt.Errorf("--flight: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// settings is the configuration with the user's flags applied.
+func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Config, error) {
+	cfg := *c
+	if o.changed("concurrency") {
+		cfg.Upload.Concurrency = o.Concurrency
+	}
+	if o.changed("batch-size") {
+		cfg.Upload.BatchSize = o.BatchSize
+	}
+	if o.changed("deadline") {
+		cfg.Upload.Deadline = o.Deadline
+	}
+	if o.changed("insecure-skip-verify") {
+		cfg.Upload.InsecureSkipVerify = o.InsecureSkipVerify
+	}
+	if o.changed("max-in-call-retries") {
+		cfg.Retry.MaxInCallRetries = o.MaxInCallRetries
+	}
+	if o.changed("max-per-tile-attempts") {
+		cfg.Retry.MaxPerTileAttempts = o.MaxPerTileAttempts
+	}
+	if o.changed("backoff-base") {
+		cfg.Retry.BackoffBase = o.BackoffBase
+	}
+	if o.changed("backoff-cap") {
+		cfg.Retry.BackoffCap = o.BackoffCap
+	}
+	rc := retrydecorator.Config{
+		MaxInCallRetries:   cfg.Retry.MaxInCallRetries,
+		MaxPerTileAttempts: cfg.Retry.MaxPerTileAttempts,
+		BackoffBase:        cfg.Retry.BackoffBase,
+		BackoffCap:         cfg.Retry.BackoffCap,
+		Jitter:             retrydecorator.Jitter(cfg.Retry.Jitter),
+	}
+	if err := rc.Validate(); err != nil {
+		return cfg, rc, err
+	}
+	if cfg.Upload.Deadline <= 0 {
+		return cfg, rc, fmt.Errorf("upload deadline must be positive, got %s", cfg.Upload.Deadline)
+	}
+	return cfg, rc, nil
+}
+
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("pid %d on host %s", os.Getpid(), host)
+}
