@@ -51,11 +51,18 @@ func (r *Recorder) Append(ctx context.Context, e Entry) (Record, error) {
 	}
 	if e.Key != "" {
 		if h.nextSeq != r.seenNext {
-			if err := r.rebuildIndex(h); err != nil {
+			if err := r.catchUp(h); err != nil {
 				return Record{}, fmt.Errorf("fdr append %s: %w", e.Kind, err)
 			}
 		}
 		if rec, ok := r.lookup(e.Key); ok {
+			// The first append may have failed its sync (and its caller
+			// rolled back); a durable retry must not trust the page cache.
+			if e.Durable {
+				if err := r.sync(r.f); err != nil {
+					return Record{}, fmt.Errorf("fdr append %s: sync: %w", e.Kind, err)
+				}
+			}
 			return rec, nil
 		}
 	}
@@ -87,7 +94,7 @@ func (r *Recorder) Append(ctx context.Context, e Entry) (Record, error) {
 	// Only our own append moved nextSeq if it was seenNext before; else
 	// the index stays stale and the next keyed append rebuilds it.
 	if r.seenNext == h.nextSeq-1 {
-		r.seenNext = h.nextSeq
+		r.seenNext, r.seenOff = h.nextSeq, h.writeOff
 	}
 	if e.Key != "" {
 		r.keys[e.Key] = keyLoc{seq: rec.Seq, off: off}
@@ -202,6 +209,49 @@ func (r *Recorder) rebuildIndex(h header) error {
 			}
 		}
 	}
-	r.seenNext = h.nextSeq
+	r.seenNext, r.seenOff = h.nextSeq, h.writeOff
+	return nil
+}
+
+// catchUp indexes only what other writers appended since this Recorder
+// last looked: the frames from its last known write offset to the current
+// one, wrapping once at most. If they are not exactly the expected run of
+// sequence numbers (the ring lapped, or something is damaged), it falls
+// back to rereading the whole ring.
+func (r *Recorder) catchUp(h header) error {
+	if r.seenNext == 0 || h.nextSeq < r.seenNext {
+		return r.rebuildIndex(h)
+	}
+	type seg struct{ from, to uint64 }
+	segs := []seg{{r.seenOff, h.writeOff}}
+	if h.writeOff < r.seenOff {
+		segs = []seg{{r.seenOff, h.capacity}, {0, h.writeOff}}
+	}
+	want := r.seenNext
+	var found []located
+	for _, s := range segs {
+		b := make([]byte, s.to-s.from)
+		if _, err := r.f.ReadAt(b, int64(HeaderSize+s.from)); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read ring: %w", err)
+		}
+		recs, _ := scanArea(b, 0, false)
+		for _, l := range recs {
+			if l.rec.Seq != want {
+				return r.rebuildIndex(h)
+			}
+			want++
+			l.off += s.from
+			found = append(found, l)
+		}
+	}
+	if want != h.nextSeq {
+		return r.rebuildIndex(h)
+	}
+	for _, l := range found {
+		if l.rec.Key != "" {
+			r.keys[l.rec.Key] = keyLoc{seq: l.rec.Seq, off: l.off}
+		}
+	}
+	r.seenNext, r.seenOff = h.nextSeq, h.writeOff
 	return nil
 }

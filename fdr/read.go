@@ -170,16 +170,12 @@ func recoverHeader(area []byte) header {
 }
 
 func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+	for len(b) > 0 {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
 			return false
 		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
+		b = b[n:]
 	}
 	return true
 }

@@ -63,6 +63,7 @@ type Recorder struct {
 	// rebuilt from the file before it is trusted.
 	keys     map[string]keyLoc
 	seenNext uint64
+	seenOff  uint64 // the header's writeOff at seenNext
 	closed   bool
 }
 

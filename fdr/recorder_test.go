@@ -343,3 +343,30 @@ func TestDurableAppendSyncsBeforeReturning(t *testing.T) {
 		t.Fatal("a failed sync was not reported")
 	}
 }
+
+func TestKeyedAppendAfterAnotherWriterLappedTheRing(t *testing.T) {
+	t.Parallel()
+	a, path := openRing(t, MinCapacity)
+	b, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := a.Append(ctx, Entry{Kind: "k", Key: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, b, 1, 1500) // more than one lap: a's view of the ring is obsolete
+	mine, err := b.Append(ctx, Entry{Kind: "k", Key: "new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Append(ctx, Entry{Kind: "k", Key: "new"})
+	if err != nil || got.Seq != mine.Seq {
+		t.Fatalf("a appended %+v, %v; want b's seq %d", got, err, mine.Seq)
+	}
+	got, err = a.Append(ctx, Entry{Kind: "k", Key: "old"})
+	if err != nil || got.Seq != mine.Seq+1 {
+		t.Fatalf("overwritten key: %+v, %v; want a new record %d", got, err, mine.Seq+1)
+	}
+}
