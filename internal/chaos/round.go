@@ -193,7 +193,7 @@ func (s *soak) startProvider(ctx context.Context, n int, poison []string) (*prov
 		"--fault-kinds", strings.Join(providerFaultKinds, ","),
 		"--reject-tiles", strings.Join(poison, ","),
 		"--transient-reject-rate", "0.05",
-		"--latency", "2ms",
+		"--latency", "10ms",
 	}
 	return startProvider(ctx, s.cfg.ProviderBin, args, "http://"+addr, s.token)
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,11 +27,15 @@ const runDeadline = 20 * time.Second
 func (s *soak) uploadUntilSettled(ctx context.Context, round int, flight, providerURL string) error {
 	env := append(append([]string(nil), s.env...), "TILECTL_PROVIDER_URL="+providerURL)
 	args := []string{"upload-pending", "--flight", flight, "-o", "json",
-		"--batch-size", "8",
+		"--batch-size", "6", "--concurrency", "2",
 		"--backoff-base", "10ms", "--backoff-cap", "50ms",
 		"--max-per-tile-attempts", "3",
 		"--deadline", runDeadline.String()}
 	maxRuns := s.cfg.MaxRunsPerRound
+	// The first 1-3 runs of a round are always killed (if they have not
+	// finished by then); later ones in the first half of the budget
+	// sometimes; none in the second half, so every round converges.
+	alwaysKill := 1 + s.rng.IntN(3)
 	for run := 1; ; run++ {
 		if run > maxRuns {
 			s.chk.check("round-settles-within-max-runs", false,
@@ -40,11 +45,9 @@ func (s *soak) uploadUntilSettled(ctx context.Context, round int, flight, provid
 		plan := runPlan{hardLimit: runDeadline + 15*time.Second}
 		// Draw every choice each run, used or not, so the sequence of
 		// draws does not depend on what earlier runs did.
-		killRoll, killAt := s.rng.Float64(), time.Duration(5+s.rng.IntN(800))*time.Millisecond
+		killRoll, killAt := s.rng.Float64(), time.Duration(5+s.rng.IntN(1200))*time.Millisecond
 		breakRoll, breakAt := s.rng.Float64(), time.Duration(20+s.rng.IntN(400))*time.Millisecond
-		// Kill often early in a round, never in its second half, so every
-		// round converges.
-		if run <= maxRuns/2 && killRoll < 0.5 {
+		if run <= alwaysKill || (run <= maxRuns/2 && killRoll < 0.25) {
 			plan.killAfter = killAt
 		}
 		if breakRoll < 0.15 || (s.rep.DBBreaks == 0 && (round > 1 || run > 1)) {
@@ -74,6 +77,7 @@ func (s *soak) uploadUntilSettled(ctx context.Context, round int, flight, provid
 			continue
 		}
 		if res.exit != exitOK && res.exit != exitPartial {
+			fmt.Fprintf(s.cfg.Log, "          %s\n", lastLine(res.stderr))
 			continue
 		}
 		left, err := s.workLeft(ctx, flight)
@@ -155,4 +159,14 @@ func journalStates(ctx context.Context, dbURL string) (map[string]string, error)
 		return nil, fmt.Errorf("read tilectl's batch journal: %w", err)
 	}
 	return out, nil
+}
+
+// lastLine is the last non-empty line of b, clipped, for progress output.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	l := lines[len(lines)-1]
+	if len(l) > 300 {
+		l = l[:300] + "..."
+	}
+	return l
 }
