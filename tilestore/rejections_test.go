@@ -3,6 +3,8 @@ package tilestore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/tilectl/tilectl/tilestore"
@@ -162,5 +164,41 @@ func TestCountRejectionsRefusesAZeroBudget(t *testing.T) {
 	s := newStore(t)
 	if _, err := s.CountRejections(testCtx(t), "F1", 0, nil); err == nil {
 		t.Error("maxAttempts 0 accepted")
+	}
+}
+
+func TestConcurrentCountRejectionsCountEachRejectionOnce(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 20)
+	for op := range 3 {
+		reject(t, s, fmt.Sprintf("op-%d", op), "bad_tile", ids...)
+	}
+	const callers = 4
+	var wg sync.WaitGroup
+	counted := make(chan int, callers)
+	for range callers {
+		wg.Go(func() {
+			res, err := s.CountRejections(ctx, "F1", 100, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			counted <- res.Counted
+		})
+	}
+	wg.Wait()
+	close(counted)
+	total := 0
+	for n := range counted {
+		total += n
+	}
+	if total != 3*len(ids) {
+		t.Errorf("callers counted %d rejections in all, want %d", total, 3*len(ids))
+	}
+	for _, id := range ids {
+		if a := readTile(t, s, id).Attempts; a != 3 {
+			t.Errorf("tile %s attempts = %d, want 3", id, a)
+		}
 	}
 }

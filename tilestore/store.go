@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -79,6 +80,10 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		return nil, &ConnectError{Problem: ProblemBadURL, Err: redactErr(err, pw)}
 	}
 	cc := cfg.ConnConfig
+	if cc.ConnectTimeout == 0 {
+		// A host that drops packets would otherwise hang until ctx ends.
+		cc.ConnectTimeout = 10 * time.Second
+	}
 	base := ConnectError{Host: cc.Host, Port: cc.Port, User: cc.User, Database: cc.Database}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
