@@ -1,0 +1,272 @@
+package upload
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+func jsonOut(o *Options) { o.Output = "json" }
+
+func decodeSummary(t *testing.T, stdout string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
+	if dec.More() {
+		t.Fatalf("stdout holds more than one JSON value:\n%s", stdout)
+	}
+	return m
+}
+
+func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
+	r := newCmdRig(t)
+	ids := r.seed("F1", tilestore.FlightOnGround, 12)
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
+	if res.code != exitcode.OK {
+		t.Fatalf("exit %d (%v), want 0\n%s", res.code, res.err, res.stderr)
+	}
+	m := decodeSummary(t, res.stdout)
+	wantKeys := []string{"outcome", "exit_code", "dry_run", "retry_decorator", "uploaded", "accepted", "duplicate",
+		"rejected", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
+		"replayed", "timeouts", "next_retry_at", "error", "flights"}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	slices.Sort(wantKeys)
+	if !slices.Equal(keys, wantKeys) {
+		t.Errorf("summary keys %v, want %v", keys, wantKeys)
+	}
+	if m["outcome"] != "success" || m["exit_code"] != 0.0 || m["uploaded"] != 12.0 || m["still_pending"] != 0.0 ||
+		m["retry_decorator"] != true || m["next_retry_at"] != nil || m["error"] != nil {
+		t.Errorf("summary %v, want success with 12 uploaded", m)
+	}
+	fl := m["flights"].([]any)
+	if len(fl) != 1 || fl[0].(map[string]any)["flight_id"] != "F1" || fl[0].(map[string]any)["outcome"] != "success" {
+		t.Errorf("flights %v, want one F1 success", fl)
+	}
+	for _, id := range ids {
+		if s := r.status(id); s != "uploaded" {
+			t.Errorf("tile %s is %s, want uploaded", id, s)
+		}
+	}
+}
+
+func TestGivenUpTileExitsThreeAndWritesMetricsFileAtomically(t *testing.T) {
+	r := newCmdRig(t, "F1-t002")
+	r.seed("F1", tilestore.FlightOnGround, 5)
+	metrics := filepath.Join(r.dir, "out", "tilectl.prom")
+	if err := os.MkdirAll(filepath.Dir(metrics), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	res := r.run(func(o *Options) {
+		jsonOut(o)
+		o.FlightID, o.MetricsFile = "F1", metrics
+		o.MaxInCallRetries, o.MaxPerTileAttempts = 5, 2
+	}, "max-in-call-retries", "max-per-tile-attempts")
+	if res.code != exitcode.Partial {
+		t.Fatalf("exit %d (%v), want 3\n%s", res.code, res.err, res.stderr)
+	}
+	m := decodeSummary(t, res.stdout)
+	if m["outcome"] != "partial" || m["given_up"] != 1.0 || m["uploaded"] != 4.0 || m["retries"] != 1.0 || m["exit_code"] != 3.0 {
+		t.Errorf("summary %v, want partial, 4 uploaded, 1 given up after 1 retry", m)
+	}
+	if s := r.status("F1-t002"); s != "upload_giveup" {
+		t.Errorf("poison tile is %s, want upload_giveup", s)
+	}
+	if !slices.Equal(r.clock.sleeps, []time.Duration{2 * time.Second}) {
+		t.Errorf("sleeps %v, want [2s]", r.clock.sleeps)
+	}
+	b, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`tilectl_tiles_total{outcome="accepted"} 4`, `tilectl_tiles_total{outcome="rejected"} 2`,
+		`tilectl_tiles_total{outcome="given_up"} 1`, "tilectl_retries_total 1", "tilectl_giveups_total 1",
+		"tilectl_batch_latency_seconds_count 2"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics file lacks %q:\n%s", want, b)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Dir(metrics))
+	if len(entries) != 1 {
+		t.Errorf("metrics dir holds %d entries, want the file alone (no temp files)", len(entries))
+	}
+	if st, _ := os.Stat(metrics); st.Mode().Perm() != 0o600 {
+		t.Errorf("metrics file mode %v, want 0600", st.Mode().Perm())
+	}
+}
+
+func TestAirborneFlightExitsFour(t *testing.T) {
+	r := newCmdRig(t)
+	ids := r.seed("F1", tilestore.FlightAirborne, 3)
+	res := r.run(func(o *Options) { o.FlightID = "F1" })
+	if res.code != exitcode.NotOnGround || !errors.Is(res.err, uploader.ErrFlightNotOnGround) {
+		t.Fatalf("exit %d (%v), want 4", res.code, res.err)
+	}
+	if r.prov.postCount() != 0 || r.status(ids[0]) != "pending" {
+		t.Errorf("posts %d, tile %s; want nothing sent", r.prov.postCount(), r.status(ids[0]))
+	}
+}
+
+func TestSecondRunOnALockedFlightExitsFiveNamingTheHolder(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 3)
+	held, err := lockFlight(context.Background(), r.store.Pool().Config().ConnConfig, "F1", "pid 4242 on host hangar-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
+	if res.code != exitcode.Busy {
+		t.Fatalf("exit %d (%v), want 5", res.code, res.err)
+	}
+	msg := res.err.Error()
+	if !strings.Contains(msg, "flight F1 is being uploaded by another run") || !strings.Contains(msg, "pid 4242 on host hangar-7") {
+		t.Errorf("error %q does not say who holds F1", msg)
+	}
+	if m := decodeSummary(t, res.stdout); m["exit_code"] != 5.0 || m["outcome"] != "failure" {
+		t.Errorf("summary %v, want failure with exit_code 5", m)
+	}
+	if r.prov.postCount() != 0 {
+		t.Errorf("a locked-out run sent %d batches", r.prov.postCount())
+	}
+	held.release()
+	if res := r.run(func(o *Options) { o.FlightID = "F1" }); res.code != exitcode.OK {
+		t.Errorf("after the holder released: exit %d (%v), want 0", res.code, res.err)
+	}
+}
+
+func TestDryRunSendsAndChangesNothing(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 7)
+	snapshot := func() string {
+		var s string
+		err := r.store.Pool().QueryRow(context.Background(), `SELECT
+			(SELECT string_agg(tile_id || voting_status || upload_attempts, ',' ORDER BY tile_id) FROM tiles) ||
+			(SELECT count(*) FROM upload_batches)::text || (SELECT count(*) FROM upload_rejections)::text`).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := snapshot()
+	metrics := filepath.Join(r.dir, "m.prom")
+	res := r.run(func(o *Options) { jsonOut(o); o.DryRun, o.MetricsFile = true, metrics })
+	if res.code != exitcode.OK {
+		t.Fatalf("exit %d (%v)\n%s", res.code, res.err, res.stderr)
+	}
+	if after := snapshot(); after != before {
+		t.Errorf("dry run changed the database:\n before %s\n after  %s", before, after)
+	}
+	if r.prov.postCount() != 0 {
+		t.Errorf("dry run sent %d batches", r.prov.postCount())
+	}
+	if _, err := os.Stat(r.cfg.FDRPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dry run created the FDR file (stat: %v)", err)
+	}
+	m := decodeSummary(t, res.stdout)
+	f := m["flights"].([]any)[0].(map[string]any)
+	if m["outcome"] != "dry_run" || f["still_pending"] != 7.0 || f["batches"] != 1.0 || f["bytes"].(float64) <= 0 {
+		t.Errorf("dry-run summary %v, want 7 tiles in 1 batch", m)
+	}
+}
+
+func TestNoRetryBypassesTheDecoratorAndLogsIt(t *testing.T) {
+	r := newCmdRig(t, "F1-t001")
+	r.seed("F1", tilestore.FlightOnGround, 3)
+	res := r.run(func(o *Options) { o.FlightID, o.NoRetry = "F1", true }, "no-retry")
+	if res.code != exitcode.Partial {
+		t.Fatalf("exit %d (%v), want 3", res.code, res.err)
+	}
+	if !strings.Contains(res.stderr, "retry decorator bypassed") || !strings.Contains(res.stderr, `"no_retry_flag":true`) {
+		t.Errorf("stderr does not log the bypass:\n%s", res.stderr)
+	}
+	if r.prov.postCount() != 1 || len(r.clock.sleeps) != 0 {
+		t.Errorf("posts %d sleeps %v, want one batch and no retry", r.prov.postCount(), r.clock.sleeps)
+	}
+	if !strings.Contains(res.stdout, "flight F1: partial: 2 uploaded") {
+		t.Errorf("text summary:\n%s", res.stdout)
+	}
+}
+
+func TestWithoutFlightUploadsEveryLandedFlightWithPendingTiles(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("A", tilestore.FlightOnGround, 2)
+	r.seed("B", tilestore.FlightOnGround, 3)
+	air := r.seed("C", tilestore.FlightAirborne, 2)
+	res := r.run(jsonOut)
+	if res.code != exitcode.OK {
+		t.Fatalf("exit %d (%v)\n%s", res.code, res.err, res.stderr)
+	}
+	m := decodeSummary(t, res.stdout)
+	var got []string
+	for _, f := range m["flights"].([]any) {
+		got = append(got, f.(map[string]any)["flight_id"].(string))
+	}
+	if !slices.Equal(got, []string{"A", "B"}) || m["uploaded"] != 5.0 {
+		t.Errorf("flights %v uploaded %v, want A and B with 5", got, m["uploaded"])
+	}
+	if r.status(air[0]) != "pending" {
+		t.Errorf("airborne flight's tile was touched")
+	}
+}
+
+func TestTokenNeverAppearsInOutputMetricsOrFDR(t *testing.T) {
+	r := newCmdRig(t, "F1-t000")
+	r.seed("F1", tilestore.FlightOnGround, 3)
+	metrics := filepath.Join(r.dir, "m.prom")
+	var outputs []string
+	// The first run gives the poison tile up (FDR record); the second has
+	// nothing left to send.
+	for i, out := range []string{"json", "text"} {
+		res := r.run(func(o *Options) {
+			o.Output, o.FlightID, o.MetricsFile = out, "F1", metrics
+			o.MaxPerTileAttempts = 1
+		}, "max-per-tile-attempts")
+		if want := []int{exitcode.Partial, exitcode.OK}[i]; res.code != want {
+			t.Fatalf("-o %s: exit %d (%v), want %d", out, res.code, res.err, want)
+		}
+		outputs = append(outputs, res.stdout, res.stderr)
+	}
+	bad := r.run(func(o *Options) { o.FlightID = "F9" }) // an error path too
+	outputs = append(outputs, bad.stdout, bad.stderr, errString(bad.err))
+	for _, p := range []string{metrics, r.cfg.FDRPath} {
+		if b, err := os.ReadFile(p); err == nil {
+			outputs = append(outputs, string(b))
+		} else if p == metrics {
+			t.Fatal(err)
+		}
+	}
+	for i, o := range outputs {
+		if strings.Contains(o, testToken) {
+			t.Errorf("output %d contains the provider token:\n%s", i, o)
+		}
+	}
+	r.prov.mu.Lock()
+	defer r.prov.mu.Unlock()
+	if len(r.prov.auth) == 0 || r.prov.auth[0] != "Bearer "+testToken {
+		t.Errorf("the token was not sent to the provider, so this test proves nothing: %v", r.prov.auth)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
