@@ -128,6 +128,9 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	flightID := r.PathValue("flight_id")
 	opID, _ := operation.ParseIdempotencyKey(r.Header.Get(operation.HeaderIdempotencyKey))
+	if s.cfg.BeforeRun != nil {
+		s.cfg.BeforeRun(opID)
+	}
 	mr, m, err := openMultipart(r, r.Body)
 	if err != nil {
 		s.writeBodyError(w, err)

@@ -67,6 +67,13 @@ type Config struct {
 	// AfterSeal, if set, runs after a batch's answer is sealed and before
 	// it is written: tests use it to hold an answer back.
 	AfterSeal func(opID string)
+	// BeforeRun, if set, runs when a batch starts to execute (its key is
+	// live): tests use it to hold a batch in progress.
+	BeforeRun func(opID string)
+	// WaitLive is how long a resend of a batch in progress waits for its
+	// answer before 409 IDEMPOTENCY_PROCESSING; 0 = operation's default,
+	// negative = answer 409 at once.
+	WaitLive time.Duration
 	// SkipFsync skips fsync of tile files (benchmarks); default off.
 	SkipFsync bool
 }
@@ -173,6 +180,7 @@ func (s *Server) batchChain() http.Handler {
 		Policy:      operation.Policy{Persist: true, Idem: true},
 		Scope:       callerOf,
 		Fingerprint: s.fingerprint,
+		WaitLive:    s.cfg.WaitLive,
 	})(h)
 	if s.seq != nil {
 		h = operation.SequenceMiddleware(s.seq, callerOf)(h)

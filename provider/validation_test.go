@@ -1,0 +1,92 @@
+package provider_test
+
+import (
+	"math/rand"
+	"net/http"
+	"testing"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider"
+	"github.com/tilectl/tilectl/provider/providertest"
+)
+
+func TestTilesAreValidatedOneByOne(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, func(c *provider.Config) {
+		c.Limits.MaxTileBytes = 1000
+		c.Faults.RejectTileIDs = []string{"t-0005"}
+	})
+	rng := rand.New(rand.NewSource(3))
+	good := tileN(rng, 0)
+	badSum := tileN(rng, 1)
+	badSum.SHA256 = providertest.SHA256([]byte("other"))
+	notImage := tileN(rng, 2)
+	notImage.Data = []byte("GIF89a is not accepted here, nor is text")
+	outside := tileN(rng, 3)
+	outside.Z, outside.X = 3, 8
+	big := tileN(rng, 4)
+	big.Data = providertest.PNG(rng, 1001)
+	listed := tileN(rng, 5)
+	a := post(t, p, "f1", operation.NewID(), []rawTile{good, badSum, notImage, outside, big, listed})
+	if a.Status != 200 {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	want := map[string]string{
+		"t-0000": "accepted:", "t-0001": "rejected:checksum_mismatch", "t-0002": "rejected:decode_error",
+		"t-0003": "rejected:out_of_bounds", "t-0004": "rejected:too_large", "t-0005": "rejected:decode_error",
+	}
+	got := a.results(t)
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: %q, want %q", id, got[id], w)
+		}
+	}
+	if w := writes(t, p); len(w) != 1 || w["t-0000"] != 1 {
+		t.Fatalf("stored %v, want only t-0000", w)
+	}
+}
+
+func TestTransientRejectionsAreStorageBusy(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, func(c *provider.Config) { c.Faults.TransientRejectRate = 1 })
+	rng := rand.New(rand.NewSource(4))
+	a := post(t, p, "f1", operation.NewID(), []rawTile{tileN(rng, 0)})
+	if got := a.results(t)["t-0000"]; got != "rejected:storage_busy" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestRequestsAreRefusedBeforeRunning(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, func(c *provider.Config) {
+		c.Limits.MaxBatchTiles = 2
+		c.Limits.MaxBatchBytes = 8000
+		c.AllowedFlights = []string{"f1"}
+	})
+	rng := rand.New(rand.NewSource(5))
+	three := []rawTile{tileN(rng, 0), tileN(rng, 1), tileN(rng, 2)}
+	ct, body := batchBody(t, three[:1])
+	url := p.URL + "/v1/flights/f1/tiles:batch"
+	cases := []struct {
+		name   string
+		a      answer
+		status int
+		code   string
+	}{
+		{"no token", do(t, http.MethodPost, url, "", operation.NewID(), map[string]string{"Content-Type": ct}, body), 401, operation.CodeUnauthenticated},
+		{"wrong token", do(t, http.MethodPost, url, "nope", operation.NewID(), map[string]string{"Content-Type": ct}, body), 401, operation.CodeUnauthenticated},
+		{"flight not allowed", post(t, p, "f2", operation.NewID(), three[:1]), 403, operation.CodeForbidden},
+		{"no key", do(t, http.MethodPost, url, providertest.Token, "", map[string]string{"Content-Type": ct}, body), 400, operation.CodeIdempotencyKeyMissing},
+		{"too many tiles", post(t, p, "f1", operation.NewID(), three), 413, operation.CodeBatchTooLarge},
+		{"too many bytes", post(t, p, "f1", operation.NewID(), []rawTile{{ID: "b", Z: 1, Data: providertest.PNG(rng, 9000)}}), 413, operation.CodeBatchTooLarge},
+		{"not multipart", do(t, http.MethodPost, url, providertest.Token, operation.NewID(), map[string]string{"Content-Type": "application/json"}, []byte("{}")), 400, operation.CodeInvalidRequest},
+	}
+	for _, tc := range cases {
+		if tc.a.Status != tc.status || tc.a.code() != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, tc.a.Status, tc.a.Body, tc.status, tc.code)
+		}
+	}
+	if len(writes(t, p)) != 0 {
+		t.Fatalf("a refused request stored tiles")
+	}
+}
