@@ -141,7 +141,7 @@ func (c *Client) tile(tb testing.TB, flightID string, i int, data []byte) tilest
 	return tilestore.Tile{
 		ID: id, FlightID: flightID, Z: 17, X: int64(70000 + i), Y: 43079, ContentType: "image/png",
 		SizeBytes: size, SHA256: sum, BlobPath: rel,
-		CapturedAt: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second),
+		CapturedAt:   time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second),
 		VotingStatus: tilestore.StatusTrusted,
 	}
 }
