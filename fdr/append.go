@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"runtime"
+	"runtime/debug"
 	"time"
 )
 
@@ -45,54 +46,71 @@ func (r *Recorder) Append(ctx context.Context, e Entry) (Record, error) {
 		return Record{}, fmt.Errorf("fdr append %s: %w", e.Kind, err)
 	}
 	defer unlock()
-	h, err := r.loadHeader()
+	rec, err := r.appendLocked(e, payload, n)
 	if err != nil {
 		return Record{}, fmt.Errorf("fdr append %s: %w", e.Kind, err)
 	}
+	return rec, nil
+}
+
+// ErrFileShrunk is returned when the ring file was truncated under a
+// Recorder (by something other than this package): its mapping no longer
+// has pages behind it.
+var ErrFileShrunk = errors.New("fdr: ring file truncated while open")
+
+// appendLocked does the append under both locks. Touching a mapping whose
+// file was truncated raises SIGBUS; SetPanicOnFault turns that into a
+// panic here, recovered as ErrFileShrunk, instead of killing the process.
+func (r *Recorder) appendLocked(e Entry, payload []byte, n int) (rec Record, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if _, ok := p.(runtime.Error); !ok {
+				panic(p)
+			}
+			err = ErrFileShrunk
+		}
+	}()
+	h, err := r.loadHeader()
+	if err != nil {
+		return Record{}, err
+	}
 	if e.Key != "" {
 		if h.nextSeq != r.seenNext {
-			if err := r.catchUp(h); err != nil {
-				return Record{}, fmt.Errorf("fdr append %s: %w", e.Kind, err)
-			}
+			r.catchUp(h)
 		}
 		if rec, ok := r.lookup(e.Key); ok {
 			// The first append may have failed its sync (and its caller
 			// rolled back); a durable retry must not trust the page cache.
 			if e.Durable {
 				if err := r.sync(r.f); err != nil {
-					return Record{}, fmt.Errorf("fdr append %s: sync: %w", e.Kind, err)
+					return Record{}, fmt.Errorf("sync: %w", err)
 				}
 			}
 			return rec, nil
 		}
 	}
-	rec := Record{Seq: h.nextSeq, Kind: e.Kind, Key: e.Key, Time: time.Unix(0, r.now().UnixNano()).UTC(), Payload: payload}
-	r.buf = encodeFrame(r.buf[:0], rec.Seq, rec.Time, rec.Kind, rec.Key, payload)
+	rec = Record{Seq: h.nextSeq, Kind: e.Kind, Key: e.Key, Time: time.Unix(0, r.now().UnixNano()).UTC(), Payload: payload}
 	if h.writeOff+uint64(n) > h.capacity {
 		// The frame does not fit before the end: clear the tail so no
 		// stale frame of an older lap survives there, and start over.
-		if err := r.zero(h.writeOff, h.capacity); err != nil {
-			return Record{}, fmt.Errorf("fdr append %s: clear ring tail: %w", e.Kind, err)
-		}
+		clear(r.area()[h.writeOff:])
 		h.writeOff = 0
 		h.flags |= flagWrapped
 	}
 	off := h.writeOff
-	if _, err := r.f.WriteAt(r.buf, int64(HeaderSize+off)); err != nil {
-		return Record{}, fmt.Errorf("fdr append %s: write record: %w", e.Kind, err)
-	}
+	r.buf = encodeFrame(r.buf[:0], rec.Seq, rec.Time, rec.Kind, rec.Key, payload)
+	copy(r.area()[off:], r.buf)
 	h.writeOff += uint64(n)
 	h.nextSeq++
-	if err := r.writeHeader(h); err != nil {
-		return Record{}, fmt.Errorf("fdr append %s: %w", e.Kind, err)
-	}
+	r.writeHeader(h)
 	if e.Durable {
 		if err := r.sync(r.f); err != nil {
-			return Record{}, fmt.Errorf("fdr append %s: sync: %w", e.Kind, err)
+			return Record{}, fmt.Errorf("sync: %w", err)
 		}
 	}
 	// Only our own append moved nextSeq if it was seenNext before; else
-	// the index stays stale and the next keyed append rebuilds it.
+	// the index stays stale and the next keyed append catches up.
 	if r.seenNext == h.nextSeq-1 {
 		r.seenNext, r.seenOff = h.nextSeq, h.writeOff
 	}
@@ -102,18 +120,9 @@ func (r *Recorder) Append(ctx context.Context, e Entry) (Record, error) {
 	return rec, nil
 }
 
-var zeros [64 << 10]byte
+// area is the mapped record area.
+func (r *Recorder) area() []byte { return r.mem[HeaderSize : HeaderSize+r.cap] }
 
-func (r *Recorder) zero(from, to uint64) error {
-	for from < to {
-		n := min(to-from, uint64(len(zeros)))
-		if _, err := r.f.WriteAt(zeros[:n], int64(HeaderSize+from)); err != nil {
-			return err
-		}
-		from += n
-	}
-	return nil
-}
 
 // lookup returns the keyed record if it is still intact where the index
 // says: a later lap may have overwritten it, which the re-read detects.
@@ -122,12 +131,7 @@ func (r *Recorder) lookup(key string) (Record, bool) {
 	if !ok {
 		return Record{}, false
 	}
-	buf := make([]byte, min(uint64(maxFrame(r.cap)), r.cap-loc.off))
-	m, err := r.f.ReadAt(buf, int64(HeaderSize+loc.off))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return Record{}, false
-	}
-	rec, _, ok := decodeFrame(buf[:m])
+	rec, _, ok := decodeFrame(r.area()[loc.off:min(loc.off+uint64(maxFrame(r.cap)), r.cap)])
 	if !ok || rec.Seq != loc.seq || rec.Key != key {
 		delete(r.keys, key)
 		return Record{}, false
@@ -135,41 +139,22 @@ func (r *Recorder) lookup(key string) (Record, bool) {
 	return rec, true
 }
 
-var errEmptyFile = errors.New("fdr: empty file")
-
 // loadHeader reads the header; a damaged one is rebuilt from the records
 // and written back (the caller holds the exclusive lock).
 func (r *Recorder) loadHeader() (header, error) {
-	var b [headerLen]byte
-	m, err := r.f.ReadAt(b[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return header{}, fmt.Errorf("read header: %w", err)
-	}
-	if m == 0 || (m < headerLen && allZero(b[:m])) || allZero(b[:]) {
-		return header{}, errEmptyFile
-	}
-	h, err := decodeHeader(b[:m])
+	h, err := decodeHeader(r.mem[:headerLen])
 	if !errors.Is(err, errBadHeader) {
 		return h, err
 	}
-	area, err := r.readArea(r.fileCapacity())
-	if err != nil {
-		return header{}, err
-	}
-	h = recoverHeader(area)
+	h = recoverHeader(r.area())
 	r.logf("fdr %s: header damaged; rebuilt from records: next seq %d, write offset %d", r.path, h.nextSeq, h.writeOff)
-	if err := r.writeHeader(h); err != nil {
-		return header{}, err
-	}
+	r.writeHeader(h)
 	return h, nil
 }
 
 // fileCapacity is the capacity implied by the file's size, for a ring
 // whose header cannot say.
 func (r *Recorder) fileCapacity() uint64 {
-	if r.cap != 0 {
-		return r.cap
-	}
 	st, err := r.f.Stat()
 	if err != nil || st.Size() <= HeaderSize {
 		return MinCapacity
@@ -177,29 +162,14 @@ func (r *Recorder) fileCapacity() uint64 {
 	return min(max(uint64(st.Size()-HeaderSize), MinCapacity), MaxCapacity)
 }
 
-func (r *Recorder) writeHeader(h header) error {
+func (r *Recorder) writeHeader(h header) {
 	b := h.encode()
-	if _, err := r.f.WriteAt(b[:], 0); err != nil {
-		return fmt.Errorf("write header: %w", err)
-	}
-	return nil
-}
-
-func (r *Recorder) readArea(capacity uint64) ([]byte, error) {
-	area := make([]byte, capacity)
-	m, err := r.f.ReadAt(area, HeaderSize)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read ring: %w", err)
-	}
-	return area[:m], nil
+	copy(r.mem[:headerLen], b[:])
 }
 
 // rebuildIndex rereads every keyed record in the ring.
-func (r *Recorder) rebuildIndex(h header) error {
-	area, err := r.readArea(h.capacity)
-	if err != nil {
-		return err
-	}
+func (r *Recorder) rebuildIndex(h header) {
+	area := r.area()
 	clear(r.keys)
 	recs, _ := scanArea(area, h.writeOff, h.wrapped())
 	for _, l := range recs {
@@ -210,7 +180,6 @@ func (r *Recorder) rebuildIndex(h header) error {
 		}
 	}
 	r.seenNext, r.seenOff = h.nextSeq, h.writeOff
-	return nil
 }
 
 // catchUp indexes only what other writers appended since this Recorder
@@ -218,9 +187,10 @@ func (r *Recorder) rebuildIndex(h header) error {
 // one, wrapping once at most. If they are not exactly the expected run of
 // sequence numbers (the ring lapped, or something is damaged), it falls
 // back to rereading the whole ring.
-func (r *Recorder) catchUp(h header) error {
+func (r *Recorder) catchUp(h header) {
 	if r.seenNext == 0 || h.nextSeq < r.seenNext {
-		return r.rebuildIndex(h)
+		r.rebuildIndex(h)
+		return
 	}
 	type seg struct{ from, to uint64 }
 	segs := []seg{{r.seenOff, h.writeOff}}
@@ -230,14 +200,12 @@ func (r *Recorder) catchUp(h header) error {
 	want := r.seenNext
 	var found []located
 	for _, s := range segs {
-		b := make([]byte, s.to-s.from)
-		if _, err := r.f.ReadAt(b, int64(HeaderSize+s.from)); err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read ring: %w", err)
-		}
+		b := r.area()[s.from:s.to]
 		recs, _ := scanArea(b, 0, false)
 		for _, l := range recs {
 			if l.rec.Seq != want {
-				return r.rebuildIndex(h)
+				r.rebuildIndex(h)
+				return
 			}
 			want++
 			l.off += s.from
@@ -245,7 +213,8 @@ func (r *Recorder) catchUp(h header) error {
 		}
 	}
 	if want != h.nextSeq {
-		return r.rebuildIndex(h)
+		r.rebuildIndex(h)
+		return
 	}
 	for _, l := range found {
 		if l.rec.Key != "" {
@@ -253,5 +222,4 @@ func (r *Recorder) catchUp(h header) error {
 		}
 	}
 	r.seenNext, r.seenOff = h.nextSeq, h.writeOff
-	return nil
 }

@@ -40,3 +40,14 @@ func syncData(f *os.File) error {
 		}
 	}
 }
+
+func mapFile(f *os.File, size int) ([]byte, error) {
+	return unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+}
+
+func unmapFile(b []byte) error {
+	if b == nil {
+		return nil
+	}
+	return unix.Munmap(b)
+}

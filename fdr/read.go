@@ -169,6 +169,9 @@ func recoverHeader(area []byte) header {
 	return h
 }
 
+// zeros backs allZero, which compares in chunks with the assembly memequal.
+var zeros [64 << 10]byte
+
 func allZero(b []byte) bool {
 	for len(b) > 0 {
 		n := min(len(b), len(zeros))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -55,6 +56,9 @@ type Recorder struct {
 	logf func(string, ...any)
 	cap  uint64
 	buf  []byte // frame scratch, reused under mu
+	// mem maps the whole file (MAP_SHARED): appends are a copy into the
+	// page cache plus two flock calls, which is what makes them cheap.
+	mem  []byte
 	sync func(*os.File) error
 
 	// keys indexes keyed records by Key. It is exact as of seenNext, the
@@ -98,47 +102,67 @@ func Open(path string, opts Options) (*Recorder, error) {
 	}
 	r.f = f
 	if err := r.init(want, opts.Capacity != 0); err != nil {
+		unmapFile(r.mem)
 		f.Close()
 		return nil, fmt.Errorf("open fdr %s: %w", path, err)
 	}
 	return r, nil
 }
 
-// init creates the header of a new file, or adopts an existing one.
+// init creates the header of a new file, or adopts an existing one, and
+// maps the file.
 func (r *Recorder) init(want uint64, explicit bool) error {
 	unlock, err := lockFile(r.f, true)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	h, err := r.loadHeader()
-	switch {
-	case errors.Is(err, errEmptyFile):
-		h = header{capacity: want, nextSeq: 1, created: r.now().UnixNano()}
-		if err := r.f.Truncate(int64(HeaderSize + want)); err != nil {
+	var b [headerLen]byte
+	m, err := r.f.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read header: %w", err)
+	}
+	fresh := allZero(b[:m])
+	if fresh {
+		r.cap = want
+	} else {
+		h, err := decodeHeader(b[:m])
+		switch {
+		case errors.Is(err, errBadHeader):
+			r.cap = r.fileCapacity() // loadHeader below rebuilds it
+		case err != nil:
+			return err
+		default:
+			r.cap = h.capacity
+		}
+		if explicit && r.cap != want {
+			r.logf("fdr %s: file capacity %d bytes kept; the configured %d applies only to a new file", r.path, r.cap, want)
+		}
+	}
+	// Size a new file; regrow one cut short (a copy, a crash while it was
+	// created) so every offset below capacity is mapped to real pages.
+	if st, err := r.f.Stat(); err != nil {
+		return fmt.Errorf("stat ring: %w", err)
+	} else if fresh || st.Size() < int64(HeaderSize+r.cap) {
+		if err := r.f.Truncate(int64(HeaderSize + r.cap)); err != nil {
 			return fmt.Errorf("size ring: %w", err)
 		}
-		if err := r.writeHeader(h); err != nil {
-			return err
-		}
-		if err := r.f.Sync(); err != nil {
+	}
+	if r.mem, err = mapFile(r.f, HeaderSize+int(r.cap)); err != nil {
+		return fmt.Errorf("map ring: %w", err)
+	}
+	if fresh {
+		r.writeHeader(header{capacity: r.cap, nextSeq: 1, created: r.now().UnixNano()})
+		if err := r.sync(r.f); err != nil {
 			return fmt.Errorf("sync new ring: %w", err)
 		}
-	case err != nil:
+	}
+	h, err := r.loadHeader()
+	if err != nil {
 		return err
 	}
-	if explicit && h.capacity != want {
-		r.logf("fdr %s: file capacity %d bytes kept; the configured %d applies only to a new file", r.path, h.capacity, want)
-	}
-	r.cap = h.capacity
-	// A file cut short (a crash while it was created, or a copy) is grown
-	// back so every offset below capacity is addressable.
-	if st, err := r.f.Stat(); err == nil && st.Size() < int64(HeaderSize+h.capacity) {
-		if err := r.f.Truncate(int64(HeaderSize + h.capacity)); err != nil {
-			return fmt.Errorf("regrow ring: %w", err)
-		}
-	}
-	return r.rebuildIndex(h)
+	r.rebuildIndex(h)
+	return nil
 }
 
 // Capacity is the ring's record area in bytes, as fixed in its header.
@@ -160,5 +184,7 @@ func (r *Recorder) Close() error {
 		return nil
 	}
 	r.closed = true
-	return r.f.Close()
+	err := unmapFile(r.mem)
+	r.mem = nil
+	return errors.Join(err, r.f.Close())
 }

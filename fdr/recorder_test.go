@@ -3,6 +3,7 @@ package fdr
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -368,5 +369,26 @@ func TestKeyedAppendAfterAnotherWriterLappedTheRing(t *testing.T) {
 	got, err = a.Append(ctx, Entry{Kind: "k", Key: "old"})
 	if err != nil || got.Seq != mine.Seq+1 {
 		t.Fatalf("overwritten key: %+v, %v; want a new record %d", got, err, mine.Seq+1)
+	}
+}
+
+func TestAppendToAFileTruncatedUnderneathFailsInsteadOfCrashing(t *testing.T) {
+	t.Parallel()
+	r, path := openRing(t, MinCapacity)
+	appendN(t, r, 1, 2)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Append(context.Background(), Entry{Kind: "k"}); !errors.Is(err, ErrFileShrunk) {
+		t.Fatalf("append after truncation: %v, want ErrFileShrunk", err)
+	}
+	// A fresh Recorder starts the ring again.
+	r2, err := Open(path, Options{Capacity: MinCapacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if rec, err := r2.Append(context.Background(), Entry{Kind: "k"}); err != nil || rec.Seq != 1 {
+		t.Fatalf("append on the recreated ring = %+v, %v", rec, err)
 	}
 }
