@@ -123,7 +123,6 @@ func (r *Recorder) appendLocked(e Entry, payload []byte, n int) (rec Record, err
 // area is the mapped record area.
 func (r *Recorder) area() []byte { return r.mem[HeaderSize : HeaderSize+r.cap] }
 
-
 // lookup returns the keyed record if it is still intact where the index
 // says: a later lap may have overwritten it, which the re-read detects.
 func (r *Recorder) lookup(key string) (Record, bool) {
