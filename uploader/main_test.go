@@ -1,0 +1,78 @@
+package uploader_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// TestMain doubles as the child process of the SIGKILL tests: with
+// TILECTL_UPLOADER_CHILD=1 the test binary runs one upload and exits.
+func TestMain(m *testing.M) {
+	if os.Getenv("TILECTL_UPLOADER_CHILD") == "1" {
+		os.Exit(childMain())
+	}
+	os.Exit(m.Run())
+}
+
+// dyingStore kills its own process, as SIGKILL would, right after the
+// n-th batch is journaled and before its first byte is sent.
+type dyingStore struct {
+	*tilestore.Store
+	n, opened int
+}
+
+func (d *dyingStore) OpenBatch(ctx context.Context, b tilestore.Batch) error {
+	err := d.Store.OpenBatch(ctx, b)
+	d.opened++
+	if err == nil && d.n > 0 && d.opened == d.n {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	return err
+}
+
+func childMain() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, err := tilestore.Open(ctx, os.Getenv("CHILD_DB_URL"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	defer store.Close()
+	blobs, err := tilestore.NewBlobStore(os.Getenv("CHILD_BLOB_ROOT"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	dieAfter, _ := strconv.Atoi(os.Getenv("CHILD_DIE_AFTER_OPEN"))
+	u, err := uploader.NewHTTP(uploader.HTTPOptions{
+		BaseURL: os.Getenv("CHILD_PROVIDER_URL"), Token: os.Getenv("CHILD_TOKEN"),
+		Store: &dyingStore{Store: store, n: dieAfter}, Blobs: blobs,
+		Logger: zerolog.New(os.Stderr).Level(zerolog.WarnLevel),
+		Sleep:  func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: os.Getenv("CHILD_FLIGHT"), BatchSize: 10, Concurrency: 2})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	if rep.Pending > 0 {
+		return 4
+	}
+	return 0
+}
