@@ -1,14 +1,32 @@
 package retrydecorator
 
-import "testing"
+import (
+	"path/filepath"
+	"testing"
 
-// newTestRecorder is the FDR recorder the integration tests use. Until the
-// fdr package lands it is the in-memory memRecorder (same Key semantics).
+	"github.com/tilectl/tilectl/fdr"
+)
+
+var _ GiveUpRecorder = (*fdr.Recorder)(nil)
+
+// newTestRecorder is a real fdr.Recorder on a temp file; count reads the
+// file back, as a safety officer's tool would.
 func newTestRecorder(t *testing.T) *testRecorder {
-	m := &memRecorder{}
-	return &testRecorder{GiveUpRecorder: m, count: func(t *testing.T, kind string) int {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fdr.ring")
+	rec, err := fdr.Open(path, fdr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rec.Close() })
+	return &testRecorder{GiveUpRecorder: rec, count: func(t *testing.T, kind string) int {
+		t.Helper()
+		recs, _, err := fdr.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
 		n := 0
-		for _, r := range m.records {
+		for _, r := range recs {
 			if r.Kind == kind {
 				n++
 			}

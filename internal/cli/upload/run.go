@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -89,6 +87,11 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	var firstErr error
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("upload-pending deadline of %s reached (raise --deadline or upload.deadline): %w", cfg.Upload.Deadline, err)
+			msg := err.Error()
+			fs.Error = &msg
+		}
 		sum.Flights = append(sum.Flights, fs)
 		sum.add(fs.Counts)
 		if fs.NextRetryAt != nil && (sum.NextRetryAt == nil || fs.NextRetryAt.After(*sum.NextRetryAt)) {
@@ -140,9 +143,6 @@ func (r *run) wire(ctx context.Context) error {
 }
 
 func openFDR(path string, capacity int64) (GiveUpRecorder, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
 	return fdr.Open(path, fdr.Options{Capacity: capacity})
 }
 
@@ -193,9 +193,6 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	p.finish()
 	if rep.FlightID == "" {
 		rep.FlightID = id
-	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		err = fmt.Errorf("upload-pending deadline of %s reached (raise --deadline or upload.deadline): %w", r.cfg.Upload.Deadline, err)
 	}
 	pendingBytes := bytes
 	if !r.opts.DryRun {

@@ -35,14 +35,14 @@ import (
 //	                    outcome, the counts above, next_retry_at, error,
 //	                    started and finished
 type Summary struct {
-	Outcome           string          `json:"outcome"`
-	ExitCode          int             `json:"exit_code"`
-	DryRun            bool            `json:"dry_run"`
-	RetryDecorator    bool            `json:"retry_decorator"`
-	Counts                            // the totals
-	NextRetryAt       *time.Time      `json:"next_retry_at"`
-	Error             *string         `json:"error"`
-	Flights           []FlightSummary `json:"flights"`
+	Outcome        string          `json:"outcome"`
+	ExitCode       int             `json:"exit_code"`
+	DryRun         bool            `json:"dry_run"`
+	RetryDecorator bool            `json:"retry_decorator"`
+	Counts                         // the totals
+	NextRetryAt    *time.Time      `json:"next_retry_at"`
+	Error          *string         `json:"error"`
+	Flights        []FlightSummary `json:"flights"`
 }
 
 // Counts are the per-flight and total tile counts.
@@ -80,8 +80,8 @@ func (c *Counts) add(o Counts) {
 
 // FlightSummary is one flight's part of the run.
 type FlightSummary struct {
-	FlightID    string `json:"flight_id"`
-	Outcome     string `json:"outcome"`
+	FlightID string `json:"flight_id"`
+	Outcome  string `json:"outcome"`
 	Counts
 	NextRetryAt *time.Time `json:"next_retry_at"`
 	Error       *string    `json:"error"`

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
@@ -90,6 +91,13 @@ func TestGivenUpTileExitsThreeAndWritesMetricsFileAtomically(t *testing.T) {
 	}
 	if !slices.Equal(r.clock.sleeps, []time.Duration{2 * time.Second}) {
 		t.Errorf("sleeps %v, want [2s]", r.clock.sleeps)
+	}
+	recs, _, err := fdr.ReadFile(r.cfg.FDRPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Kind != "c11.upload.giveup" || recs[0].Key != "giveup/F1-t002/2" {
+		t.Errorf("FDR records %+v, want one c11.upload.giveup for F1-t002 at 2 attempts", recs)
 	}
 	b, err := os.ReadFile(metrics)
 	if err != nil {
@@ -246,11 +254,14 @@ func TestTokenNeverAppearsInOutputMetricsOrFDR(t *testing.T) {
 	bad := r.run(func(o *Options) { o.FlightID = "F9" }) // an error path too
 	outputs = append(outputs, bad.stdout, bad.stderr, errString(bad.err))
 	for _, p := range []string{metrics, r.cfg.FDRPath} {
-		if b, err := os.ReadFile(p); err == nil {
-			outputs = append(outputs, string(b))
-		} else if p == metrics {
+		b, err := os.ReadFile(p)
+		if err != nil {
 			t.Fatal(err)
 		}
+		outputs = append(outputs, string(b))
+	}
+	if recs, _, err := fdr.ReadFile(r.cfg.FDRPath); err != nil || len(recs) != 1 {
+		t.Fatalf("FDR holds %d records (%v), want the one give-up", len(recs), err)
 	}
 	for i, o := range outputs {
 		if strings.Contains(o, testToken) {

@@ -1,0 +1,125 @@
+package upload
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/config"
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/cli/factory"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/retrydecorator"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+func parse(t *testing.T, args ...string) (*Options, error) {
+	t.Helper()
+	ios, _, _, _ := iostreams.Test()
+	f := &factory.Factory{IOStreams: ios}
+	var got *Options
+	cmd := NewCmdUploadPending(f, func(_ context.Context, o *Options) error { got = o; return nil })
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.ExecuteContext(context.Background())
+	return got, err
+}
+
+func TestFlagsParseAndOnlySetFlagsOverrideConfig(t *testing.T) {
+	o, err := parse(t, "--flight", "F1", "--concurrency", "8", "--max-in-call-retries", "0", "--backoff-cap", "10s", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.Default(func(string) string { return "" })
+	cfg, rc, err := o.settings(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.FlightID != "F1" || o.Output != "json" || cfg.Upload.Concurrency != 8 || rc.MaxInCallRetries != 0 || rc.BackoffCap != 10*time.Second {
+		t.Errorf("parsed %+v / %+v / %+v", o, cfg.Upload, rc)
+	}
+	if rc.MaxPerTileAttempts != 5 || rc.BackoffBase != 2*time.Second || cfg.Upload.Deadline != 30*time.Minute {
+		t.Errorf("unset flags changed config: %+v deadline %s", rc, cfg.Upload.Deadline)
+	}
+}
+
+func TestBadFlagsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-o", "yaml"},
+		{"--concurrency", "0"},
+		{"--max-per-tile-attempts", "0"},
+		{"--backoff-base", "-1s"},
+		{"--flight", "bad flight/../id"},
+	} {
+		_, err := parse(t, args...)
+		if code := exitcode.Code(err); code != exitcode.Usage {
+			t.Errorf("%v: exit %d (%v), want 2", args, code, err)
+		}
+	}
+}
+
+func TestRetryConfigThatFailsValidationIsAUsageError(t *testing.T) {
+	o := &Options{Output: "text", BackoffBase: time.Minute, Changed: func(f string) bool { return f == "backoff-base" }}
+	_, _, err := o.settings(config.Default(func(string) string { return "" }))
+	if err != nil {
+		t.Fatalf("base == cap should be valid: %v", err)
+	}
+	o.BackoffBase = 2 * time.Minute
+	if _, _, err := o.settings(config.Default(func(string) string { return "" })); err == nil {
+		t.Fatal("base above cap accepted")
+	}
+}
+
+func TestUnknownFlightExitsOne(t *testing.T) {
+	r := newCmdRig(t)
+	res := r.run(func(o *Options) { o.FlightID = "NOPE" })
+	if res.code != exitcode.Failure {
+		t.Fatalf("exit %d (%v), want 1", res.code, res.err)
+	}
+}
+
+func TestProgressLogsOnEachTickWhenNotATerminal(t *testing.T) {
+	var logs bytes.Buffer
+	tick := make(chan time.Time)
+	p := newProgress("F1", 10, 1000, false, &bytes.Buffer{}, zerolog.New(&logs),
+		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, metricsfile.New())
+	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 3, Latency: time.Second})
+	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1})
+	tick <- time.Now() // received by the logging goroutine
+	p.finish()
+	out := logs.String()
+	for _, want := range []string{`"message":"upload progress"`, `"tiles_done":3`, `"tiles_total":10`, `"bytes_done":300`, `"retries":1`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("progress log lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+func TestProgressDrawsABarOnATerminal(t *testing.T) {
+	var errOut bytes.Buffer
+	p := newProgress("F1", 10, 1000, true, &errOut, zerolog.Nop(),
+		func(time.Duration) (<-chan time.Time, func()) { t.Fatal("ticker used on a terminal"); return nil, nil }, metricsfile.New())
+	p.batch(uploader.BatchProgress{Tiles: 10, Bytes: 1000, Uploaded: 10})
+	p.finish()
+	if !strings.Contains(errOut.String(), "F1: 10/10 tiles") {
+		t.Errorf("stderr %q lacks the bar's description", errOut.String())
+	}
+}
+
+func TestDeadlineEndsTheRunWithExitOneAndSaysSo(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", "on_ground", 2)
+	res := r.run(func(o *Options) { o.FlightID, o.Deadline = "F1", time.Nanosecond }, "deadline")
+	if res.code != exitcode.Failure || !strings.Contains(errString(res.err), "deadline of 1ns reached") {
+		t.Fatalf("exit %d (%v), want 1 naming the deadline", res.code, res.err)
+	}
+	if r.prov.postCount() != 0 {
+		t.Errorf("sent %d batches after the deadline", r.prov.postCount())
+	}
+}
