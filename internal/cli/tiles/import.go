@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
@@ -19,6 +20,9 @@ import (
 
 // DefaultBatchSize is how many tiles go to Postgres per InsertTiles call.
 const DefaultBatchSize = 1000
+
+// copyConcurrency is how many tiles are copied into the cache at once.
+const copyConcurrency = 8
 
 // ImportOptions are `tiles import`'s inputs: dependencies first, flags after.
 type ImportOptions struct {
@@ -176,11 +180,8 @@ func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Stor
 	if err != nil {
 		return 0, 0, err
 	}
-	var rows []tilestore.Tile
+	var todo []int
 	for i, t := range chunk {
-		if err := ctx.Err(); err != nil {
-			return 0, 0, err
-		}
 		if sha, ok := existing[ids[i]]; ok {
 			present++
 			if sha != t.SHA256 {
@@ -189,11 +190,25 @@ func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Stor
 			}
 			continue
 		}
-		row, err := copyBlob(opts.FlightID, ids[i], t, blobs)
-		if err != nil {
-			return 0, 0, err
-		}
-		rows = append(rows, row)
+		todo = append(todo, i)
+	}
+	// Each Put fsyncs its file and directory, so copies are bound by sync
+	// latency, not bandwidth: a few at once hide most of it.
+	rows := make([]tilestore.Tile, len(todo))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(copyConcurrency)
+	for k, i := range todo {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			row, err := copyBlob(opts.FlightID, ids[i], chunk[i], blobs)
+			rows[k] = row
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, 0, err
 	}
 	n, err := store.InsertTiles(ctx, rows)
 	if err != nil {

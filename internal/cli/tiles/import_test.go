@@ -29,7 +29,7 @@ type env struct {
 	cache  string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ios, _, out, errOut := iostreams.Test()
 	cache := t.TempDir()
@@ -56,7 +56,7 @@ func (e *env) importDir(dir, flight string, skipInvalid bool) (ImportSummary, er
 	return s, err
 }
 
-func (e *env) store(t *testing.T) *tilestore.Store {
+func (e *env) store(t testing.TB) *tilestore.Store {
 	t.Helper()
 	s, err := e.f.Store(context.Background())
 	if err != nil {
