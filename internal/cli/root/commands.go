@@ -7,6 +7,7 @@ import (
 	"github.com/tilectl/tilectl/internal/cli/migrate"
 	"github.com/tilectl/tilectl/internal/cli/status"
 	"github.com/tilectl/tilectl/internal/cli/tiles"
+	"github.com/tilectl/tilectl/internal/cli/upload"
 	"github.com/tilectl/tilectl/internal/cli/version"
 )
 
@@ -16,6 +17,7 @@ import (
 var Commands = []func(f *factory.Factory) *cobra.Command{
 	func(f *factory.Factory) *cobra.Command { return migrate.NewCmdMigrate(f) },
 	func(f *factory.Factory) *cobra.Command { return tiles.NewCmdTiles(f) },
+	func(f *factory.Factory) *cobra.Command { return upload.NewCmdUploadPending(f, nil) },
 	func(f *factory.Factory) *cobra.Command { return status.NewCmdStatus(f, nil) },
 	func(f *factory.Factory) *cobra.Command { return version.NewCmdVersion(f, nil) },
 }

@@ -27,6 +27,7 @@ var globalFlags = []struct{ name, key, usage string }{
 
 // New builds the root command on f.
 func New(f *factory.Factory) *cobra.Command {
+	cobra.EnableTraverseRunHooks = true
 	cmd := &cobra.Command{
 		Use:   "tilectl <command>",
 		Short: "Upload a drone flight's map tiles to a satellite provider, exactly once",
@@ -36,8 +37,8 @@ func New(f *factory.Factory) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       f.Version,
-		// The only PersistentPreRunE in the tree: a subcommand must not
-		// define its own, or cobra would skip this one.
+		// Runs before every command (EnableTraverseRunHooks, set below, keeps
+		// it running even when a subcommand adds its own hook).
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			bindGlobalFlags(f, cmd)
 			return nil
