@@ -229,3 +229,26 @@ func (r *testRecorder) Append(ctx context.Context, e fdr.Entry) (fdr.Record, err
 	}
 	return rec, err
 }
+
+// BenchmarkDecoratorSuccessOverheadPostgres is the decorator's overhead on the
+// success path against the real store: the two CountRejections
+// transactions that find nothing to count, plus the loop. Target < 5 ms.
+func BenchmarkDecoratorSuccessOverheadPostgres(b *testing.B) {
+	pool, _ := pgtest.New(b)
+	st := tilestore.NewStore(pool)
+	ctx := context.Background()
+	if _, err := st.UpsertFlight(ctx, "FB", tilestore.FlightOnGround); err != nil {
+		b.Fatal(err)
+	}
+	rep := uploader.UploadBatchReport{FlightID: "FB", Outcome: uploader.OutcomeSuccess}
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+		return rep, nil
+	}}
+	u := New(inner, st, &memRecorder{}, zerolog.Nop(), &fakeClock{now: t0}, DefaultConfig(), Hooks{})
+	req := uploader.Request{FlightID: "FB"}
+	for b.Loop() {
+		if _, err := u.UploadPendingTiles(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
