@@ -123,3 +123,18 @@ func TestDeadlineEndsTheRunWithExitOneAndSaysSo(t *testing.T) {
 		t.Errorf("sent %d batches after the deadline", r.prov.postCount())
 	}
 }
+
+func TestMetricsFileThatCannotBeWrittenExitsOneAfterTheUpload(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", "on_ground", 2)
+	res := r.run(func(o *Options) {
+		jsonOut(o)
+		o.FlightID, o.MetricsFile = "F1", r.dir+"/missing-dir/m.prom"
+	})
+	if res.code != exitcode.Failure {
+		t.Fatalf("exit %d (%v), want 1", res.code, res.err)
+	}
+	if m := decodeSummary(t, res.stdout); m["uploaded"] != 2.0 || m["exit_code"] != 1.0 || m["error"] == nil {
+		t.Errorf("summary %v, want the upload reported with exit_code 1 and the error", m)
+	}
+}

@@ -57,6 +57,9 @@ const holderSQL = `SELECT coalesce(a.application_name, '') FROM pg_locks l JOIN 
 // can say who holds the flight.
 func lockFlight(ctx context.Context, cfg *pgx.ConnConfig, flightID, holder string) (*flightLock, error) {
 	cc := cfg.Copy()
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
 	cc.RuntimeParams["application_name"] = truncate("tilectl upload-pending "+holder, 63)
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {

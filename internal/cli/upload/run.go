@@ -223,10 +223,15 @@ func (r *run) finish(sum *Summary, runErr error) error {
 	default:
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomeSuccess), exitcode.OK
 	}
-	var metricsErr error
 	if r.opts.MetricsFile != "" && !r.opts.DryRun {
-		if metricsErr = r.metrics.WriteFile(r.opts.MetricsFile); metricsErr != nil {
-			r.log.Error().Err(metricsErr).Msg("write metrics file")
+		if err := r.metrics.WriteFile(r.opts.MetricsFile); err != nil {
+			r.log.Error().Err(err).Msg("write metrics file")
+			if runErr == nil { // the upload went as reported, its outputs did not: exit 1
+				runErr = err
+				sum.ExitCode = exitcode.Failure
+				msg := err.Error()
+				sum.Error = &msg
+			}
 		}
 	}
 	var printErr error
@@ -235,13 +240,12 @@ func (r *run) finish(sum *Summary, runErr error) error {
 	} else {
 		printErr = sum.writeText(r.opts.IO.Out)
 	}
-	if err := errors.Join(runErr, metricsErr, printErr); err != nil && runErr == nil {
-		return err // the run went well but its outputs did not: exit 1
-	}
-	if runErr != nil {
+	switch {
+	case runErr != nil:
 		return runErr
-	}
-	if sum.ExitCode == exitcode.Partial {
+	case printErr != nil:
+		return fmt.Errorf("print the summary: %w", printErr)
+	case sum.ExitCode == exitcode.Partial:
 		return exitcode.New(exitcode.Partial, nil) // the summary said it all
 	}
 	return nil
