@@ -19,6 +19,9 @@ type fakeProvider struct {
 	t      *testing.T
 	token  string
 	reject map[string]bool
+	// flaky rejects a tile this many more times (storage_busy), then
+	// accepts it.
+	flaky map[string]int
 
 	mu      sync.Mutex
 	stored  map[string]string // tile_id -> sha256
@@ -35,7 +38,7 @@ type batchResult struct {
 }
 
 func newFakeProvider(t *testing.T, token string, reject ...string) (*fakeProvider, *httptest.Server) {
-	p := &fakeProvider{t: t, token: token, reject: map[string]bool{}, stored: map[string]string{}, answers: map[string][]byte{}}
+	p := &fakeProvider{t: t, token: token, reject: map[string]bool{}, flaky: map[string]int{}, stored: map[string]string{}, answers: map[string][]byte{}}
 	for _, id := range reject {
 		p.reject[id] = true
 	}
@@ -127,6 +130,9 @@ func (p *fakeProvider) batch(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case p.reject[mt.TileID]:
 			res = append(res, batchResult{TileID: mt.TileID, Status: "rejected", Reason: "decode_error", Message: "not a PNG"})
+		case p.flaky[mt.TileID] > 0:
+			p.flaky[mt.TileID]--
+			res = append(res, batchResult{TileID: mt.TileID, Status: "rejected", Reason: "storage_busy", Message: "try again"})
 		case sums[mt.TileID] != mt.SHA256:
 			res = append(res, batchResult{TileID: mt.TileID, Status: "rejected", Reason: "checksum_mismatch"})
 		case p.stored[mt.TileID] == mt.SHA256:

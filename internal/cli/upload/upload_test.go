@@ -281,3 +281,28 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+func TestTransientRejectionsAreRetriedWithBackoffUntilUploaded(t *testing.T) {
+	r := newCmdRig(t)
+	r.prov.flaky["F1-t001"] = 2
+	r.prov.flaky["F1-t004"] = 1
+	r.seed("F1", tilestore.FlightOnGround, 6)
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
+	if res.code != exitcode.OK {
+		t.Fatalf("exit %d (%v), want 0\n%s", res.code, res.err, res.stderr)
+	}
+	m := decodeSummary(t, res.stdout)
+	if m["uploaded"] != 6.0 || m["rejected"] != 3.0 || m["retries"] != 2.0 || m["given_up"] != 0.0 || m["outcome"] != "success" {
+		t.Errorf("summary %v, want 6 uploaded after 3 rejections and 2 retries", m)
+	}
+	if !slices.Equal(r.clock.sleeps, []time.Duration{2 * time.Second, 4 * time.Second}) {
+		t.Errorf("sleeps %v, want [2s 4s]", r.clock.sleeps)
+	}
+	if r.prov.postCount() != 3 {
+		t.Errorf("posts %d, want 3 (each retry sends only what is still pending)", r.prov.postCount())
+	}
+	var attempts int
+	if err := r.store.Pool().QueryRow(context.Background(), `SELECT upload_attempts FROM tiles WHERE tile_id = 'F1-t001'`).Scan(&attempts); err != nil || attempts != 2 {
+		t.Errorf("F1-t001 attempts %d (%v), want 2", attempts, err)
+	}
+}
