@@ -116,6 +116,27 @@ func (b *BlobStore) Open(rel string) (*os.File, error) {
 // blob and a crash leaves the old one or the new one. Files are 0600 and
 // created directories 0700. It returns the size and SHA-256 written.
 func (b *BlobStore) Put(rel string, r io.Reader) (size int64, sha256hex string, err error) {
+	return b.put(rel, r, true)
+}
+
+// PutDeferred is Put without the fsyncs: the blob is complete and atomic
+// for readers at once, but durable only after the next Sync. Bulk writers
+// (tiles import) put many blobs, Sync once, and only then record their
+// metadata, so a crash never leaves metadata pointing at a lost blob.
+func (b *BlobStore) PutDeferred(rel string, r io.Reader) (size int64, sha256hex string, err error) {
+	return b.put(rel, r, false)
+}
+
+// Sync makes every blob written under the root durable: one syncfs(2) of
+// the cache's filesystem instead of an fsync per file and directory.
+func (b *BlobStore) Sync() error {
+	if err := syncFS(b.root); err != nil {
+		return fmt.Errorf("sync blob cache %s: %w", b.root, err)
+	}
+	return nil
+}
+
+func (b *BlobStore) put(rel string, r io.Reader, durable bool) (size int64, sha256hex string, err error) {
 	p, err := b.Resolve(rel)
 	if err != nil {
 		return 0, "", err
@@ -148,8 +169,10 @@ func (b *BlobStore) Put(rel string, r io.Reader) (size int64, sha256hex string, 
 	if size, err = io.Copy(tmp, io.TeeReader(r, h)); err != nil {
 		return 0, "", fmt.Errorf("put blob %s: write: %w", rel, err)
 	}
-	if err = tmp.Sync(); err != nil {
-		return 0, "", fmt.Errorf("put blob %s: sync: %w", rel, err)
+	if durable {
+		if err = tmp.Sync(); err != nil {
+			return 0, "", fmt.Errorf("put blob %s: sync: %w", rel, err)
+		}
 	}
 	if err = tmp.Close(); err != nil {
 		return 0, "", fmt.Errorf("put blob %s: close: %w", rel, err)
@@ -158,6 +181,9 @@ func (b *BlobStore) Put(rel string, r io.Reader) (size int64, sha256hex string, 
 		return 0, "", fmt.Errorf("put blob %s: rename: %w", rel, err)
 	}
 	// The rename is durable only once its directory is synced.
+	if !durable {
+		return size, hex.EncodeToString(h.Sum(nil)), nil
+	}
 	if d, derr := os.Open(dir); derr == nil {
 		_ = d.Sync()
 		d.Close()

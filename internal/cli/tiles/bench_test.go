@@ -1,8 +1,15 @@
 package tiles
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/tilectl/tilectl/tilestore"
@@ -37,4 +44,42 @@ func BenchmarkImport(b *testing.B) {
 		e.out.Reset()
 	}
 	b.ReportMetric(float64(48*b.N)/b.Elapsed().Seconds(), "tiles/s")
+}
+
+// BenchmarkImport10k: `tiles import` of 10,000 small distinct PNG tiles as a
+// new flight each iteration (the issue's target: well under 10 s).
+func BenchmarkImport10k(b *testing.B) {
+	dir := b.TempDir()
+	const side = 100 // 100 x 100 tiles at z=14
+	for x := 0; x < side; x++ {
+		if err := os.MkdirAll(filepath.Join(dir, "14", strconv.Itoa(x)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for y := 0; y < side; y++ {
+			img := image.NewNRGBA(image.Rect(0, 0, 4, 4))
+			img.Set(0, 0, color.NRGBA{R: uint8(x), G: uint8(y), B: uint8(x ^ y), A: 255})
+			var buf bytes.Buffer
+			if err := png.Encode(&buf, img); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "14", strconv.Itoa(x), strconv.Itoa(y)+".png"), buf.Bytes(), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	e := newEnv(b)
+	i := 0
+	for b.Loop() {
+		i++
+		err := ImportRun(context.Background(), &ImportOptions{
+			IO: e.f.IOStreams, Config: e.f.Config, Store: e.f.Store,
+			Dir: dir, FlightID: fmt.Sprintf("bench10k-%d", i), State: tilestore.FlightOnGround,
+			BatchSize: DefaultBatchSize, Output: "json",
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.out.Reset()
+	}
+	b.ReportMetric(float64(side*side*b.N)/b.Elapsed().Seconds(), "tiles/s")
 }

@@ -192,8 +192,9 @@ func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Stor
 		}
 		todo = append(todo, i)
 	}
-	// Each Put fsyncs its file and directory, so copies are bound by sync
-	// latency, not bandwidth: a few at once hide most of it.
+	// Blobs are written without a per-file fsync and made durable by one
+	// syncfs before their metadata is recorded: a crash can lose a blob only
+	// while no row points at it. A few copies at once hide read latency.
 	rows := make([]tilestore.Tile, len(todo))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(copyConcurrency)
@@ -208,6 +209,9 @@ func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Stor
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return 0, 0, err
+	}
+	if err := blobs.Sync(); err != nil {
 		return 0, 0, err
 	}
 	n, err := store.InsertTiles(ctx, rows)
@@ -225,7 +229,7 @@ func copyBlob(flightID, id string, t found, blobs *tilestore.BlobStore) (tilesto
 		return tilestore.Tile{}, fmt.Errorf("import %s: %w", t.Path, err)
 	}
 	defer f.Close()
-	size, sha, err := blobs.Put(rel, f)
+	size, sha, err := blobs.PutDeferred(rel, f)
 	if err != nil {
 		return tilestore.Tile{}, fmt.Errorf("copy %s into the cache: %w", t.Path, err)
 	}
