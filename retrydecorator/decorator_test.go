@@ -262,6 +262,9 @@ func TestCancelInterruptsSleepAtOnceAndReturnsReportSoFar(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
+	if got.Outcome != uploader.OutcomePartial || got.Pending != 1 {
+		t.Errorf("outcome %s with %d pending, want a partial report with the rejected tile pending", got.Outcome, got.Pending)
+	}
 	if inner.calls != 1 || got.Accepted != 1 || got.Rejected != 1 || got.RetryCount != 0 {
 		t.Errorf("report %+v after %d calls; want the first call's counts and no retry", got, inner.calls)
 	}

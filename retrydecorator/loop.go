@@ -21,8 +21,8 @@ import (
 // in-call budget ran out with tiles still pending. The outcome is the last
 // inner call's, except that a run that gave up a tile or left tiles pending
 // is partial. An inner error ends the call at once (after counting what the
-// inner call recorded); so does a cancelled context, with the report so far
-// and an error wrapping ctx.Err(). A dry run is passed through untouched.
+// inner call recorded). A cancelled context ends a backoff sleep at once and
+// returns the report so far, outcome partial, with an error wrapping ctx.Err(). A dry run is passed through untouched.
 func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
 	log := u.log.With().Str("flight_id", req.FlightID).Logger()
 	log.Info().
@@ -96,7 +96,11 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 				Pending: pending, PendingBytes: pendingBytes, Rejected: rep.Rejected})
 		}
 		if err := u.clock.Sleep(ctx, sleep); err != nil {
-			return agg.fail(u.clock.Now()), fmt.Errorf("wait %s before retry %d of flight %s: %w",
+			// Every batch so far was answered and counted; only the retry
+			// was interrupted, so the report is partial, not failed.
+			r := agg.settle()
+			r.Finished = u.clock.Now()
+			return r, fmt.Errorf("wait %s before retry %d of flight %s: %w",
 				sleep, attempt, req.FlightID, err)
 		}
 		agg.r.RetryCount = attempt
