@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"time"
 )
@@ -65,7 +64,9 @@ func (r *Recorder) appendLocked(e Entry, payload []byte, n int) (rec Record, err
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			if _, ok := p.(runtime.Error); !ok {
+			// Only a memory fault carries the faulting address; any other
+			// panic is a bug and is not disguised as a shrunk file.
+			if _, ok := p.(interface{ Addr() uintptr }); !ok {
 				panic(p)
 			}
 			err = ErrFileShrunk
