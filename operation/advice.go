@@ -99,6 +99,9 @@ func Advise(status int, h http.Header, body []byte, attempt int, now time.Time) 
 		a.Code, a.Message = eb.Code(), eb.Message()
 		ext, hasExt = eb.Retry()
 	}
+	if status < 400 || status > 599 {
+		return a // not an error answer: nothing to retry, whatever the body says
+	}
 	rule := DefaultRule(status, a.Code)
 	a.Retry, a.Strategy, a.MaxAttempts = rule.Retry, rule.Strategy, rule.MaxAttempts
 	base := rule.Delay
@@ -127,6 +130,9 @@ func Advise(status int, h http.Header, body []byte, attempt int, now time.Time) 
 	if a.MaxAttempts > 0 && attempt >= a.MaxAttempts {
 		a.Retry, a.Exhausted = false, true
 		return a
+	}
+	if base == 0 && a.Strategy == StrategyExponential {
+		base = time.Second // the server chose exponential without a start
 	}
 	a.Delay = strategyDelay(a.Strategy, base, attempt)
 	if ra, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {

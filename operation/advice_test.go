@@ -107,6 +107,8 @@ func TestAdvise(t *testing.T) {
 		{"409 processing fixed 1s", 409, nil, body(CodeIdempotencyProcessing, ""), 7, true, time.Second, StrategyFixed, 0, false, false},
 		{"garbage Retry-After ignored", 429, hdr("Retry-After", "soon"), nil, 1, true, 60 * time.Second, StrategyFixed, 0, false, false},
 		{"attempt 0 treated as 1", 503, nil, nil, 0, true, time.Second, StrategyExponential, 0, false, false},
+		{"2xx is never retried whatever the body says", 200, nil, body("", `{"allowed":true}`), 1, false, 0, "", 0, false, false},
+		{"ext exponential without after starts at 1s", 400, nil, body(CodeInvalidRequest, `{"allowed":true,"strategy":"exponential"}`), 2, true, 2 * time.Second, StrategyExponential, 0, false, true},
 		{"huge attempt saturates", 503, nil, nil, 1 << 30, true, MaxHintDelay, StrategyExponential, 0, false, false},
 	}
 	for _, tt := range tests {
