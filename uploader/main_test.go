@@ -42,7 +42,7 @@ func (d *dyingStore) OpenBatch(ctx context.Context, b tilestore.Batch) error {
 }
 
 func childMain() int {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	store, err := tilestore.Open(ctx, os.Getenv("CHILD_DB_URL"))
 	if err != nil {
@@ -66,7 +66,8 @@ func childMain() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: os.Getenv("CHILD_FLIGHT"), BatchSize: 10, Concurrency: 2})
+	batch, conc := envInt("CHILD_BATCH_SIZE", 10), envInt("CHILD_CONCURRENCY", 2)
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: os.Getenv("CHILD_FLIGHT"), BatchSize: batch, Concurrency: conc})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
@@ -75,4 +76,11 @@ func childMain() int {
 		return 4
 	}
 	return 0
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }

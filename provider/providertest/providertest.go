@@ -124,6 +124,9 @@ func (c *Client) AddTiles(tb testing.TB, flightID string, n, size int, seed int6
 		data := PNG(rng, size+rng.Intn(size/8+1))
 		tiles = append(tiles, c.tile(tb, flightID, i, data))
 	}
+	if err := c.Blobs.Sync(); err != nil {
+		tb.Fatalf("providertest: sync blobs: %v", err)
+	}
 	if _, err := c.Store.InsertTiles(context.Background(), tiles); err != nil {
 		tb.Fatalf("providertest: insert tiles: %v", err)
 	}
@@ -133,8 +136,8 @@ func (c *Client) AddTiles(tb testing.TB, flightID string, n, size int, seed int6
 func (c *Client) tile(tb testing.TB, flightID string, i int, data []byte) tilestore.Tile {
 	tb.Helper()
 	id := fmt.Sprintf("%s-%06d", flightID, i)
-	rel := fmt.Sprintf("%s/%s.png", flightID, id)
-	size, sum, err := c.Blobs.Put(rel, bytes.NewReader(data))
+	rel := fmt.Sprintf("%s/%03d/%s.png", flightID, i/1000, id)
+	size, sum, err := c.Blobs.PutDeferred(rel, bytes.NewReader(data))
 	if err != nil {
 		tb.Fatalf("providertest: put blob: %v", err)
 	}
