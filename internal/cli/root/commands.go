@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tilectl/tilectl/internal/cli/factory"
+	"github.com/tilectl/tilectl/internal/cli/fdrcmd"
 	"github.com/tilectl/tilectl/internal/cli/migrate"
 	"github.com/tilectl/tilectl/internal/cli/status"
 	"github.com/tilectl/tilectl/internal/cli/tiles"
@@ -19,5 +20,6 @@ var Commands = []func(f *factory.Factory) *cobra.Command{
 	func(f *factory.Factory) *cobra.Command { return tiles.NewCmdTiles(f) },
 	func(f *factory.Factory) *cobra.Command { return upload.NewCmdUploadPending(f, nil) },
 	func(f *factory.Factory) *cobra.Command { return status.NewCmdStatus(f, nil) },
+	func(f *factory.Factory) *cobra.Command { return fdrcmd.NewCmdFDR(f) },
 	func(f *factory.Factory) *cobra.Command { return version.NewCmdVersion(f, nil) },
 }
