@@ -131,7 +131,12 @@ func (r *run) wire(ctx context.Context) error {
 	if r.decorate && !r.opts.DryRun {
 		open := r.opts.OpenFDR
 		if open == nil {
-			open = openFDR
+			log := r.log
+			open = func(path string, capacity int64) (GiveUpRecorder, error) {
+				return fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
+					log.Warn().Str("fdr_path", path).Msgf(format, args...)
+				}})
+			}
 		}
 		rec, err := open(r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
 		if err != nil {
@@ -140,10 +145,6 @@ func (r *run) wire(ctx context.Context) error {
 		r.rec = rec
 	}
 	return nil
-}
-
-func openFDR(path string, capacity int64) (GiveUpRecorder, error) {
-	return fdr.Open(path, fdr.Options{Capacity: capacity})
 }
 
 // flights is --flight, or every on_ground flight with pending tiles.
