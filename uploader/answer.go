@@ -1,7 +1,6 @@
 package uploader
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -11,7 +10,7 @@ import (
 // failure turns an exchange that did not end in a complete 2xx answer into
 // the run-level error: the caller's context error, or a *ProviderError.
 func (a answer) failure(opID, doing string) error {
-	if a.err != nil && (errors.Is(a.err, context.Canceled) || errors.Is(a.err, context.DeadlineExceeded)) && a.status == 0 {
+	if a.cancelled {
 		return fmt.Errorf("%s: %w", doing, a.err)
 	}
 	if a.status == 0 {

@@ -59,7 +59,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	ok2xx := a.status >= 200 && a.status < 300
 	if a.err != nil || !ok2xx {
 		perr := a.failure(opID, "upload batch")
-		if failsBatch(a.status) {
+		if !a.cancelled && failsBatch(a.status) {
 			detail := perr.Error()
 			jctx, cancel := journalCtx(ctx)
 			defer cancel()

@@ -3,8 +3,10 @@ package uploader_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
+	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
@@ -55,5 +57,30 @@ func TestDryRunSendsAndChangesNothing(t *testing.T) {
 	}
 	if n != 10 {
 		t.Fatalf("enumerated %d, want 10", n)
+	}
+}
+
+func TestCancelWhileABatchIsAtTheProviderStillUsesItsAnswer(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	var once sync.Once
+	p := providertest.Start(t, func(c *provider.Config) {
+		c.BeforeRun = func(string) { once.Do(cancel) }
+	})
+	c := providertest.NewClient(t, "fo")
+	c.AddTiles(t, "fo", 12, 512, 17)
+	u, _ := newUploader(t, p.URL, c, nil)
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fo", BatchSize: 4, Concurrency: 1})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if rep.Accepted != 4 || rep.Batches != 1 {
+		t.Fatalf("report %+v; want the in-flight batch of 4 settled", rep)
+	}
+	if got := c.Counts(t, "fo")[tilestore.StatusUploaded]; got != 4 {
+		t.Fatalf("uploaded %d, want 4", got)
+	}
+	if open := openBatches(t, c, "fo"); len(open) != 0 {
+		t.Fatalf("%d batches left open", len(open))
 	}
 }

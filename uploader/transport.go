@@ -35,6 +35,7 @@ type exchange struct {
 	giveUp      error
 	timeouts    int
 	lastBodyErr error
+	cancelled   bool // resending stopped because the run was cancelled
 	blobChanged atomic.Bool
 }
 
@@ -48,6 +49,8 @@ type answer struct {
 	attempts int
 	timeouts int
 	blobBad  bool // aborted because tile bytes changed
+	// cancelled: the run's context ended the exchange, not the provider.
+	cancelled bool
 }
 
 func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
@@ -109,7 +112,8 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
 	}
 	resp, err := rc.Do(req)
-	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, blobBad: ex.blobChanged.Load()}
+	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, blobBad: ex.blobChanged.Load(),
+		cancelled: ex.cancelled || (err != nil && runCtx.Err() != nil && errors.Is(err, runCtx.Err()))}
 	if resp != nil {
 		// checkRetry already read the body (capped) and put it back.
 		a.status, a.header = resp.StatusCode, resp.Header
@@ -128,9 +132,19 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 // lost 2xx answer is ambiguous, so the same key and body go again.
 func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error) (bool, error) {
 	ex.attempts++
-	if cerr := ex.runCtx.Err(); cerr != nil {
-		return false, cerr
+	retry, cerr := ex.decide(resp, err)
+	if retry {
+		// No resend starts once the run is cancelled; an answer that came
+		// is still used.
+		if rerr := ex.runCtx.Err(); rerr != nil {
+			ex.cancelled = true
+			return false, rerr
+		}
 	}
+	return retry, cerr
+}
+
+func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 	if err != nil {
 		if isTimeout(err) {
 			ex.timeouts++
