@@ -142,7 +142,7 @@ func (c *Client) tile(tb testing.TB, flightID string, i int, data []byte) tilest
 		tb.Fatalf("providertest: put blob: %v", err)
 	}
 	return tilestore.Tile{
-		ID: id, FlightID: flightID, Z: 17, X: int64(70000 + i), Y: 43079, ContentType: "image/png",
+		ID: id, FlightID: flightID, Z: 17, X: int64(i % 100000), Y: int64(43079 + i/100000), ContentType: "image/png",
 		SizeBytes: size, SHA256: sum, BlobPath: rel,
 		CapturedAt:   time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second),
 		VotingStatus: tilestore.StatusTrusted,
