@@ -26,7 +26,7 @@ help:
 	@echo "make build       bin/tilectl (and bin/tileprovider)"
 	@echo "make test        gofmt check, go vet, go test -race against PostgreSQL"
 	@echo "make demo        migrate, import testdata/tiles as flight demo-1, show status"
-	@echo "make bench       benchmarks into $(BENCH_OUT)"
+	@echo "make bench       every benchmark, then the table of performance targets"
 	@echo "make lint        gofmt -l and go vet"
 	@echo "make fuzz-short  a short run of every fuzz target"
 
@@ -42,19 +42,26 @@ lint:
 		echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# The unit, integration, short chaos and security tests, then every fuzz
+# target briefly (FUZZTIME each).
 test: lint
-	@$(call with_pg,$(GO) test -race -count=1 -timeout 15m $(PKGS))
+	@$(call with_pg,$(GO) test -race -count=1 -timeout 20m $(PKGS))
+	@FUZZTIME=$${FUZZTIME:-3s} scripts/fuzz.sh
 
 demo: build
 	@scripts/demo.sh
 
-bench:
-	@$(call with_pg,$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m $(PKGS) | tee $(BENCH_OUT))
+# Every Go benchmark (raw output in $(BENCH_OUT), comparable with benchstat),
+# then the table of the issues' performance targets; rows also go to
+# bench.json. BENCHTIME=3s for steadier numbers.
+BENCHTIME ?= 1s
+bench: build
+	@$(call with_pg,$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 -timeout 40m $(PKGS) | tee $(BENCH_OUT))
+	@echo; $(GO) run ./cmd/benchreport -json bench.json < $(BENCH_OUT)
 
-# One line per fuzz target: go test runs one -fuzz target per invocation.
-FUZZTIME ?= 15s
+# Every fuzz target for FUZZTIME (make test runs them for 3s each).
 fuzz-short:
-	$(GO) test -run '^$$' -fuzz '^FuzzLoadYAML$$' -fuzztime $(FUZZTIME) ./config
+	@FUZZTIME=$${FUZZTIME:-15s} scripts/fuzz.sh
 
 clean:
-	rm -rf bin demo-run $(BENCH_OUT)
+	rm -rf bin demo-run $(BENCH_OUT) bench.json
