@@ -3,6 +3,7 @@ package provider_test
 import (
 	"math/rand"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tilectl/tilectl/operation"
@@ -88,5 +89,28 @@ func TestRequestsAreRefusedBeforeRunning(t *testing.T) {
 	}
 	if len(writes(t, p)) != 0 {
 		t.Fatalf("a refused request stored tiles")
+	}
+}
+
+func TestMetricsCountRequestsTilesAndFaults(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, func(c *provider.Config) {
+		c.Faults = provider.FaultConfig{Rate: 1, Kinds: []provider.FaultKind{provider.FaultStatus503}}
+	})
+	rng := rand.New(rand.NewSource(7))
+	if a := post(t, p, "f1", operation.NewID(), []rawTile{tileN(rng, 0)}); a.Status != 503 || a.Header.Get("Retry-After") == "" {
+		t.Fatalf("injected 503: %d %v", a.Status, a.Header)
+	}
+	m := string(do(t, http.MethodGet, p.URL+"/metrics", "", "", nil, nil).Body)
+	for _, want := range []string{
+		`tileprovider_requests_total{route="tiles.batch",status="503"} 1`,
+		`tileprovider_faults_injected_total{kind="status_503"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if l := p.Ledger(t); l.Faults[provider.FaultStatus503] != 1 || len(l.FaultOps) != 1 {
+		t.Fatalf("ledger faults %v %v", l.Faults, l.FaultOps)
 	}
 }

@@ -189,3 +189,26 @@ func TestSlowDripAnswerTimesOut(t *testing.T) {
 		t.Fatalf("report %+v; want 2 timeouts, nothing uploaded", rep)
 	}
 }
+
+func TestTileOverMaxTileBytesIsRejectedLocally(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	c := providertest.NewClient(t, "fl")
+	c.AddTiles(t, "fl", 2, 1024, 18)
+	c2 := c.AddTilesFrom(t, "fl", 2, 1, 70000, 19) // over the fake's max_tile_bytes of 64 KiB
+	u, _ := newUploader(t, hs.URL, c, nil)
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Accepted != 2 || rep.Rejected != 1 || rep.Rejections[0].TileID != c2[0].ID || rep.Rejections[0].Reason != "too_large" {
+		t.Fatalf("report %+v; want the big tile rejected too_large", rep)
+	}
+	for _, b := range f.received() {
+		for _, id := range b.TileIDs {
+			if id == c2[0].ID {
+				t.Fatalf("the too-large tile was sent")
+			}
+		}
+	}
+}

@@ -118,9 +118,15 @@ func PNG(rng *rand.Rand, size int) []byte {
 // and returns them in tile_id order. IDs are "<flight>-<i>" zero-padded.
 func (c *Client) AddTiles(tb testing.TB, flightID string, n, size int, seed int64) []tilestore.Tile {
 	tb.Helper()
+	return c.AddTilesFrom(tb, flightID, 0, n, size, seed)
+}
+
+// AddTilesFrom is AddTiles numbering the tiles from first.
+func (c *Client) AddTilesFrom(tb testing.TB, flightID string, first, n, size int, seed int64) []tilestore.Tile {
+	tb.Helper()
 	rng := rand.New(rand.NewSource(seed))
 	tiles := make([]tilestore.Tile, 0, n)
-	for i := range n {
+	for i := first; i < first+n; i++ {
 		data := PNG(rng, size+rng.Intn(size/8+1))
 		tiles = append(tiles, c.tile(tb, flightID, i, data))
 	}
