@@ -3,6 +3,7 @@ package uploader
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -35,6 +36,10 @@ func parseBatchAnswer(b []byte) (batchAnswer, bool) {
 
 func acceptBatchAnswer(b []byte) bool { _, ok := parseBatchAnswer(b); return ok }
 
+// errLeftOpen: the batch could not be sent whole (its bytes changed) and
+// is still open. It does not end the run.
+var errLeftOpen = errors.New("batch left open")
+
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
 // and settles it from the answer. It returns a run-ending error only; a
 // batch it cannot settle is left open for the next run.
@@ -53,8 +58,8 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	if a.blobBad {
 		// The provider never got a complete body from this attempt, but an
 		// earlier one may have run: the next run asks it before deciding.
-		log.Warn().Msg("tile bytes changed while sending; batch left open for the next run to settle")
-		return nil
+		log.Warn().Msg("tile bytes changed while sending; batch left open to be settled by asking the provider")
+		return errLeftOpen
 	}
 	ok2xx := a.status >= 200 && a.status < 300
 	if a.err != nil || !ok2xx {

@@ -3,6 +3,7 @@ package uploader
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -39,7 +40,9 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 			Msg("settling a batch an earlier run left open")
 		if ok {
 			err = u.sendBatch(ctx, flightID, b.OpID, tiles, t)
-		} else {
+		}
+		if !ok || errors.Is(err, errLeftOpen) {
+			// Its tiles are about to be paged again: it must not stay open.
 			err = u.resolveByState(ctx, b, members, t)
 		}
 		if err != nil {

@@ -179,7 +179,12 @@ func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string
 	if err := u.store.OpenBatch(ctx, b); err != nil {
 		return fmt.Errorf("journal batch of %d tile(s): %w", len(send), err)
 	}
-	return u.sendBatch(ctx, flightID, b.OpID, send, t)
+	if err := u.sendBatch(ctx, flightID, b.OpID, send, t); err != nil && !errors.Is(err, errLeftOpen) {
+		return err
+	}
+	// A batch left open has its tiles behind the cursor: this run does not
+	// form them again, and the next one settles it first.
+	return nil
 }
 
 // dryRun pages and sizes exactly as a real run would and reports the
