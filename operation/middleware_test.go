@@ -1,0 +1,439 @@
+package operation_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/operation/operationtest"
+)
+
+// waitSignal is a Store that reports each duplicate that starts waiting,
+// so a test can release a live owner once its duplicates are attached
+// without sleeping.
+type waitSignal struct {
+	operation.Store
+	waiting chan struct{}
+}
+
+func (w *waitSignal) Wait(ctx context.Context, k operation.Key, gen uint64) (operation.Record, error) {
+	w.waiting <- struct{}{}
+	return w.Store.Wait(ctx, k, gen)
+}
+
+// mwServer is a loopback server with the middleware in front of a handler
+// that counts its executions.
+type mwServer struct {
+	t     *testing.T
+	srv   *httptest.Server
+	table *operation.Table
+	clock *operationtest.Clock
+	store operation.Store
+	runs  atomic.Int32
+	// gate, when set, blocks the handler until it is closed.
+	gate    chan struct{}
+	started chan struct{}
+	status  int
+}
+
+func newMWServer(t *testing.T, store operation.Store, pol operation.Policy, wait time.Duration) *mwServer {
+	t.Helper()
+	s := &mwServer{t: t, clock: operationtest.NewClock(), store: store, status: http.StatusOK, started: make(chan struct{}, 100)}
+	s.table = operation.NewTable(store, operation.TableOptions{Retention: time.Hour, Now: s.clock.Now})
+	s.srv = httptest.NewServer(s.mux(pol, wait))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *mwServer) mux(pol operation.Policy, wait time.Duration) *http.ServeMux {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := s.runs.Add(1)
+		s.started <- struct{}{}
+		if s.gate != nil {
+			<-s.gate
+		}
+		body, _ := io.ReadAll(r.Body) // the fingerprint left the body readable
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Run", string(rune('0'+n)))
+		w.WriteHeader(s.status)
+		_, _ = w.Write([]byte(`{"run":` + string(rune('0'+n)) + `,"echo":` + string(body) + "}"))
+	})
+	mw := operation.IdempotencyMiddleware(s.table, operation.MiddlewareOptions{
+		Method: "upload-batch", Policy: pol, WaitLive: wait,
+		Scope: func(r *http.Request) string { return r.Header.Get("X-Caller") },
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/batch", mw(h))
+	mux.Handle("GET /v1/operations/{op_id}", operation.OperationStateHandler(s.table,
+		func(r *http.Request) string { return r.Header.Get("X-Caller") }))
+	return mux
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (s *mwServer) post(key, body string, hdr ...string) answer {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.srv.URL+"/v1/batch", strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set(operation.HeaderIdempotencyKey, key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return do(s.t, req)
+}
+
+func (s *mwServer) get(path string) answer {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return do(s.t, req)
+}
+
+func do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", req.Method, req.URL, err)
+		return answer{}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("read body: %v", err)
+	}
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+func errCode(t *testing.T, a answer) string {
+	t.Helper()
+	eb, err := operation.ParseErrorBody(a.body)
+	if err != nil {
+		t.Fatalf("error body %q: %v", a.body, err)
+	}
+	return eb.Code()
+}
+
+func wantError(t *testing.T, a answer, status int, code string) {
+	t.Helper()
+	if a.status != status || errCode(t, a) != code {
+		t.Fatalf("got %d %s, want %d %s", a.status, a.body, status, code)
+	}
+}
+
+const key1 = "key-0123456789abcdef"
+
+func TestMiddlewareKeyMissing(t *testing.T) { // http.key.missing
+	s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, 0)
+	wantError(t, s.post("", `{}`), 400, operation.CodeIdempotencyKeyMissing)
+	wantError(t, s.post(`""`, `{}`), 400, operation.CodeIdempotencyKeyMissing)
+	if s.runs.Load() != 0 {
+		t.Fatal("handler ran without a key")
+	}
+}
+
+func TestMiddlewareKeyMalformed(t *testing.T) { // http.key.malformed
+	s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, 0)
+	for _, k := range []string{"short", strings.Repeat("a", 129), "key-with-a-space-in it", "key.with.dots.0000", `"unterminated-quote-000`} {
+		wantError(t, s.post(k, `{}`), 400, operation.CodeInvalidRequest)
+	}
+	if s.runs.Load() != 0 {
+		t.Fatal("handler ran with a malformed key")
+	}
+	// A quoted key names the same operation as the bare one.
+	first := s.post(`"`+key1+`"`, `{"a":1}`)
+	again := s.post(key1, `{"a":1}`)
+	if first.status != 200 || again.header.Get(operation.HeaderIdempotentReplayed) != "true" || s.runs.Load() != 1 {
+		t.Fatalf("quoted then bare key: %d, %d replayed=%q, runs %d", first.status, again.status,
+			again.header.Get(operation.HeaderIdempotentReplayed), s.runs.Load())
+	}
+}
+
+// TestMiddlewareReplayByteForByte: http.key.new, http.finished.replay.
+func TestMiddlewareReplayByteForByte(t *testing.T) {
+	for _, status := range []int{http.StatusOK, http.StatusNotFound} { // success and sealed failure
+		s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, 0)
+		s.status = status
+		first := s.post(key1, `{"tiles":[1,2]}`)
+		if first.status != status || first.header.Get(operation.HeaderIdempotentReplayed) != "" {
+			t.Fatalf("first answer %d replayed=%q", first.status, first.header.Get(operation.HeaderIdempotentReplayed))
+		}
+		for range 3 {
+			again := s.post(key1, `{"tiles":[1,2]}`)
+			if again.status != first.status || !bytes.Equal(again.body, first.body) {
+				t.Fatalf("replay %d %q, first %d %q", again.status, again.body, first.status, first.body)
+			}
+			if again.header.Get(operation.HeaderIdempotentReplayed) != "true" || again.header.Get("X-Run") != "1" ||
+				again.header.Get("Content-Type") != "application/json" {
+				t.Fatalf("replay headers %v", again.header)
+			}
+		}
+		if s.runs.Load() != 1 {
+			t.Fatalf("handler ran %d times, want 1", s.runs.Load())
+		}
+	}
+}
+
+func TestMiddlewareConflict(t *testing.T) { // http.fingerprint.conflict
+	s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, 0)
+	s.post(key1, `{"a":1}`)
+	wantError(t, s.post(key1, `{"a":2}`), 422, operation.CodeIdempotencyConflict)
+	if s.runs.Load() != 1 {
+		t.Fatalf("conflict executed: %d runs", s.runs.Load())
+	}
+}
+
+func TestMiddlewareExpired(t *testing.T) { // http.expired
+	s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, 0)
+	s.post(key1, `{"a":1}`)
+	s.clock.Advance(time.Hour)
+	wantError(t, s.post(key1, `{"a":1}`), 422, operation.CodeIdempotencyExpired)
+	wantError(t, s.post(key1, `{"other":1}`), 422, operation.CodeIdempotencyExpired)
+	if s.runs.Load() != 1 {
+		t.Fatalf("expired key executed: %d runs", s.runs.Load())
+	}
+}
+
+func TestMiddlewareScopedByCaller(t *testing.T) { // http.scope
+	s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, 0)
+	a := s.post(key1, `{}`, "X-Caller", "alice")
+	b := s.post(key1, `{}`, "X-Caller", "bob")
+	if a.status != 200 || b.status != 200 || s.runs.Load() != 2 || b.header.Get(operation.HeaderIdempotentReplayed) != "" {
+		t.Fatalf("two callers, one key: %d %d, runs %d", a.status, b.status, s.runs.Load())
+	}
+}
+
+// TestMiddlewareConcurrentDuplicatesExecuteOnce: http.in-progress.wait.
+func TestMiddlewareConcurrentDuplicatesExecuteOnce(t *testing.T) {
+	store := &waitSignal{Store: operation.NewMemoryStore(), waiting: make(chan struct{}, 100)}
+	s := newMWServer(t, store, operation.Policy{}, time.Minute)
+	s.gate = make(chan struct{})
+	const dups = 8
+	answers := make(chan answer, dups+1)
+	go func() { answers <- s.post(key1, `{"x":1}`) }()
+	<-s.started
+	for range dups {
+		go func() { answers <- s.post(key1, `{"x":1}`) }()
+	}
+	for range dups {
+		<-store.waiting // every duplicate is attached to the live operation
+	}
+	close(s.gate)
+	var bodies [][]byte
+	replayed := 0
+	for range dups + 1 {
+		a := <-answers
+		if a.status != 200 {
+			t.Fatalf("answer %d %s", a.status, a.body)
+		}
+		if a.header.Get(operation.HeaderIdempotentReplayed) == "true" {
+			replayed++
+		}
+		bodies = append(bodies, a.body)
+	}
+	for _, b := range bodies {
+		if !bytes.Equal(b, bodies[0]) {
+			t.Fatalf("answers differ: %q vs %q", b, bodies[0])
+		}
+	}
+	if s.runs.Load() != 1 || replayed != dups {
+		t.Fatalf("runs %d (want 1), replayed %d (want %d)", s.runs.Load(), replayed, dups)
+	}
+}
+
+func TestMiddlewareInProgressProcessing(t *testing.T) { // http.in-progress.processing
+	s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, -1)
+	s.gate = make(chan struct{})
+	done := make(chan answer, 1)
+	go func() { done <- s.post(key1, `{}`) }()
+	<-s.started
+	a := s.post(key1, `{}`)
+	wantError(t, a, 409, operation.CodeIdempotencyProcessing)
+	eb, _ := operation.ParseErrorBody(a.body)
+	if ext, ok := eb.Retry(); !ok || !ext.Allowed || ext.After != time.Second {
+		t.Fatalf("409 retry extension %+v %v, want allowed after 1s", ext, ok)
+	}
+	close(s.gate)
+	if first := <-done; first.status != 200 || s.runs.Load() != 1 {
+		t.Fatalf("owner %d, runs %d", first.status, s.runs.Load())
+	}
+}
+
+// TestMiddlewareIndeterminate: http.indeterminate.idem, http.indeterminate.non-idem.
+// The "crash" is a new table over the same store, recovered, while the
+// first handler is still blocked: its owner died with the old process.
+func TestMiddlewareIndeterminate(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		store := operation.NewMemoryStore()
+		pol := operation.Policy{Persist: true, Idem: idem}
+		old := newMWServer(t, store, pol, -1)
+		old.gate = make(chan struct{})
+		go old.post(key1, `{"b":1}`)
+		<-old.started
+
+		restarted := newMWServer(t, store, pol, -1)
+		if _, err := restarted.table.Recover(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a := restarted.post(key1, `{"b":1}`)
+		if idem {
+			if a.status != 200 || restarted.runs.Load() != 1 {
+				t.Fatalf("idem after crash: %d %s, runs %d; want it run again", a.status, a.body, restarted.runs.Load())
+			}
+		} else {
+			wantError(t, a, 500, operation.CodeIndeterminate)
+			if restarted.runs.Load() != 0 {
+				t.Fatal("non-idem ran again after a crash")
+			}
+		}
+		close(old.gate)
+	}
+}
+
+// TestMiddlewareTransientNotSealedForIdem: an idem method's 503 frees the
+// key, so the retry runs again; a non-idem method's 503 is sealed.
+func TestMiddlewareTransientNotSealedForIdem(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{Idem: idem}, 0)
+		s.status = http.StatusServiceUnavailable
+		s.post(key1, `{}`)
+		s.status = http.StatusOK
+		a := s.post(key1, `{}`)
+		wantRuns := int32(1)
+		wantStatus := 503
+		if idem {
+			wantRuns, wantStatus = 2, 200
+		}
+		if s.runs.Load() != wantRuns || a.status != wantStatus {
+			t.Fatalf("idem=%v: retry %d, runs %d; want %d, %d", idem, a.status, s.runs.Load(), wantStatus, wantRuns)
+		}
+	}
+}
+
+// TestMiddlewareDroppedInterest: http.cancel.implicit.volatile/persist. A
+// volatile handler that gives up on a cancelled request releases the
+// operation; a persist handler never sees the cancellation.
+func TestMiddlewareDroppedInterest(t *testing.T) {
+	for _, persist := range []bool{false, true} {
+		table := operation.NewTable(operation.NewMemoryStore(), operation.TableOptions{})
+		sawCancel := false
+		h := operation.IdempotencyMiddleware(table, operation.MiddlewareOptions{Policy: operation.Policy{Persist: persist}})(
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Context().Err() != nil {
+					sawCancel = true
+					return // gave up, wrote nothing
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/batch", strings.NewReader("{}"))
+		req.Header.Set(operation.HeaderIdempotencyKey, key1)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		st, _, err := table.Lookup(context.Background(), operation.Key{OpID: key1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if persist && (sawCancel || st != operation.StateSealed) {
+			t.Fatalf("persist: handler saw cancel %v, state %s; want it to run on and seal", sawCancel, st)
+		}
+		if !persist && (!sawCancel || st != operation.StateReleased) {
+			t.Fatalf("volatile: handler saw cancel %v, state %s; want released", sawCancel, st)
+		}
+	}
+}
+
+func TestMiddlewarePanicAbandons(t *testing.T) { // http.handler.panic
+	table := operation.NewTable(operation.NewMemoryStore(), operation.TableOptions{})
+	h := operation.IdempotencyMiddleware(table, operation.MiddlewareOptions{Policy: operation.Policy{Persist: true}})(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	req := httptest.NewRequest(http.MethodPost, "/v1/batch", strings.NewReader("{}"))
+	req.Header.Set(operation.HeaderIdempotencyKey, key1)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic swallowed")
+			}
+		}()
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}()
+	if st, _, _ := table.Lookup(context.Background(), operation.Key{OpID: key1}); st != operation.StateIndeterminate {
+		t.Fatalf("after a persist handler panicked: %s, want indeterminate", st)
+	}
+}
+
+// TestOperationStateHandler: http.state.lookup for every wire state.
+func TestOperationStateHandler(t *testing.T) {
+	s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, -1)
+	type stateBody struct {
+		OpID    string `json:"op_id"`
+		State   string `json:"state"`
+		Outcome *struct {
+			Status int             `json:"status"`
+			Body   json.RawMessage `json:"body"`
+		} `json:"outcome"`
+	}
+	look := func(id string) stateBody {
+		t.Helper()
+		a := s.get("/v1/operations/" + id)
+		var b stateBody
+		if a.status != 200 || json.Unmarshal(a.body, &b) != nil || b.OpID != id {
+			t.Fatalf("state of %s: %d %s", id, a.status, a.body)
+		}
+		return b
+	}
+	if b := look(key1); b.State != "absent" || b.Outcome != nil {
+		t.Fatalf("absent: %+v", b)
+	}
+	sealed := s.post(key1, `{"q":1}`)
+	b := look(key1)
+	if b.State != "sealed" || b.Outcome == nil || b.Outcome.Status != 200 || !bytes.Equal(b.Outcome.Body, sealed.body) {
+		t.Fatalf("sealed: %+v", b)
+	}
+	s.gate = make(chan struct{})
+	const key2 = "key-live-0000000001"
+	go s.post(key2, `{}`)
+	<-s.started
+	if b := look(key2); b.State != "live" {
+		t.Fatalf("live: %+v", b)
+	}
+	close(s.gate)
+	s.clock.Advance(2 * time.Hour)
+	if b := look(key1); b.State != "expired" || b.Outcome != nil {
+		t.Fatalf("expired: %+v", b)
+	}
+	if a := s.get("/v1/operations/bad"); a.status != 400 {
+		t.Fatalf("malformed op ID: %d", a.status)
+	}
+}
+
+func TestFingerprintLeavesBodyReadable(t *testing.T) {
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("payload"))
+	fp1, err := operation.BodyFingerprint(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(req.Body)
+	fp2, _ := operation.BodyFingerprint(httptest.NewRequest(http.MethodPost, "/", strings.NewReader("payload!")))
+	if string(b) != "payload" || fp1 == fp2 {
+		t.Fatalf("body after fingerprint %q; fingerprints %s %s", b, fp1, fp2)
+	}
+}
+
