@@ -18,13 +18,28 @@ const (
 	maxRSS = 200 << 20
 )
 
+// A hostile handler misbehaves until the request ends or quit closes (an
+// unread request body keeps the server from noticing the client left).
+type hostile func(w http.ResponseWriter, r *http.Request, quit <-chan struct{})
+
+func stopped(r *http.Request, quit <-chan struct{}) bool {
+	select {
+	case <-r.Context().Done():
+		return true
+	case <-quit:
+		return true
+	default:
+		return false
+	}
+}
+
 // endless writes a never-ending JSON-looking body.
-func endless(w http.ResponseWriter, r *http.Request) {
+func endless(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
 	_, _ = w.Write([]byte(`{"api_version":"v1","padding":"`))
 	chunk := []byte(strings.Repeat("A", 64<<10))
-	for r.Context().Err() == nil {
+	for !stopped(r, quit) {
 		if _, err := w.Write(chunk); err != nil {
 			return
 		}
@@ -32,12 +47,12 @@ func endless(w http.ResponseWriter, r *http.Request) {
 }
 
 // huge declares and starts sending a 4 GiB body.
-func huge(w http.ResponseWriter, r *http.Request) {
+func huge(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", "4294967296")
 	w.WriteHeader(200)
 	chunk := []byte(strings.Repeat("[", 64<<10))
-	for r.Context().Err() == nil {
+	for !stopped(r, quit) {
 		if _, err := w.Write(chunk); err != nil {
 			return
 		}
@@ -45,11 +60,11 @@ func huge(w http.ResponseWriter, r *http.Request) {
 }
 
 // drip sends one byte every 100 ms, forever.
-func drip(w http.ResponseWriter, r *http.Request) {
+func drip(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
 	fl, _ := w.(http.Flusher)
-	for r.Context().Err() == nil {
+	for !stopped(r, quit) {
 		if _, err := w.Write([]byte(" ")); err != nil {
 			return
 		}
@@ -58,36 +73,44 @@ func drip(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-r.Context().Done():
+		case <-quit:
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
 // silent accepts the request and never answers.
-func silent(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+func silent(_ http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
+	select {
+	case <-r.Context().Done():
+	case <-quit:
+	}
+}
 
 // TestHostileProviderCannotExhaustMemoryOrOutlastDeadline serves endless,
 // huge, slow-dripped and silent answers, on the capabilities call and on
 // the batch call, and checks each run ends by --deadline plus a margin with
 // bounded peak memory and no tile marked uploaded.
 func TestHostileProviderCannotExhaustMemoryOrOutlastDeadline(t *testing.T) {
-	hostile := map[string]http.HandlerFunc{"endless": endless, "huge": huge, "drip": drip, "silent": silent}
-	for name, h := range hostile {
+	handlers := map[string]hostile{"endless": endless, "huge": huge, "drip": drip, "silent": silent}
+	for name, h := range handlers {
 		for _, where := range []string{"capabilities", "batch"} {
 			t.Run(name+"/"+where, func(t *testing.T) {
 				t.Parallel()
 				fake := &fakeProvider{}
+				quit := make(chan struct{})
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					isCaps := strings.HasSuffix(r.URL.Path, "/capabilities")
 					isBatch := strings.HasSuffix(r.URL.Path, "/tiles:batch")
 					if (where == "capabilities" && isCaps) || (where == "batch" && (isBatch || strings.Contains(r.URL.Path, "/operations/"))) {
-						h(w, r)
+						h(w, r, quit)
 						return
 					}
 					fake.ServeHTTP(w, r)
 				}))
 				defer srv.Close()
 				defer srv.CloseClientConnections()
+				defer close(quit)
 				c := newCLI(t, srv.URL, "hostile-token-0123456789")
 				c.importFlight("hostile", 2)
 				r := c.run(hostileDeadline+30*time.Second, "upload-pending", "--flight", "hostile", "-o", "json",
