@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,17 @@ func newMWServer(t *testing.T, store operation.Store, pol operation.Policy, wait
 	s.srv = httptest.NewServer(s.mux(pol, wait))
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// block makes the handler wait until the returned release is called (or
+// the test ends: a handler still blocked would hang the server's Close).
+func (s *mwServer) block() (release func()) {
+	gate := make(chan struct{})
+	s.gate = gate
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	s.t.Cleanup(release)
+	return release
 }
 
 func (s *mwServer) mux(pol operation.Policy, wait time.Duration) *http.ServeMux {
@@ -224,7 +236,7 @@ func TestMiddlewareScopedByCaller(t *testing.T) { // http.scope
 func TestMiddlewareConcurrentDuplicatesExecuteOnce(t *testing.T) {
 	store := &waitSignal{Store: operation.NewMemoryStore(), waiting: make(chan struct{}, 100)}
 	s := newMWServer(t, store, operation.Policy{}, time.Minute)
-	s.gate = make(chan struct{})
+	release := s.block()
 	const dups = 8
 	answers := make(chan answer, dups+1)
 	go func() { answers <- s.post(key1, `{"x":1}`) }()
@@ -235,7 +247,7 @@ func TestMiddlewareConcurrentDuplicatesExecuteOnce(t *testing.T) {
 	for range dups {
 		<-store.waiting // every duplicate is attached to the live operation
 	}
-	close(s.gate)
+	release()
 	var bodies [][]byte
 	replayed := 0
 	for range dups + 1 {
@@ -260,7 +272,7 @@ func TestMiddlewareConcurrentDuplicatesExecuteOnce(t *testing.T) {
 
 func TestMiddlewareInProgressProcessing(t *testing.T) { // http.in-progress.processing
 	s := newMWServer(t, operation.NewMemoryStore(), operation.Policy{}, -1)
-	s.gate = make(chan struct{})
+	release := s.block()
 	done := make(chan answer, 1)
 	go func() { done <- s.post(key1, `{}`) }()
 	<-s.started
@@ -270,7 +282,7 @@ func TestMiddlewareInProgressProcessing(t *testing.T) { // http.in-progress.proc
 	if ext, ok := eb.Retry(); !ok || !ext.Allowed || ext.After != time.Second {
 		t.Fatalf("409 retry extension %+v %v, want allowed after 1s", ext, ok)
 	}
-	close(s.gate)
+	release()
 	if first := <-done; first.status != 200 || s.runs.Load() != 1 {
 		t.Fatalf("owner %d, runs %d", first.status, s.runs.Load())
 	}
@@ -284,7 +296,7 @@ func TestMiddlewareIndeterminate(t *testing.T) {
 		store := operation.NewMemoryStore()
 		pol := operation.Policy{Persist: true, Idem: idem}
 		old := newMWServer(t, store, pol, -1)
-		old.gate = make(chan struct{})
+		release := old.block()
 		go old.post(key1, `{"b":1}`)
 		<-old.started
 
@@ -303,7 +315,7 @@ func TestMiddlewareIndeterminate(t *testing.T) {
 				t.Fatal("non-idem ran again after a crash")
 			}
 		}
-		close(old.gate)
+		release()
 	}
 }
 
@@ -407,14 +419,15 @@ func TestOperationStateHandler(t *testing.T) {
 	if b.State != "sealed" || b.Outcome == nil || b.Outcome.Status != 200 || !bytes.Equal(b.Outcome.Body, sealed.body) {
 		t.Fatalf("sealed: %+v", b)
 	}
-	s.gate = make(chan struct{})
+	<-s.started // the key1 run
+	release := s.block()
 	const key2 = "key-live-0000000001"
 	go s.post(key2, `{}`)
 	<-s.started
 	if b := look(key2); b.State != "live" {
 		t.Fatalf("live: %+v", b)
 	}
-	close(s.gate)
+	release()
 	s.clock.Advance(2 * time.Hour)
 	if b := look(key1); b.State != "expired" || b.Outcome != nil {
 		t.Fatalf("expired: %+v", b)
