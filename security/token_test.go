@@ -41,6 +41,11 @@ func TestProviderTokenNeverLeaks(t *testing.T) {
 	if !done {
 		t.Errorf("the flight did not settle in 8 runs")
 	}
+	// Positive control: the token did work, so the runs above really
+	// talked to the provider with it.
+	if n := c.count(`SELECT count(*) FROM tiles WHERE voting_status = 'uploaded'`); n == 0 {
+		t.Fatalf("no tile uploaded: the runs never used the token")
+	}
 	c.mustRun("status", "-o", "json")
 	c.mustRun("fdr", "tail", "-o", "json")
 	c.run(time.Minute, "upload-pending", "--flight", "leak", "-o", "json", "--log-level", "trace", "--deadline", "10s")
@@ -53,6 +58,8 @@ func TestProviderTokenNeverLeaks(t *testing.T) {
 	c.land("leak2")
 	if r := c.run(time.Minute, "upload-pending", "--flight", "leak2", "-o", "json", "--deadline", "10s"); r.exit == 0 {
 		t.Errorf("upload with a wrong token exited 0")
+	} else if !strings.Contains(r.stderr+r.stdout, "401") && !strings.Contains(r.stderr+r.stdout, "UNAUTHENTICATED") {
+		t.Errorf("upload with a wrong token did not say 401:\n%s", clipped(r.stderr))
 	}
 	stopOther()
 	// An unreachable provider: connection errors must not echo it either.
