@@ -22,42 +22,70 @@ var _ Store = (*MemoryStore)(nil)
 
 const memShards = 64
 
+// memShard maps a key's 64-bit hash to its records. Keying by the hash
+// (computed once per call, also to pick the shard) instead of by the two
+// strings keeps lookups and map growth cheap; records whose hashes collide
+// are chained.
 type memShard struct {
 	mu   sync.Mutex
-	recs map[Key]*memRecord
-	_    [40]byte // keep shards on separate cache lines
+	recs map[uint64]*memRecord
+	_    [48]byte // keep shards on separate cache lines
 }
 
 type memRecord struct {
 	rec  Record
+	out  Outcome // rec.Outcome points here once sealed: one allocation less
 	done chan struct{} // made by the first waiter; closed when rec leaves Live
+	next *memRecord    // another key with the same hash
+}
+
+func (sh *memShard) find(h uint64, k Key) *memRecord {
+	m := sh.recs[h]
+	for m != nil && m.rec.Key != k {
+		m = m.next
+	}
+	return m
+}
+
+func (sh *memShard) remove(h uint64, k Key) {
+	var prev *memRecord
+	for m := sh.recs[h]; m != nil; prev, m = m, m.next {
+		if m.rec.Key != k {
+			continue
+		}
+		switch {
+		case prev != nil:
+			prev.next = m.next
+		case m.next != nil:
+			sh.recs[h] = m.next
+		default:
+			delete(sh.recs, h)
+		}
+		return
+	}
 }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
 	s := &MemoryStore{seed: maphash.MakeSeed()}
 	for i := range s.shards {
-		s.shards[i].recs = make(map[Key]*memRecord)
+		s.shards[i].recs = make(map[uint64]*memRecord)
 	}
 	return s
 }
 
-func (s *MemoryStore) shard(k Key) *memShard {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	h.WriteString(k.Scope)
-	h.WriteByte(0)
-	h.WriteString(k.OpID)
-	return &s.shards[h.Sum64()%memShards]
+func (s *MemoryStore) shard(k Key) (*memShard, uint64) {
+	sum := maphash.Comparable(s.seed, k)
+	return &s.shards[sum%memShards], sum
 }
 
 // Get implements Store.
 func (s *MemoryStore) Get(ctx context.Context, k Key) (Record, error) {
-	sh := s.shard(k)
+	sh, h := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	m, ok := sh.recs[k]
-	if !ok {
+	m := sh.find(h, k)
+	if m == nil {
 		return Record{}, ErrNotFound
 	}
 	return m.rec, nil
@@ -65,16 +93,16 @@ func (s *MemoryStore) Get(ctx context.Context, k Key) (Record, error) {
 
 // Admit implements Store.
 func (s *MemoryStore) Admit(ctx context.Context, a Admission) (Record, bool, error) {
-	sh := s.shard(a.Key)
+	sh, h := s.shard(a.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	m, ok := sh.recs[a.Key]
-	if !ok {
+	m := sh.find(h, a.Key)
+	if m == nil {
 		m = &memRecord{rec: Record{
 			Key: a.Key, Method: a.Method, Fingerprint: a.Fingerprint, Policy: a.Policy,
 			State: StateLive, Gen: 1, ExpiresAt: a.ExpiresAt, UpdatedAt: a.Now,
-		}}
-		sh.recs[a.Key] = m
+		}, next: sh.recs[h]}
+		sh.recs[h] = m
 		return m.rec, true, nil
 	}
 	r := &m.rec
@@ -92,11 +120,11 @@ func (s *MemoryStore) Finish(ctx context.Context, k Key, gen uint64, f Finish) (
 	if err := checkFinish(f); err != nil {
 		return Record{}, err
 	}
-	sh := s.shard(k)
+	sh, h := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	m, ok := sh.recs[k]
-	if !ok {
+	m := sh.find(h, k)
+	if m == nil {
 		return Record{}, ErrNotFound
 	}
 	if m.rec.State != StateLive || m.rec.Gen != gen {
@@ -104,7 +132,8 @@ func (s *MemoryStore) Finish(ctx context.Context, k Key, gen uint64, f Finish) (
 	}
 	m.rec.State, m.rec.ExpiresAt, m.rec.UpdatedAt = f.To, f.ExpiresAt, f.Now
 	if f.To == StateSealed {
-		m.rec.Outcome = f.Outcome
+		m.out = f.Outcome
+		m.rec.Outcome = &m.out
 	}
 	m.wake()
 	return m.rec, nil
@@ -112,11 +141,7 @@ func (s *MemoryStore) Finish(ctx context.Context, k Key, gen uint64, f Finish) (
 
 func checkFinish(f Finish) error {
 	switch f.To {
-	case StateSealed:
-		if f.Outcome == nil {
-			return fmt.Errorf("finish operation: seal without an outcome")
-		}
-	case StateReleased, StateIndeterminate:
+	case StateSealed, StateReleased, StateIndeterminate:
 	default:
 		return fmt.Errorf("finish operation: cannot move a live operation to %s", f.To)
 	}
@@ -132,10 +157,10 @@ func (m *memRecord) wake() {
 
 // Wait implements Store.
 func (s *MemoryStore) Wait(ctx context.Context, k Key, gen uint64) (Record, error) {
-	sh := s.shard(k)
+	sh, h := s.shard(k)
 	sh.mu.Lock()
-	m, ok := sh.recs[k]
-	if !ok {
+	m := sh.find(h, k)
+	if m == nil {
 		sh.mu.Unlock()
 		return Record{}, ErrNotFound
 	}
@@ -163,17 +188,19 @@ func (s *MemoryStore) Recover(ctx context.Context, expiresAt, now time.Time) (in
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, m := range sh.recs {
-			if m.rec.State != StateLive {
-				continue
+		for _, head := range sh.recs {
+			for m := head; m != nil; m = m.next {
+				if m.rec.State != StateLive {
+					continue
+				}
+				m.rec.State = StateReleased
+				if m.rec.Policy.Persist {
+					m.rec.State = StateIndeterminate
+				}
+				m.rec.ExpiresAt, m.rec.UpdatedAt = expiresAt, now
+				m.wake()
+				n++
 			}
-			m.rec.State = StateReleased
-			if m.rec.Policy.Persist {
-				m.rec.State = StateIndeterminate
-			}
-			m.rec.ExpiresAt, m.rec.UpdatedAt = expiresAt, now
-			m.wake()
-			n++
 		}
 		sh.mu.Unlock()
 	}
@@ -186,11 +213,18 @@ func (s *MemoryStore) GC(ctx context.Context, cutoff time.Time) (int, error) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, m := range sh.recs {
-			if m.rec.State != StateLive && m.rec.ExpiresAt.Before(cutoff) {
-				delete(sh.recs, k)
+		var dead []*memRecord
+		for h, head := range sh.recs {
+			for m := head; m != nil; m = m.next {
+				if m.rec.State != StateLive && m.rec.ExpiresAt.Before(cutoff) {
+					dead = append(dead, m)
+				}
+			}
+			for _, m := range dead {
+				sh.remove(h, m.rec.Key)
 				n++
 			}
+			dead = dead[:0]
 		}
 		sh.mu.Unlock()
 	}

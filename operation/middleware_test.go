@@ -449,4 +449,3 @@ func TestFingerprintLeavesBodyReadable(t *testing.T) {
 		t.Fatalf("body after fingerprint %q; fingerprints %s %s", b, fp1, fp2)
 	}
 }
-

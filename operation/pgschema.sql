@@ -21,9 +21,10 @@ CREATE TABLE IF NOT EXISTS operation_records (
     CONSTRAINT operation_records_sealed_check CHECK ((state = 'sealed') = (outcome_status IS NOT NULL))
 );
 
--- GC deletes finished records by expiry; Recover finds the live ones.
+-- GC deletes finished records by expiry. Recover (once per start) scans
+-- the table instead of keeping an index on live rows that every seal would
+-- have to update.
 CREATE INDEX IF NOT EXISTS operation_records_gc_idx ON operation_records (expires_at) WHERE state <> 'live';
-CREATE INDEX IF NOT EXISTS operation_records_live_idx ON operation_records (scope) WHERE state = 'live';
 
 -- Strict client sequencing: the last committed sequence per (scope, client).
 CREATE TABLE IF NOT EXISTS client_sequences (

@@ -20,23 +20,32 @@ func memoryHarness() operationtest.Harness {
 
 // pgHarness shares one database across a run; New empties the tables.
 // Restart opens a new pool, as a restarted process would.
-func pgHarness(t *testing.T) operationtest.Harness {
+// With relaxed, volatile idem writes go through a synchronous_commit=off
+// pool (PGStore.Relaxed), which must not change any answer.
+func pgHarness(t *testing.T, relaxed bool) operationtest.Harness {
 	t.Helper()
 	pool, url := newPGPool(t)
+	open := func(t *testing.T, pool *pgxpool.Pool) operation.Store {
+		s := operation.NewPGStore(pool)
+		if relaxed {
+			s.Relaxed = openPool(t, url, "synchronous_commit", "off")
+		}
+		return s
+	}
 	return operationtest.Harness{
 		New: func(t *testing.T) operation.Store {
 			if _, err := pool.Exec(context.Background(), "TRUNCATE operation_records, client_sequences"); err != nil {
 				t.Fatal(err)
 			}
-			return operation.NewPGStore(pool)
+			return open(t, pool)
 		},
 		Restart: func(t *testing.T, _ operation.Store) operation.Store {
-			return operation.NewPGStore(openPool(t, url))
+			return open(t, openPool(t, url))
 		},
 	}
 }
 
-func newPGPool(t *testing.T) (*pgxpool.Pool, string) {
+func newPGPool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	_, url := pgtest.New(t)
 	pool := openPool(t, url)
@@ -46,11 +55,16 @@ func newPGPool(t *testing.T) (*pgxpool.Pool, string) {
 	return pool, url
 }
 
-func openPool(t *testing.T, url string) *pgxpool.Pool {
+// openPool opens a pool on url; params are runtime parameters, name then
+// value.
+func openPool(t testing.TB, url string, params ...string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(params); i += 2 {
+		cfg.ConnConfig.RuntimeParams[params[i]] = params[i+1]
 	}
 	cfg.MaxConns = 20 // the one-owner test races 16 connections
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -68,5 +82,10 @@ func TestMemoryStoreConformance(t *testing.T) {
 
 func TestPGStoreConformance(t *testing.T) {
 	t.Parallel()
-	operationtest.Run(t, pgHarness(t))
+	operationtest.Run(t, pgHarness(t, false))
+}
+
+func TestPGStoreRelaxedConformance(t *testing.T) {
+	t.Parallel()
+	operationtest.Run(t, pgHarness(t, true))
 }

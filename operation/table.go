@@ -223,7 +223,7 @@ func (t *Table) Cancel(ctx context.Context, k Key) (Record, error) {
 		return rec, nil
 	}
 	now := t.now()
-	rec, err = t.store.Finish(ctx, k, rec.Gen, Finish{To: StateReleased, ExpiresAt: now.Add(t.retention), Now: now})
+	rec, err = t.store.Finish(ctx, k, rec.Gen, Finish{Policy: rec.Policy, To: StateReleased, ExpiresAt: now.Add(t.retention), Now: now})
 	if errors.Is(err, ErrNotOwner) {
 		return rec, nil // lost the race to a seal or another cancel
 	}

@@ -37,7 +37,7 @@ func (tk *Ticket) Record() Record { return tk.rec }
 // returns ErrNotOwner and the record as it now stands: the first transition
 // wins (retry.cancel.race).
 func (tk *Ticket) Seal(ctx context.Context, out Outcome) (Record, error) {
-	return tk.finish(ctx, StateSealed, &out)
+	return tk.finish(ctx, StateSealed, out)
 }
 
 // Release gives the operation up without an outcome because the caller
@@ -48,7 +48,7 @@ func (tk *Ticket) Release(ctx context.Context) error {
 	if tk.rec.Policy.Persist {
 		return nil
 	}
-	_, err := tk.finish(ctx, StateReleased, nil)
+	_, err := tk.finish(ctx, StateReleased, Outcome{})
 	return err
 }
 
@@ -60,17 +60,17 @@ func (tk *Ticket) Abandon(ctx context.Context) error {
 	if tk.rec.Policy.Persist {
 		to = StateIndeterminate
 	}
-	_, err := tk.finish(ctx, to, nil)
+	_, err := tk.finish(ctx, to, Outcome{})
 	return err
 }
 
-func (tk *Ticket) finish(ctx context.Context, to State, out *Outcome) (Record, error) {
+func (tk *Ticket) finish(ctx context.Context, to State, out Outcome) (Record, error) {
 	if !tk.owner {
 		return tk.rec, ErrNotOwner
 	}
 	now := tk.t.now()
 	rec, err := tk.t.store.Finish(ctx, tk.rec.Key, tk.rec.Gen, Finish{
-		To: to, Outcome: out, ExpiresAt: now.Add(tk.t.retention), Now: now,
+		Policy: tk.rec.Policy, To: to, Outcome: out, ExpiresAt: now.Add(tk.t.retention), Now: now,
 	})
 	if errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotFound) {
 		return rec, ErrNotOwner

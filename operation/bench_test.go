@@ -1,0 +1,83 @@
+package operation_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tilectl/tilectl/operation"
+)
+
+var benchOutcome = operation.Outcome{Status: 200, Body: []byte(`{"op_id":"x","results":[]}`)}
+
+func benchAdmitSeal(b *testing.B, store operation.Store, clients int, pol operation.Policy) {
+	table := operation.NewTable(store, operation.TableOptions{})
+	ctx := context.Background()
+	var worker atomic.Int64
+	if clients > 0 {
+		b.SetParallelism((clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		prefix := "bench-" + strconv.FormatInt(worker.Add(1), 10) + "-"
+		buf := make([]byte, 0, 64)
+		for i := 0; pb.Next(); i++ {
+			buf = strconv.AppendInt(append(buf[:0], prefix...), int64(i), 10)
+			tk, err := table.Begin(ctx, operation.Request{Scope: "s", OpID: string(buf), Method: "m", Fingerprint: "f", Policy: pol})
+			if err != nil || !tk.Owner() {
+				b.Fatalf("begin: %v", err)
+			}
+			if _, err := tk.Seal(ctx, benchOutcome); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// BenchmarkMemoryAdmitSeal: admit + seal of new IDs on the in-memory store.
+func BenchmarkMemoryAdmitSeal(b *testing.B) {
+	benchAdmitSeal(b, operation.NewMemoryStore(), 0, operation.Policy{})
+}
+
+// BenchmarkMemoryReplay: a duplicate of a sealed operation.
+func BenchmarkMemoryReplay(b *testing.B) {
+	table := operation.NewTable(operation.NewMemoryStore(), operation.TableOptions{})
+	ctx := context.Background()
+	r := operation.Request{Scope: "s", OpID: "bench-replay-0001", Method: "m", Fingerprint: "f"}
+	tk, _ := table.Begin(ctx, r)
+	if _, err := tk.Seal(ctx, benchOutcome); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tk, err := table.Begin(ctx, r)
+			if err != nil || tk.Owner() || len(tk.Outcome().Body) == 0 {
+				b.Fatal("not a replay")
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// BenchmarkPGAdmitSeal: admit + seal on Postgres from 8 concurrent
+// clients, every write a synchronous commit (persist idem: the policy of a
+// tile batch).
+func BenchmarkPGAdmitSeal(b *testing.B) {
+	pool, _ := newPGPool(b)
+	benchAdmitSeal(b, operation.NewPGStore(pool), 8, operation.Policy{Persist: true, Idem: true})
+}
+
+// BenchmarkPGAdmitSealRelaxed: the same for a volatile idem method with
+// PGStore.Relaxed set (synchronous_commit=off for its writes).
+func BenchmarkPGAdmitSealRelaxed(b *testing.B) {
+	pool, url := newPGPool(b)
+	store := operation.NewPGStore(pool)
+	store.Relaxed = openPool(b, url, "synchronous_commit", "off")
+	benchAdmitSeal(b, store, 8, operation.Policy{Idem: true})
+}
