@@ -130,7 +130,10 @@ func tail(b []byte, n int) []byte {
 type runPlan struct {
 	killAfter  time.Duration // 0: let it finish
 	breakAfter time.Duration // 0: leave its database connections alone
-	hardLimit  time.Duration // killed (and reported hung) past this
+	// breakUntilHit retries the break every 20 ms until it terminates at
+	// least one backend.
+	breakUntilHit bool
+	hardLimit     time.Duration // killed (and reported hung) past this
 }
 
 // runResult is how one tilectl run ended.
@@ -187,6 +190,9 @@ loop:
 			}
 			res.breaks += n
 			breakC = nil
+			if n == 0 && plan.breakUntilHit {
+				breakC = time.After(20 * time.Millisecond)
+			}
 		case <-hard:
 			res.hung = true
 			_ = cmd.Process.Kill()

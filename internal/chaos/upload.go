@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ const runDeadline = 20 * time.Second
 // uploadUntilSettled runs upload-pending, SIGKILLing some runs at seeded
 // random moments and breaking the database connections of others, until a
 // run ends 0 or 3 with nothing pending and no open batch.
-func (s *soak) uploadUntilSettled(ctx context.Context, round int, flight, providerURL string) error {
+func (s *soak) uploadUntilSettled(ctx context.Context, flight, providerURL string) error {
 	env := append(append([]string(nil), s.env...), "TILECTL_PROVIDER_URL="+providerURL)
 	args := []string{"upload-pending", "--flight", flight, "-o", "json",
 		"--batch-size", "6", "--concurrency", "2",
@@ -50,8 +51,14 @@ func (s *soak) uploadUntilSettled(ctx context.Context, round int, flight, provid
 		if run <= alwaysKill || (run <= maxRuns/2 && killRoll < 0.25) {
 			plan.killAfter = killAt
 		}
-		if breakRoll < 0.15 || (s.rep.DBBreaks == 0 && (round > 1 || run > 1)) {
+		if breakRoll < 0.15 {
 			plan.breakAfter = breakAt
+		}
+		if s.rep.DBBreaks == 0 {
+			// Until one break has landed, keep trying every 20 ms of
+			// every run: a fast run may otherwise end before its
+			// break time comes.
+			plan.breakAfter, plan.breakUntilHit = min(breakAt, 50*time.Millisecond), true
 		}
 		res, err := runTilectl(ctx, s.cfg.TilectlBin, env, args, plan, s.dbs.breakClientConnections)
 		if err != nil {
@@ -80,6 +87,13 @@ func (s *soak) uploadUntilSettled(ctx context.Context, round int, flight, provid
 			fmt.Fprintf(s.cfg.Log, "          %s\n", lastLine(res.stderr))
 			continue
 		}
+		var report struct {
+			FlightID string `json:"flight_id"`
+			Outcome  string `json:"outcome"`
+		}
+		err = json.Unmarshal(res.stdout, &report)
+		s.chk.check("json-output-parses", err == nil && report.Outcome != "",
+			"upload-pending -o json (exit %d) printed %q: %v", res.exit, tail(res.stdout, 300), err)
 		left, err := s.workLeft(ctx, flight)
 		if err != nil {
 			return err
