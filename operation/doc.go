@@ -33,8 +33,9 @@
 //     Absent.
 //   - A record is replayed for Retention after it leaves Live and kept
 //     GCMargin longer, answering ErrExpired; Live records are never
-//     collected; a UUIDv7 ID older than Retention with no record is also
-//     ErrExpired, never admitted as new.
+//     collected; with TableOptions.IssuedAt (e.g. UUIDv7IssuedAt), an ID
+//     minted before the window with no record left is also ErrExpired,
+//     never admitted as new.
 //
 // IdempotencyMiddleware and OperationStateHandler put the table on HTTP;
 // Sequencer, SequenceMiddleware and ClientStateHandler do strict client

@@ -34,7 +34,7 @@ type memShard struct {
 
 type memRecord struct {
 	rec  Record
-	out  Outcome // rec.Outcome points here once sealed: one allocation less
+	out  Outcome       // rec.Outcome points here once sealed: one allocation less
 	done chan struct{} // made by the first waiter; closed when rec leaves Live
 	next *memRecord    // another key with the same hash
 }

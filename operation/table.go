@@ -26,8 +26,11 @@ type TableOptions struct {
 	Now func() time.Time
 	// IssuedAt recognises when an ID was minted, so an ID whose record was
 	// already collected is still rejected as expired (retry.gc.fail-closed)
-	// rather than admitted as new. Default: the timestamp of a UUIDv7 ID;
-	// other IDs are not recognised.
+	// rather than admitted as new. Default nil: IDs carry no time, and only
+	// records (kept Retention + GCMargin) recognise expiry. UUIDv7IssuedAt
+	// reads a UUIDv7's timestamp; it is opt-in because a client whose clock
+	// is far behind (an RTC reset to 1970) would have every new ID
+	// rejected as expired.
 	IssuedAt func(opID string) (time.Time, bool)
 }
 
@@ -54,7 +57,7 @@ func NewTable(s Store, o TableOptions) *Table {
 		t.now = time.Now
 	}
 	if t.issuedAt == nil {
-		t.issuedAt = uuidV7Time
+		t.issuedAt = func(string) (time.Time, bool) { return time.Time{}, false }
 	}
 	return t
 }
@@ -65,8 +68,9 @@ func (t *Table) Store() Store { return t.store }
 // Retention returns the table's retry window.
 func (t *Table) Retention() time.Duration { return t.retention }
 
-// uuidV7Time reads the millisecond timestamp of a UUIDv7.
-func uuidV7Time(id string) (time.Time, bool) {
+// UUIDv7IssuedAt reads the millisecond timestamp of a UUIDv7 ID, for
+// TableOptions.IssuedAt; other IDs are not recognised.
+func UUIDv7IssuedAt(id string) (time.Time, bool) {
 	u, err := uuid.Parse(id)
 	if err != nil || u.Version() != 7 {
 		return time.Time{}, false

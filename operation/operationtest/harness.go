@@ -73,7 +73,8 @@ func newEnv(t *testing.T, h Harness) *env {
 }
 
 func (e *env) newTable(s operation.Store) *operation.Table {
-	return operation.NewTable(s, operation.TableOptions{Retention: retention, GCMargin: margin, Now: e.clock.Now})
+	return operation.NewTable(s, operation.TableOptions{Retention: retention, GCMargin: margin, Now: e.clock.Now,
+		IssuedAt: operation.UUIDv7IssuedAt})
 }
 
 // restart simulates a process restart: a new table over the restarted
