@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -60,7 +61,7 @@ func freeAddr() (string, error) {
 type providerProc struct {
 	cmd    *exec.Cmd
 	base   string
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	done   chan struct{}
 	err    error
 }
@@ -69,7 +70,7 @@ func startProvider(ctx context.Context, bin string, args []string, base, token s
 	cmd := exec.Command(bin, args...)
 	// The token goes in the environment: flags show up in ps.
 	cmd.Env = append(os.Environ(), "TILEPROVIDER_TOKEN="+token)
-	p := &providerProc{cmd: cmd, base: base, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &providerProc{cmd: cmd, base: base, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
@@ -216,4 +217,23 @@ loop:
 		res.killed = false
 	}
 	return res, nil
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Bytes returns a copy of what was written so far.
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf.Bytes()...)
 }

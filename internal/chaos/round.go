@@ -108,7 +108,7 @@ func (s *soak) round(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	runErr := s.uploadUntilSettled(ctx, flight, prov.base)
+	runErr := s.uploadUntilSettled(ctx, flight, prov)
 	faults, scrapeErr := scrapeFaults(ctx, prov.base, s.token)
 	prov.stop()
 	if runErr != nil {

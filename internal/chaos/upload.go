@@ -25,8 +25,8 @@ const runDeadline = 20 * time.Second
 // uploadUntilSettled runs upload-pending, SIGKILLing some runs at seeded
 // random moments and breaking the database connections of others, until a
 // run ends 0 or 3 with nothing pending and no open batch.
-func (s *soak) uploadUntilSettled(ctx context.Context, flight, providerURL string) error {
-	env := append(append([]string(nil), s.env...), "TILECTL_PROVIDER_URL="+providerURL)
+func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *providerProc) error {
+	env := append(append([]string(nil), s.env...), "TILECTL_PROVIDER_URL="+prov.base)
 	args := []string{"upload-pending", "--flight", flight, "-o", "json",
 		"--batch-size", "6", "--concurrency", "2",
 		"--backoff-base", "10ms", "--backoff-cap", "50ms",
@@ -63,6 +63,11 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight, providerURL strin
 		res, err := runTilectl(ctx, s.cfg.TilectlBin, env, args, plan, s.dbs.breakClientConnections)
 		if err != nil {
 			return err
+		}
+		select {
+		case <-prov.done:
+			return fmt.Errorf("the provider exited during the round (%v):\n%s", prov.err, tail(prov.stderr.Bytes(), 2000))
+		default:
 		}
 		s.rep.Runs++
 		s.rep.DBBreaks += res.breaks
