@@ -21,6 +21,7 @@ const (
 	invAmbiguousSettle = "ambiguous-batch-settled-under-its-key"
 	invSealedSettled   = "provider-sealed-batch-settled-by-client"
 	invNoOpenBatch     = "no-open-batch-after-round"
+	invVictimGivenUp   = "damaged-or-poison-tile-given-up"
 )
 
 // checker evaluates invariants and tallies them.
@@ -75,10 +76,13 @@ func rejectedBy(members []string, body []byte) (map[string]bool, error) {
 
 // roundFacts is everything one round's checks look at.
 type roundFacts struct {
-	FlightID     string
-	Client       clientView
-	Provider     providerView
-	Faults       faultStats
+	FlightID string
+	Client   clientView
+	Provider providerView
+	Faults   faultStats
+	// Victims are tiles whose blob was damaged on disk or that the
+	// provider always rejects: no answer can accept them.
+	Victims      []string
 	SealedOK     []string          // every op the provider sealed with 200
 	JournalState map[string]string // every op in tilectl's journal -> state
 }
@@ -181,6 +185,11 @@ func (c *checker) checkRound(f roundFacts) {
 			"FDR has %d give-up record(s) for tile %s, which is %q", n, id, t.Status)
 	}
 
+	for _, id := range f.Victims {
+		t := cl.Tiles[id]
+		c.check(invVictimGivenUp, t.Status == "upload_giveup" && t.Attempts >= 1,
+			"tile %s can never be accepted but ended %q after %d attempt(s)", id, t.Status, t.Attempts)
+	}
 	c.check(invNoConflict, f.Faults.Conflicts == 0, "the provider answered IDEMPOTENCY_CONFLICT %d time(s)", f.Faults.Conflicts)
 	for _, kind := range []string{"drop_after_store", "cut_body"} {
 		for _, op := range f.Faults.OpsByKind[kind] {

@@ -13,6 +13,7 @@ func i32(v int32) *int32 { return &v }
 func cleanFacts() roundFacts {
 	return roundFacts{
 		FlightID: "f1",
+		Victims:  []string{"t2"},
 		Client: clientView{
 			Tiles: map[string]clientTile{
 				"t1": {ID: "t1", SHA256: "a1", Status: "uploaded"},
@@ -70,7 +71,7 @@ func TestCheckRoundPassesACleanRound(t *testing.T) {
 		t.Fatalf("violations on a clean round: %v", c.violations)
 	}
 	for _, inv := range []string{invStoredOnce, invTerminal, invUploadedHeld, invAttempts, invRejectionsMatch,
-		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch} {
+		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp} {
 		if c.checked[inv] == 0 {
 			t.Errorf("invariant %s was never evaluated", inv)
 		}
@@ -106,6 +107,7 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 		{"provider saw a conflict", func(f *roundFacts) { f.Faults.Conflicts = 1 }, invNoConflict},
 		{"ambiguous batch replaced", func(f *roundFacts) { f.JournalState["op1"] = "failed" }, invAmbiguousSettle},
 		{"sealed op unknown to the client", func(f *roundFacts) { f.SealedOK = append(f.SealedOK, "op9") }, invSealedSettled},
+		{"poison tile uploaded", func(f *roundFacts) { f.Victims = append(f.Victims, "t1") }, invVictimGivenUp},
 		{"batch left open", func(f *roundFacts) { f.Client.Batches[1].State = "open" }, invNoOpenBatch},
 	}
 	for _, tc := range cases {

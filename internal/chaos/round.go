@@ -120,7 +120,11 @@ func (s *soak) round(ctx context.Context, n int) error {
 	for k, v := range faults.ByKind {
 		s.rep.Faults[k] += v
 	}
-	return s.checkRound(ctx, flight, faults)
+	victims := poisonIDs
+	for _, t := range corrupt {
+		victims = append(victims, t.ID)
+	}
+	return s.checkRound(ctx, flight, faults, victims)
 }
 
 // landAndList marks the flight on_ground (the aircraft landed: that is the
