@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -185,6 +186,8 @@ func (c *checker) checkRound(f roundFacts) {
 			"FDR has %d give-up record(s) for tile %s, which is %q", n, id, t.Status)
 	}
 
+	c.check("provider-metrics-agree-with-ledger", maps.Equal(f.Faults.ByKind, f.Faults.MetricsByKind),
+		"the provider's ledger counts faults %v, its /metrics %v", f.Faults.ByKind, f.Faults.MetricsByKind)
 	for _, id := range f.Victims {
 		t := cl.Tiles[id]
 		c.check(invVictimGivenUp, t.Status == "upload_giveup" && t.Attempts >= 1,

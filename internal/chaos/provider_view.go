@@ -96,8 +96,8 @@ func loadProviderView(ctx context.Context, dbURL, flightID string, opIDs []strin
 	return v, nil
 }
 
-// sealedOps lists every operation the provider sealed with a 200 for
-// flight's batches, whether or not tilectl's journal knows the ID.
+// sealedOKOps lists every operation the provider sealed with a 200, of any
+// flight, whether or not tilectl's journal knows the ID.
 func sealedOKOps(ctx context.Context, dbURL string) ([]string, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
