@@ -205,7 +205,8 @@ func runOwner(ctx context.Context, t *Table, o MiddlewareOptions, tk *Ticket, ne
 func writeOutcome(w http.ResponseWriter, out Outcome, replayed bool) {
 	h := w.Header()
 	for k, v := range out.Header {
-		h[k] = v
+		// A copy: the sealed header is shared with every later replay.
+		h[k] = append([]string(nil), v...)
 	}
 	if replayed {
 		h.Set(HeaderIdempotentReplayed, "true")
