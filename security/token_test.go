@@ -3,6 +3,7 @@ package security
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -65,6 +66,28 @@ func TestProviderTokenNeverLeaks(t *testing.T) {
 	// An unreachable provider: connection errors must not echo it either.
 	c.env = append(c.env, "TILECTL_PROVIDER_URL=http://127.0.0.1:1")
 	c.run(time.Minute, "upload-pending", "--flight", "leak2", "-o", "json", "--deadline", "5s")
+
+	// The token from a file, and from a config file that is wrong in ways
+	// whose errors might quote the line holding it.
+	tokDir := t.TempDir()
+	tokFile := filepath.Join(tokDir, "token")
+	if err := os.WriteFile(tokFile, []byte(leakToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.run(time.Minute, "upload-pending", "--flight", "leak2", "-o", "json", "--deadline", "5s", "--provider-token-file", tokFile)
+	for i, yml := range []string{
+		"provider_token: " + leakToken + "\nbogus_key: 1\n",
+		"provider_token: [" + leakToken + "\n",
+		"provider_token:\n  nested: " + leakToken + "\n",
+	} {
+		cfgFile := filepath.Join(tokDir, fmt.Sprintf("bad%d.yaml", i))
+		if err := os.WriteFile(cfgFile, []byte(yml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := c.run(time.Minute, "status", "-o", "json", "--config", cfgFile); r.exit == 0 {
+			t.Errorf("a broken config file (%d) was accepted", i)
+		}
+	}
 
 	for _, r := range c.outputs {
 		for stream, text := range map[string]string{"stdout": r.stdout, "stderr": r.stderr} {
