@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +72,16 @@ func childMain() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
+	}
+	if os.Getenv("CHILD_REPORT_HWM") != "" {
+		// The child's own high-water mark: rusage's Maxrss would include
+		// the parent's memory the child shared before exec.
+		st, _ := os.ReadFile("/proc/self/status")
+		for _, line := range strings.Split(string(st), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				fmt.Fprintf(os.Stderr, "vmhwm_kb=%s\n", strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			}
+		}
 	}
 	if rep.Pending > 0 {
 		return 4
