@@ -85,6 +85,7 @@ type Report struct {
 	DBBreaks   int         // tilectl database backends terminated mid-run
 	ExitCodes  map[int]int // exit code -> runs (killed runs not included)
 	Faults     map[string]int
+	Replays    int            // answers the provider replayed for a known key
 	Checked    map[string]int // invariant -> evaluations
 	Violations []string
 	Uploaded   int

@@ -118,6 +118,7 @@ type faultStats struct {
 	MetricsByKind map[string]int      // from /metrics, to cross-check
 	OpsByKind     map[string][]string // fault kind -> op IDs, when the ledger attributes them
 	Conflicts     int                 // 422 answers on the batch route
+	Replays       int                 // answers replayed for a known key
 }
 
 func scrapeFaults(ctx context.Context, base, token string) (faultStats, error) {
@@ -143,6 +144,9 @@ func scrapeFaults(ctx context.Context, base, token string) (faultStats, error) {
 		// IDEMPOTENCY_CONFLICT and IDEMPOTENCY_EXPIRED; neither may happen.
 		if name == "tileprovider_requests_total" && labels["route"] == "tiles.batch" && labels["status"] == "422" {
 			fs.Conflicts += int(value)
+		}
+		if name == "tileprovider_replays_total" {
+			fs.Replays += int(value)
 		}
 	}
 	ledger, err := get(ctx, base+"/debug/ledger", token)

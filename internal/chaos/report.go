@@ -32,6 +32,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, v := range r.Checked {
 		checks += v
 	}
+	row("answers replayed by the provider", r.Replays)
 	row("invariants checked", fmt.Sprintf("%d kinds, %d evaluations", len(r.Checked), checks))
 	for _, k := range sortedKeys(r.Checked) {
 		row("  "+k, r.Checked[k])

@@ -120,6 +120,7 @@ func (s *soak) round(ctx context.Context, n int) error {
 	for k, v := range faults.ByKind {
 		s.rep.Faults[k] += v
 	}
+	s.rep.Replays += faults.Replays
 	victims := poisonIDs
 	for _, t := range corrupt {
 		victims = append(victims, t.ID)
