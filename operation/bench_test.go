@@ -81,3 +81,25 @@ func BenchmarkPGAdmitSealRelaxed(b *testing.B) {
 	store.Relaxed = openPool(b, url, "synchronous_commit", "off")
 	benchAdmitSeal(b, store, 8, operation.Policy{Idem: true})
 }
+
+// BenchmarkPGBaselineCommit is the reference for BenchmarkPGAdmitSeal: one
+// single-row INSERT per synchronous commit from 8 clients, the server's
+// commit rate. An admit+seal is two such commits.
+func BenchmarkPGBaselineCommit(b *testing.B) {
+	pool, _ := newPGPool(b)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "CREATE TABLE bench_commit (id BIGINT PRIMARY KEY)"); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.SetParallelism((8 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := pool.Exec(ctx, "INSERT INTO bench_commit VALUES ($1)", next.Add(1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}
