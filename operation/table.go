@@ -258,3 +258,20 @@ func (t *Table) GC(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// CollectEvery runs GC on every tick until ctx ends (pass a
+// time.Ticker's C). report, when not nil, is told each run's count and
+// error; a failed run is retried on the next tick.
+func (t *Table) CollectEvery(ctx context.Context, tick <-chan time.Time, report func(n int, err error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			n, err := t.GC(ctx)
+			if report != nil {
+				report(n, err)
+			}
+		}
+	}
+}

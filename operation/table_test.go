@@ -32,3 +32,40 @@ func TestDefaultTableAdmitsIDsFromSkewedClocks(t *testing.T) {
 		t.Fatal("a non-UUID was recognised")
 	}
 }
+
+// TestCollectEveryRunsGCOnEachTick: retry.gc.ttl, driven by a ticker.
+func TestCollectEveryRunsGCOnEachTick(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	clock := operationtest.NewClock()
+	table := operation.NewTable(operation.NewMemoryStore(), operation.TableOptions{Retention: time.Hour, GCMargin: time.Hour, Now: clock.Now})
+	tk, err := table.Begin(ctx, operation.Request{OpID: "op-collect-00001", Method: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk.Seal(ctx, operation.Outcome{Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	tick := make(chan time.Time)
+	counts := make(chan int)
+	done := make(chan struct{})
+	go func() {
+		table.CollectEvery(ctx, tick, func(n int, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			counts <- n
+		})
+		close(done)
+	}()
+	tick <- time.Time{}
+	if n := <-counts; n != 0 {
+		t.Fatalf("collected %d records inside the window", n)
+	}
+	clock.Advance(2*time.Hour + time.Second)
+	tick <- time.Time{}
+	if n := <-counts; n != 1 {
+		t.Fatalf("collected %d records past retention+margin, want 1", n)
+	}
+	cancel()
+	<-done
+}
