@@ -37,6 +37,15 @@
 //     minted before the window with no record left is also ErrExpired,
 //     never admitted as new.
 //
+// Stores: MemoryStore keeps records for the life of the process (sharded
+// maps; duplicates wait on channels). PGStore keeps them in
+// operation_records (EnsureSchema); admit and every transition are one
+// statement and one synchronous commit, so a persist operation is never
+// reported Sealed before its outcome is durable; duplicates wait by
+// polling the row with backoff (see PGStore for why not LISTEN/NOTIFY);
+// PGStore.Relaxed optionally takes volatile idem writes off the fsync path.
+// Table.Recover runs once at start; Table.GC (or CollectEvery) collects.
+//
 // IdempotencyMiddleware and OperationStateHandler put the table on HTTP;
 // Sequencer, SequenceMiddleware and ClientStateHandler do strict client
 // sequencing (one sequence per batch, gaps rejected, duplicates replayed
