@@ -19,17 +19,21 @@ func memoryHarness() operationtest.Harness {
 }
 
 // pgHarness shares one database across a run; New empties the tables.
-// Restart opens a new pool, as a restarted process would.
-// With relaxed, volatile idem writes go through a synchronous_commit=off
-// pool (PGStore.Relaxed), which must not change any answer.
+// Restart opens a new PGStore, as a restarted process would, on the same
+// pool: the store keeps no session state, and a pool per restart would
+// exhaust the server's connections in long model runs. With relaxed,
+// volatile idem writes go through a synchronous_commit=off pool
+// (PGStore.Relaxed), which must not change any answer.
 func pgHarness(t *testing.T, relaxed bool) operationtest.Harness {
 	t.Helper()
 	pool, url := newPGPool(t)
-	open := func(t *testing.T, pool *pgxpool.Pool) operation.Store {
+	var relaxedPool *pgxpool.Pool
+	if relaxed {
+		relaxedPool = openPool(t, url, "synchronous_commit", "off")
+	}
+	open := func() operation.Store {
 		s := operation.NewPGStore(pool)
-		if relaxed {
-			s.Relaxed = openPool(t, url, "synchronous_commit", "off")
-		}
+		s.Relaxed = relaxedPool
 		return s
 	}
 	return operationtest.Harness{
@@ -37,11 +41,9 @@ func pgHarness(t *testing.T, relaxed bool) operationtest.Harness {
 			if _, err := pool.Exec(context.Background(), "TRUNCATE operation_records, client_sequences"); err != nil {
 				t.Fatal(err)
 			}
-			return open(t, pool)
+			return open()
 		},
-		Restart: func(t *testing.T, _ operation.Store) operation.Store {
-			return open(t, openPool(t, url))
-		},
+		Restart: func(*testing.T, operation.Store) operation.Store { return open() },
 	}
 }
 
