@@ -12,7 +12,7 @@ import (
 const (
 	hostileDeadline = 3 * time.Second
 	// hostileMargin covers process start, the database and shutdown.
-	hostileMargin = 5 * time.Second
+	hostileMargin = 7 * time.Second
 	// maxRSS bounds the peak resident memory of a run; the hostile bodies
 	// are far larger, so reading one whole would blow through it.
 	maxRSS = 200 << 20
