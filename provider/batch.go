@@ -16,6 +16,10 @@ import (
 	"github.com/tilectl/tilectl/operation"
 )
 
+// manifestTile is one manifest entry as provider-api.md defines it. The
+// uploader declares its own copy on purpose: the reference provider is an
+// independent reading of the contract, so a shared type could not catch a
+// field that both sides get wrong the same way.
 type manifestTile struct {
 	TileID      string `json:"tile_id"`
 	Z           int    `json:"z"`
