@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -125,8 +124,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			fmt.Fprintf(cfg.Log, "warning: %v\n", err)
 		}
 	}()
-	s := &soak{cfg: cfg, dbs: dbs, rep: rep, chk: newChecker(),
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x7469_6c65_6368_616f))}
+	s := &soak{cfg: cfg, dbs: dbs, rep: rep, chk: newChecker()}
 	if err := s.setup(ctx); err != nil {
 		return nil, err
 	}

@@ -76,6 +76,9 @@ func (s *soak) tilectl(ctx context.Context, args ...string) ([]byte, error) {
 }
 
 func (s *soak) round(ctx context.Context, n int) error {
+	// Each round has its own stream, so a round's flight, victims and
+	// schedule do not depend on how many runs earlier rounds needed.
+	s.rng = mrand.New(mrand.NewPCG(s.cfg.Seed, uint64(n)))
 	flight := fmt.Sprintf("chaos-s%d-r%02d", s.cfg.Seed, n)
 	dir := filepath.Join(s.cfg.WorkDir, "flights", flight)
 	if err := writeFlightDir(dir, s.cfg.Tiles, s.rng); err != nil {
