@@ -57,6 +57,8 @@ type HTTPOptions struct {
 	// replaced by one that refuses redirects. Default: a pooled client.
 	HTTPClient *http.Client
 	// InsecureSkipVerify turns TLS certificate checks off (logs a warning).
+	// It applies to the default client only: an HTTPClient brings its own
+	// TLS settings.
 	InsecureSkipVerify bool
 	// RequestTimeout bounds one attempt, answer included. Default 60s.
 	RequestTimeout time.Duration
