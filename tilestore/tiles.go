@@ -142,3 +142,20 @@ ON CONFLICT (tile_id) DO NOTHING`)
 	}
 	return inserted, nil
 }
+
+// TilesByID returns the tiles among ids that exist, in tile_id order;
+// unknown IDs are left out (callers that need them all compare lengths).
+func (s *Store) TilesByID(ctx context.Context, ids []string) ([]Tile, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+tileColumns+` FROM tiles WHERE tile_id = ANY($1) ORDER BY tile_id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read %d tiles by id: %w", len(ids), err)
+	}
+	tiles, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tile, error) { return scanTile(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read %d tiles by id: %w", len(ids), err)
+	}
+	return tiles, nil
+}

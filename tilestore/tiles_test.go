@@ -99,3 +99,26 @@ func TestInsertTilesOfUnknownFlightIsFlightNotFound(t *testing.T) {
 		t.Errorf("%d tiles of F1 were written despite the error", tiles)
 	}
 }
+
+func TestTilesByIDReturnsKnownTilesWhateverTheirStatusAndSkipsUnknown(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	seedFlight(t, s, "F1", 0)
+	if _, err := s.InsertTiles(ctx, []tilestore.Tile{tile("F1", 0), tile("F1", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkUploaded(ctx, []string{tile("F1", 1).ID}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.TilesByID(ctx, []string{tile("F1", 1).ID, "F1-no-such-tile", tile("F1", 0).ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != tile("F1", 0).ID || got[1].ID != tile("F1", 1).ID {
+		t.Fatalf("TilesByID = %+v, want tiles 0 and 1 in id order", got)
+	}
+	if got[1].VotingStatus != tilestore.StatusUploaded || got[0].SHA256 != tile("F1", 0).SHA256 {
+		t.Errorf("fields not read back: %+v", got)
+	}
+}
