@@ -1,0 +1,1 @@
+ALTER TABLE tiles RESET (fillfactor);
