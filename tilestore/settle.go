@@ -29,6 +29,8 @@ func validateRejection(r Rejection) error {
 // the commit is repaired by settling again. A settlement that names tiles
 // outside the batch changes nothing and returns a *NonMemberError; one for
 // a failed batch returns ErrBatchNotOpen; an unknown batch ErrBatchNotFound.
+// Its commit does not wait for the disk (see inRelaxedTx): a settlement lost
+// in a crash leaves the batch open, to be settled again.
 func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	if st.OpID == "" {
 		return errors.New("settle batch: operation ID is empty")
@@ -52,7 +54,9 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		rejIDs[i], reasons[i], messages[i] = r.TileID, r.Reason, r.Message
 	}
 
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	// Relaxed durability: a settlement lost in a crash leaves the batch open,
+	// and the next run settles it again from the provider's replay.
+	err := s.inRelaxedTx(ctx, func(tx pgx.Tx) error {
 		var state string
 		var members []string
 		err := tx.QueryRow(ctx, `SELECT state, tile_ids FROM upload_batches WHERE op_id = $1 FOR UPDATE`,

@@ -153,3 +153,19 @@ func redactErr(err error, pw string) error {
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, fn)
 }
+
+// inRelaxedTx is inTx with synchronous_commit off: the commit returns
+// before its WAL reaches disk. Only for writes that a crash may lose
+// because they are re-derived: settling a batch (the batch stays open, the
+// next run resends its key and the provider replays the answer; rejections
+// are keyed by (op_id, tile_id)) and counting sends. A later synchronous
+// commit, such as CountRejections', makes every earlier one durable, since
+// WAL is flushed in order.
+func (s *Store) inRelaxedTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}

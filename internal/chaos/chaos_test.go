@@ -36,7 +36,7 @@ func TestChaosShortKeepsEveryInvariant(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Config{Seed: seed, Rounds: 2, Tiles: 20, TilectlBin: tc, ProviderBin: tp,
+	rep, err := Run(ctx, Config{Seed: seed, Rounds: 2, Tiles: 20, FaultRate: 0.4, TilectlBin: tc, ProviderBin: tp,
 		WorkDir: t.TempDir(), Log: testLog{t}})
 	if err != nil {
 		t.Fatalf("soak (SEED=%d): %v", seed, err)

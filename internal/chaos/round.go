@@ -32,6 +32,9 @@ type soak struct {
 	fdr   string
 	store string
 	env   []string
+	// runTime is the longest a finished run took (at least 1.2 s): kill
+	// moments are drawn within it.
+	runTime time.Duration
 }
 
 func (s *soak) setup(ctx context.Context) error {
@@ -40,6 +43,7 @@ func (s *soak) setup(ctx context.Context) error {
 		return fmt.Errorf("make provider token: %w", err)
 	}
 	s.token = "chaos-" + hex.EncodeToString(b)
+	s.runTime = 1200 * time.Millisecond
 	s.cache = filepath.Join(s.cfg.WorkDir, "cache")
 	s.fdr = filepath.Join(s.cfg.WorkDir, "fdr.ring")
 	s.store = filepath.Join(s.cfg.WorkDir, "provider-storage")

@@ -33,10 +33,11 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *prov
 		"--max-per-tile-attempts", "3",
 		"--deadline", runDeadline.String()}
 	maxRuns := s.cfg.MaxRunsPerRound
-	// The first 1-3 runs of a round are always killed (if they have not
-	// finished by then); later ones in the first half of the budget
+	// Each round lands 1-3 kills first: runs are killed until that many
+	// died mid-run (a run that finished before its kill time does not
+	// count). Later runs in the first half of the budget are killed
 	// sometimes; none in the second half, so every round converges.
-	alwaysKill := 1 + s.rng.IntN(3)
+	wantKills, landed := 1+s.rng.IntN(3), 0
 	for run := 1; ; run++ {
 		if run > maxRuns {
 			s.chk.check("round-settles-within-max-runs", false,
@@ -46,10 +47,13 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *prov
 		plan := runPlan{hardLimit: runDeadline + 15*time.Second}
 		// Draw every choice each run, used or not, so the sequence of
 		// draws does not depend on what earlier runs did.
-		killRoll, killAt := s.rng.Float64(), time.Duration(5+s.rng.IntN(1200))*time.Millisecond
+		killRoll, killFrac := s.rng.Float64(), s.rng.Float64()
 		breakRoll, breakAt := s.rng.Float64(), time.Duration(20+s.rng.IntN(400))*time.Millisecond
-		if run <= alwaysKill || (run <= maxRuns/2 && killRoll < 0.25) {
-			plan.killAfter = killAt
+		if run <= maxRuns/2 && (landed < wantKills || killRoll < 0.25) {
+			// A random moment within the longest whole run so far, so
+			// kills fall anywhere in a run; one that comes too late
+			// does not count and the next run is killed instead.
+			plan.killAfter = 5*time.Millisecond + time.Duration(killFrac*float64(s.runTime))
 		}
 		if breakRoll < 0.15 {
 			plan.breakAfter = breakAt
@@ -73,8 +77,12 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *prov
 		s.rep.DBBreaks += res.breaks
 		if res.killed {
 			s.rep.Kills++
+			landed++
 		} else {
 			s.rep.ExitCodes[res.exit]++
+			if res.exit == exitOK || res.exit == exitPartial {
+				s.runTime = max(s.runTime, res.took)
+			}
 		}
 		fmt.Fprintf(s.cfg.Log, "  run %2d: exit %3d killed=%-5v breaks=%d %v\n", run, res.exit, res.killed, res.breaks, res.took.Round(time.Millisecond))
 		s.chk.check("run-ends-by-its-deadline", !res.hung, "an upload-pending run of %s was still going %v after start", flight, plan.hardLimit)
