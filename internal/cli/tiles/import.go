@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -110,14 +111,14 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 		sum.Invalid = []Problem{}
 	}
 	for _, p := range problems {
-		fmt.Fprintf(opts.IO.ErrOut, "invalid: %s: %s\n", p.Path, p.Reason)
+		fmt.Fprintf(opts.IO.ErrOut, "invalid: %q: %s\n", p.Path, p.Reason)
 	}
 	if len(problems) > 0 && !opts.SkipInvalid {
 		return fmt.Errorf("%d invalid file(s) under %s; nothing was imported "+
 			"(fix them, or pass --skip-invalid to import the rest)", len(problems), opts.Dir)
 	}
 	if len(tiles) == 0 && len(problems) == 0 {
-		return fmt.Errorf("no tiles under %s (the layout is %s)", opts.Dir, layout)
+		return fmt.Errorf("no tiles under %q (the layout is %s)", opts.Dir, layout)
 	}
 	sum.Skipped = len(problems)
 
@@ -185,7 +186,7 @@ func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Stor
 		if sha, ok := existing[ids[i]]; ok {
 			present++
 			if sha != t.SHA256 {
-				fmt.Fprintf(opts.IO.ErrOut, "warning: %s: tile %s is already imported with different content; kept the imported one\n",
+				fmt.Fprintf(opts.IO.ErrOut, "warning: %q: tile %s is already imported with different content; kept the imported one\n",
 					t.Path, ids[i])
 			}
 			continue
@@ -224,17 +225,17 @@ func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Stor
 
 func copyBlob(flightID, id string, t found, blobs *tilestore.BlobStore) (tilestore.Tile, error) {
 	rel := fmt.Sprintf("%s/%d/%d/%d.%s", flightID, t.Z, t.X, t.Y, t.Ext)
-	f, err := os.Open(t.Path)
+	f, err := os.OpenFile(t.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return tilestore.Tile{}, fmt.Errorf("import %s: %w", t.Path, err)
+		return tilestore.Tile{}, fmt.Errorf("import %q: %w", t.Path, err)
 	}
 	defer f.Close()
 	size, sha, err := blobs.PutDeferred(rel, f)
 	if err != nil {
-		return tilestore.Tile{}, fmt.Errorf("copy %s into the cache: %w", t.Path, err)
+		return tilestore.Tile{}, fmt.Errorf("copy %q into the cache: %w", t.Path, err)
 	}
 	if sha != t.SHA256 || size != t.Size {
-		return tilestore.Tile{}, fmt.Errorf("import %s: the file changed while it was being imported; run the import again", t.Path)
+		return tilestore.Tile{}, fmt.Errorf("import %q: the file changed while it was being imported; run the import again", t.Path)
 	}
 	return tilestore.Tile{
 		ID: id, FlightID: flightID, Z: t.Z, X: t.X, Y: t.Y,

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -57,7 +58,7 @@ func scan(ctx context.Context, dir string) ([]found, []Problem, error) {
 		return nil, nil, fmt.Errorf("import directory: %w", err)
 	}
 	if !info.IsDir() {
-		return nil, nil, fmt.Errorf("import directory %s is not a directory", dir)
+		return nil, nil, fmt.Errorf("import directory %q is not a directory", dir)
 	}
 	var (
 		tiles    []found
@@ -84,6 +85,12 @@ func scan(ctx context.Context, dir string) ([]found, []Problem, error) {
 			}
 			return nil
 		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// WalkDir does not follow links; neither may the import, or a
+			// link could pull a file from anywhere into the cache.
+			problems = append(problems, Problem{path, "is a symbolic link: tiles are imported only from regular files inside the directory"})
+			return nil
+		}
 		rel, _ := filepath.Rel(dir, path)
 		parts := strings.Split(filepath.ToSlash(rel), "/")
 		if d.IsDir() {
@@ -100,7 +107,7 @@ func scan(ctx context.Context, dir string) ([]found, []Problem, error) {
 		}
 		key := [3]int64{int64(t.Z), t.X, t.Y}
 		if first, dup := seen[key]; dup {
-			problems = append(problems, Problem{path, fmt.Sprintf("same tile z=%d x=%d y=%d as %s", t.Z, t.X, t.Y, first)})
+			problems = append(problems, Problem{path, fmt.Sprintf("same tile z=%d x=%d y=%d as %q", t.Z, t.X, t.Y, first)})
 			return nil
 		}
 		seen[key] = path
@@ -108,7 +115,7 @@ func scan(ctx context.Context, dir string) ([]found, []Problem, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("scan %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("scan %q: %w", dir, err)
 	}
 	return tiles, problems, nil
 }
@@ -166,7 +173,8 @@ func coordinate(s string) (int64, error) {
 
 // readContent checks the image type and records size, hash and mtime.
 func (t *found) readContent() string {
-	f, err := os.Open(t.Path)
+	// O_NOFOLLOW: a file swapped for a link after the walk is refused too.
+	f, err := os.OpenFile(t.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return "unreadable: " + errText(err)
 	}
