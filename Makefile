@@ -18,7 +18,7 @@ define with_pg
 	$(1)
 endef
 
-.PHONY: all help build test lint demo bench fuzz-short clean
+.PHONY: all help build test lint demo bench fuzz-short chaos clean
 
 all: build
 
@@ -29,6 +29,7 @@ help:
 	@echo "make bench       every benchmark, then the table of performance targets"
 	@echo "make lint        gofmt -l and go vet"
 	@echo "make fuzz-short  a short run of every fuzz target"
+	@echo "make chaos       seeded soak: faults, SIGKILLs, DB breaks (SEED= ROUNDS= TILES= FAULT_RATE=)"
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tilectl ./cmd/tilectl
@@ -62,6 +63,16 @@ bench: build
 # Every fuzz target for FUZZTIME (make test runs them for 3s each).
 fuzz-short:
 	@FUZZTIME=$${FUZZTIME:-15s} scripts/fuzz.sh
+
+# The seeded chaos soak (docs/chaos.md): injected faults, SIGKILLs of
+# tilectl, broken database connections, invariants checked after each round.
+# A two-round version runs in make test (internal/chaos).
+SEED ?=
+ROUNDS ?= 10
+TILES ?= 60
+FAULT_RATE ?= 0.3
+chaos:
+	@$(call with_pg,SEED=$(SEED) ROUNDS=$(ROUNDS) TILES=$(TILES) FAULT_RATE=$(FAULT_RATE) $(GO) run ./cmd/tilechaos)
 
 clean:
 	rm -rf bin demo-run $(BENCH_OUT) bench.json
