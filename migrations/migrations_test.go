@@ -20,7 +20,8 @@ import (
 // schemaSQL describes the public schema as sorted lines: every column with
 // its type, nullability and default (position counted among live columns,
 // so a dropped and re-added column compares equal), every constraint and
-// every index with its definition. The migrations' own table is left out.
+// every index with its definition, and every table's storage options
+// (fillfactor, ...). The migrations' own table is left out.
 const schemaSQL = `
 SELECT line FROM (
     SELECT format('column %s.%s #%s %s %s default=%s', c.relname, a.attname,
@@ -43,6 +44,11 @@ SELECT line FROM (
     UNION ALL
     SELECT format('index %s.%s %s', tablename, indexname, indexdef)
       FROM pg_indexes WHERE schemaname = 'public' AND tablename <> $1
+    UNION ALL
+    SELECT format('options %s %s', c.relname, array_to_string(c.reloptions, ','))
+      FROM pg_class c
+      JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.reloptions IS NOT NULL AND c.relname <> $1
 ) s ORDER BY line`
 
 func dumpSchema(t *testing.T, dbURL string) []string {
