@@ -74,7 +74,9 @@ type Config struct {
 	// answer before 409 IDEMPOTENCY_PROCESSING; 0 = operation's default,
 	// negative = answer 409 at once.
 	WaitLive time.Duration
-	// SkipFsync skips fsync of tile files (benchmarks); default off.
+	// SkipFsync skips fsync of tile files and commits tile records without
+	// waiting for the disk: for benchmarks only, where the provider must
+	// not be the bottleneck; default off.
 	SkipFsync bool
 }
 
