@@ -115,20 +115,48 @@ func sizesOf(tiles []tilestore.Tile) map[string]int64 {
 // or duplicate; anything less clear is a protocol_error rejection.
 func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []string, sizes map[string]int64,
 	status int, body []byte, p BatchProgress, t *tally) error {
+	st, accepted, duplicate, strangers := classifyAnswer(opID, ids, status, body)
+	var bytes int64
+	for _, id := range st.Uploaded {
+		bytes += sizes[id]
+	}
+	if len(strangers) > 0 {
+		st.Detail = fmt.Sprintf("answer named %d tile(s) not in the batch: %s", len(strangers), clip(strings.Join(strangers, ", ")))
+		u.log.Warn().Str("op_id", opID).Int("unknown_results", len(strangers)).Msg("provider answered for tiles that were not sent")
+	}
+	// The answer is in hand: record it even if the run was cancelled
+	// meanwhile, or the next run would have to ask again.
+	jctx, cancel := journalCtx(ctx)
+	defer cancel()
+	if err := u.store.SettleBatch(jctx, st); err != nil {
+		return fmt.Errorf("record the answer: %w", err) // the store names the batch
+	}
+	p.Uploaded, p.Rejected = len(st.Uploaded), len(st.Rejections)
+	t.settled(p, accepted, duplicate, st.Rejections, bytes)
+	return nil
+}
+
+// classifyAnswer decides, from a 200 body, what happened to each tile of
+// the batch: uploaded (named accepted or duplicate exactly once) or
+// rejected, with ReasonProtocolError for a tile the answer does not clearly
+// answer (absent, named twice, unknown status, answer unreadable or for
+// another operation). Every member lands in exactly one of the two lists;
+// results for tiles that were not sent are returned as strangers and
+// change nothing.
+func classifyAnswer(opID string, ids []string, status int, body []byte) (st tilestore.Settlement, accepted, duplicate int, strangers []string) {
 	ans, ok := parseBatchAnswer(body)
 	var protoMsg string
 	switch {
 	case !ok:
 		protoMsg = "the provider's answer could not be read after every resend"
 	case ans.OpID != opID:
-		protoMsg = fmt.Sprintf("the answer is for operation %q, not this batch", ans.OpID)
+		protoMsg = fmt.Sprintf("the answer is for operation %q, not this batch", clip(ans.OpID))
 	}
 	results := map[string][]tileResult{}
 	members := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		members[id] = true
 	}
-	var strangers []string
 	if protoMsg == "" {
 		for _, r := range ans.Results {
 			if !members[r.TileID] {
@@ -138,9 +166,7 @@ func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []s
 			results[r.TileID] = append(results[r.TileID], r)
 		}
 	}
-	st := tilestore.Settlement{OpID: opID, HTTPStatus: status}
-	var accepted, duplicate int
-	var bytes int64
+	st = tilestore.Settlement{OpID: opID, HTTPStatus: status}
 	for _, id := range ids {
 		rs := results[id]
 		var rej *tilestore.Rejection
@@ -160,32 +186,18 @@ func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []s
 			if reason == "" {
 				reason = "rejected"
 			}
-			rej = &tilestore.Rejection{Reason: reason, Message: rs[0].Message}
+			rej = &tilestore.Rejection{Reason: clip(reason), Message: clip(rs[0].Message)}
 		default:
 			rej = &tilestore.Rejection{Reason: ReasonProtocolError, Message: fmt.Sprintf("unknown result status %q", clip(rs[0].Status))}
 		}
 		if rej == nil {
 			st.Uploaded = append(st.Uploaded, id)
-			bytes += sizes[id]
 			continue
 		}
 		rej.OpID, rej.TileID = opID, id
 		st.Rejections = append(st.Rejections, *rej)
 	}
-	if len(strangers) > 0 {
-		st.Detail = fmt.Sprintf("answer named %d tile(s) not in the batch: %s", len(strangers), clip(strings.Join(strangers, ", ")))
-		u.log.Warn().Str("op_id", opID).Int("unknown_results", len(strangers)).Msg("provider answered for tiles that were not sent")
-	}
-	// The answer is in hand: record it even if the run was cancelled
-	// meanwhile, or the next run would have to ask again.
-	jctx, cancel := journalCtx(ctx)
-	defer cancel()
-	if err := u.store.SettleBatch(jctx, st); err != nil {
-		return fmt.Errorf("settle batch %s: %w", opID, err)
-	}
-	p.Uploaded, p.Rejected = len(st.Uploaded), len(st.Rejections)
-	t.settled(p, accepted, duplicate, st.Rejections, bytes)
-	return nil
+	return st, accepted, duplicate, strangers
 }
 
 func clip(s string) string {

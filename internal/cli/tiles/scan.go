@@ -123,38 +123,14 @@ func scan(ctx context.Context, dir string) ([]found, []Problem, error) {
 // checkFile validates one file at parts (its path below the import dir)
 // and returns it, or the reason it cannot be imported.
 func checkFile(path string, parts []string) (found, string) {
-	if len(parts) != 3 {
-		return found{}, "not in the " + layout + " layout"
+	z, x, y, ext, ct, reason := parseTilePath(parts)
+	if reason != "" {
+		if strings.HasPrefix(reason, "extension ") {
+			reason = fmt.Sprintf("extension %q is not one of .png, .jpg, .jpeg, .webp", filepath.Ext(path))
+		}
+		return found{}, reason
 	}
-	base, ext, _ := strings.Cut(parts[2], ".")
-	ext = strings.ToLower(ext)
-	ct, ok := contentTypes[ext]
-	if !ok {
-		return found{}, fmt.Sprintf("extension %q is not one of .png, .jpg, .jpeg, .webp", filepath.Ext(path))
-	}
-	z, err := coordinate(parts[0])
-	if err != nil {
-		return found{}, "zoom directory: " + err.Error()
-	}
-	if z > 24 {
-		return found{}, fmt.Sprintf("zoom %d is outside 0..24", z)
-	}
-	x, err := coordinate(parts[1])
-	if err != nil {
-		return found{}, "x directory: " + err.Error()
-	}
-	y, err := coordinate(base)
-	if err != nil {
-		return found{}, "y file name: " + err.Error()
-	}
-	max := int64(1)<<z - 1
-	if x > max {
-		return found{}, fmt.Sprintf("x %d is outside 0..%d for zoom %d", x, max, z)
-	}
-	if y > max {
-		return found{}, fmt.Sprintf("y %d is outside 0..%d for zoom %d", y, max, z)
-	}
-	t := found{Path: path, Rel: strings.Join(parts, "/"), Z: int(z), X: x, Y: y, Ext: ext, ContentType: ct}
+	t := found{Path: path, Rel: strings.Join(parts, "/"), Z: z, X: x, Y: y, Ext: ext, ContentType: ct}
 	if reason := t.readContent(); reason != "" {
 		return found{}, reason
 	}
@@ -169,6 +145,45 @@ func coordinate(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a non-negative integer without leading zeros", s)
 	}
 	return n, nil
+}
+
+// parseTilePath reads z, x and y from a path's three parts below the
+// import directory (<z>/<x>/<y>.<ext>): canonical decimal numbers, z in
+// 0..24, x and y in 0..2^z-1, a known image extension. It only reads the
+// names, never the file; reason says what is wrong.
+func parseTilePath(parts []string) (z int, x, y int64, ext, contentType, reason string) {
+	if len(parts) != 3 {
+		return 0, 0, 0, "", "", "not in the " + layout + " layout"
+	}
+	base, ext, _ := strings.Cut(parts[2], ".")
+	ext = strings.ToLower(ext)
+	ct, ok := contentTypes[ext]
+	if !ok {
+		return 0, 0, 0, "", "", fmt.Sprintf("extension %q is not one of .png, .jpg, .jpeg, .webp", ext)
+	}
+	zz, err := coordinate(parts[0])
+	if err != nil {
+		return 0, 0, 0, "", "", "zoom directory: " + err.Error()
+	}
+	if zz > 24 {
+		return 0, 0, 0, "", "", fmt.Sprintf("zoom %d is outside 0..24", zz)
+	}
+	x, err = coordinate(parts[1])
+	if err != nil {
+		return 0, 0, 0, "", "", "x directory: " + err.Error()
+	}
+	y, err = coordinate(base)
+	if err != nil {
+		return 0, 0, 0, "", "", "y file name: " + err.Error()
+	}
+	limit := int64(1)<<zz - 1
+	if x > limit {
+		return 0, 0, 0, "", "", fmt.Sprintf("x %d is outside 0..%d for zoom %d", x, limit, zz)
+	}
+	if y > limit {
+		return 0, 0, 0, "", "", fmt.Sprintf("y %d is outside 0..%d for zoom %d", y, limit, zz)
+	}
+	return int(zz), x, y, ext, ct, ""
 }
 
 // readContent checks the image type and records size, hash and mtime.

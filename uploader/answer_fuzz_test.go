@@ -1,0 +1,87 @@
+package uploader
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzClassifyAnswer feeds arbitrary 200 bodies to the answer check. Whatever
+// a provider says, every tile of the batch must come out exactly once,
+// uploaded or rejected, and a tile is uploaded only when the body names it
+// exactly once as accepted or duplicate under the batch's own op_id.
+func FuzzClassifyAnswer(f *testing.F) {
+	const op = "01a1fd96-d4ec-7862-9880-7828ac203056"
+	for _, seed := range []string{
+		`{"op_id":"` + op + `","results":[{"tile_id":"a","status":"accepted"},{"tile_id":"b","status":"duplicate"},{"tile_id":"c","status":"rejected","reason":"decode_error"}]}`,
+		`{"op_id":"` + op + `","results":[{"tile_id":"a","status":"accepted"},{"tile_id":"a","status":"accepted"}]}`,
+		`{"op_id":"other","results":[{"tile_id":"a","status":"accepted"}]}`,
+		`{"op_id":"` + op + `","results":[{"tile_id":"zz","status":"accepted"}]}`,
+		`<html><body>502 Bad Gateway</body></html>`,
+		`{"op_id":"` + op + `","results":[{"tile_id":"a","status":"ACCEPTED"}`,
+		``,
+	} {
+		f.Add(seed, "a,b,c")
+	}
+	f.Fuzz(func(t *testing.T, body, members string) {
+		ids := uniqueNonEmpty(strings.Split(members, ","))
+		st, accepted, duplicate, strangers := classifyAnswer(op, ids, 200, []byte(body))
+		seen := map[string]int{}
+		for _, id := range st.Uploaded {
+			seen[id]++
+		}
+		for _, r := range st.Rejections {
+			seen[r.TileID]++
+			if r.OpID != op || r.Reason == "" {
+				t.Fatalf("rejection %+v lacks its op_id or reason", r)
+			}
+		}
+		for _, id := range ids {
+			if seen[id] != 1 {
+				t.Fatalf("tile %q came out %d times (uploaded %v, rejected %v)", id, seen[id], st.Uploaded, st.Rejections)
+			}
+		}
+		if len(seen) != len(ids) {
+			t.Fatalf("settlement names tiles outside the batch: %v", seen)
+		}
+		if accepted+duplicate != len(st.Uploaded) {
+			t.Fatalf("accepted %d + duplicate %d != uploaded %d", accepted, duplicate, len(st.Uploaded))
+		}
+		ans, ok := parseBatchAnswer([]byte(body))
+		for _, id := range st.Uploaded {
+			if !ok || ans.OpID != op {
+				t.Fatalf("tile %q uploaded from an unreadable or foreign answer", id)
+			}
+			n := 0
+			for _, r := range ans.Results {
+				if r.TileID == id {
+					n++
+					if r.Status != "accepted" && r.Status != "duplicate" {
+						t.Fatalf("tile %q uploaded with status %q", id, r.Status)
+					}
+				}
+			}
+			if n != 1 {
+				t.Fatalf("tile %q uploaded though named %d times", id, n)
+			}
+		}
+		for _, s := range strangers {
+			for _, id := range ids {
+				if s == id {
+					t.Fatalf("member %q reported as a stranger", s)
+				}
+			}
+		}
+	})
+}
+
+func uniqueNonEmpty(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
