@@ -13,6 +13,9 @@ func (a answer) failure(opID, doing string) error {
 	if a.cancelled {
 		return fmt.Errorf("%s: %w", doing, a.err)
 	}
+	if je := (*journalError)(nil); errors.As(a.err, &je) {
+		return fmt.Errorf("%s: %w", doing, je)
+	}
 	if a.status == 0 {
 		err := a.err
 		if err == nil {

@@ -82,7 +82,7 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 				}
 				if onAttempt != nil {
 					if err := onAttempt(runCtx); err != nil {
-						return nil, err
+						return nil, &journalError{err}
 					}
 				}
 			}
@@ -126,6 +126,15 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 	}
 	return a
 }
+
+// journalError is a failure to record an attempt in the local journal: a
+// database problem, never the provider's, whatever it answered before.
+type journalError struct{ err error }
+
+func (e *journalError) Error() string {
+	return "record the send in the upload journal: " + e.err.Error()
+}
+func (e *journalError) Unwrap() error { return e.err }
 
 // checkRetry applies provider-api.md: final 4xx are never resent; 409
 // PROCESSING, 429 and 5xx follow operation.Advise; a broken connection or a

@@ -1,0 +1,54 @@
+package uploader_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// failingSendStore fails NoteSend from its n-th call on, as a database that
+// went away between two attempts would.
+type failingSendStore struct {
+	*tilestore.Store
+	n, calls int
+}
+
+func (s *failingSendStore) NoteSend(ctx context.Context, opID string) error {
+	s.calls++
+	if s.calls >= s.n {
+		return errors.New("FATAL: terminating connection due to administrator command")
+	}
+	return s.Store.NoteSend(ctx, opID)
+}
+
+func TestJournalFailureBetweenAttemptsIsNotBlamedOnTheProvider(t *testing.T) {
+	t.Parallel()
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "try later", nil, nil)
+	})
+	c := providertest.NewClient(t, "fj")
+	c.AddTiles(t, "fj", 4, 512, 5)
+	store := &failingSendStore{Store: c.Store, n: 2}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fj", Concurrency: 1})
+	if err == nil {
+		t.Fatal("run succeeded though the journal failed")
+	}
+	var pe *uploader.ProviderError
+	if errors.As(err, &pe) {
+		t.Fatalf("a journal failure was reported as the provider's: %v", err)
+	}
+	if !strings.Contains(err.Error(), "upload journal") || !strings.Contains(err.Error(), "administrator command") {
+		t.Fatalf("error %q does not say the journal failed and why", err)
+	}
+	if open := openBatches(t, c, "fj"); len(open) != 1 {
+		t.Fatalf("open batches = %d, want the batch left open for the next run", len(open))
+	}
+}
