@@ -108,7 +108,7 @@ func BenchmarkPendingUploadsFirstPage(b *testing.B) {
 	s := newStore(b)
 	seedMillion(b, s, "BIG", 1_000_000)
 	ctx := context.Background()
-	for _, limit := range []int{500, 1000} {
+	for _, limit := range []int{256, 1000} {
 		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
 			var lat latencies
 			for b.Loop() {
