@@ -12,6 +12,7 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/migrations"
@@ -20,8 +21,9 @@ import (
 // schemaSQL describes the public schema as sorted lines: every column with
 // its type, nullability and default (position counted among live columns,
 // so a dropped and re-added column compares equal), every constraint and
-// every index with its definition, and every table's storage options
-// (fillfactor, ...). The migrations' own table is left out.
+// every index with its definition, every table's storage options
+// (fillfactor, ...) and every trigger with its definition and function
+// body. The migrations' own table is left out.
 const schemaSQL = `
 SELECT line FROM (
     SELECT format('column %s.%s #%s %s %s default=%s', c.relname, a.attname,
@@ -49,6 +51,12 @@ SELECT line FROM (
       FROM pg_class c
       JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.reloptions IS NOT NULL AND c.relname <> $1
+    UNION ALL
+    SELECT format('trigger %s %s', tg.tgname, pg_get_triggerdef(tg.oid))
+      FROM pg_trigger tg WHERE NOT tg.tgisinternal
+    UNION ALL
+    SELECT format('function %s %s', p.proname, md5(p.prosrc))
+      FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
 ) s ORDER BY line`
 
 func dumpSchema(t *testing.T, dbURL string) []string {
@@ -257,5 +265,42 @@ func TestDirtyDatabaseStopsUpUntilForced(t *testing.T) {
 	}
 	if err := m.Force(int(latest) + 1); err == nil {
 		t.Error("Force to a version this build does not have was accepted")
+	}
+}
+
+// TestSHA256IsValidatedWheneverItIsWritten: since 0005 the rule is a
+// trigger (so counting attempts does not pay for it), and it must still
+// refuse every bad value that is inserted or written, with SQLSTATE 23514.
+func TestSHA256IsValidatedWheneverItIsWritten(t *testing.T) {
+	dbURL := pgtest.NewURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	good := strings.Repeat("ab", 32)
+	insert := `INSERT INTO tiles (tile_id, flight_id, z, x, y, content_type, size_bytes, sha256, blob_path, captured_at)
+		VALUES ($1, 'F', 1, 0, 0, 'image/png', 1, $2, 'x', now())`
+	if _, err := conn.Exec(ctx, `INSERT INTO flights (flight_id, state) VALUES ('F', 'on_ground')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, insert, "ok", good); err != nil {
+		t.Fatalf("valid sha256 refused: %v", err)
+	}
+	for _, bad := range []string{strings.ToUpper(good), good[:63], good + "0", strings.Repeat("g", 64), ""} {
+		_, err := conn.Exec(ctx, insert, "bad", bad)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+			t.Errorf("insert with sha256 %q: err %v, want check_violation 23514", bad, err)
+		}
+		_, err = conn.Exec(ctx, `UPDATE tiles SET sha256 = $1 WHERE tile_id = 'ok'`, bad)
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+			t.Errorf("update to sha256 %q: err %v, want check_violation 23514", bad, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `UPDATE tiles SET upload_attempts = upload_attempts + 1 WHERE tile_id = 'ok'`); err != nil {
+		t.Fatalf("counting an attempt failed: %v", err)
 	}
 }
