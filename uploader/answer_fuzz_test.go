@@ -3,6 +3,7 @@ package uploader
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzClassifyAnswer feeds arbitrary 200 bodies to the answer check. Whatever
@@ -33,6 +34,11 @@ func FuzzClassifyAnswer(f *testing.F) {
 			seen[r.TileID]++
 			if r.OpID != op || r.Reason == "" {
 				t.Fatalf("rejection %+v lacks its op_id or reason", r)
+			}
+			for _, text := range []string{r.Reason, r.Message} {
+				if strings.ContainsRune(text, 0) || !utf8.ValidString(text) {
+					t.Fatalf("rejection text %q would be refused by Postgres", text)
+				}
 			}
 		}
 		for _, id := range ids {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tilectl/tilectl/tilestore"
 )
@@ -65,7 +66,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	if a.err != nil || !ok2xx {
 		perr := a.failure(opID, "upload batch")
 		if !a.cancelled && failsBatch(a.status) {
-			detail := perr.Error()
+			detail := cleanText(u.redact(perr.Error()), 2000)
 			jctx, cancel := journalCtx(ctx)
 			defer cancel()
 			if err := u.store.FailBatch(jctx, opID, a.status, detail); err != nil {
@@ -116,12 +117,16 @@ func sizesOf(tiles []tilestore.Tile) map[string]int64 {
 func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []string, sizes map[string]int64,
 	status int, body []byte, p BatchProgress, t *tally) error {
 	st, accepted, duplicate, strangers := classifyAnswer(opID, ids, status, body)
+	for i := range st.Rejections {
+		st.Rejections[i].Message = u.redact(st.Rejections[i].Message)
+		st.Rejections[i].Reason = u.redact(st.Rejections[i].Reason)
+	}
 	var bytes int64
 	for _, id := range st.Uploaded {
 		bytes += sizes[id]
 	}
 	if len(strangers) > 0 {
-		st.Detail = fmt.Sprintf("answer named %d tile(s) not in the batch: %s", len(strangers), clip(strings.Join(strangers, ", ")))
+		st.Detail = u.redact(fmt.Sprintf("answer named %d tile(s) not in the batch: %s", len(strangers), clip(strings.Join(strangers, ", "))))
 		u.log.Warn().Str("op_id", opID).Int("unknown_results", len(strangers)).Msg("provider answered for tiles that were not sent")
 	}
 	// The answer is in hand: record it even if the run was cancelled
@@ -200,9 +205,29 @@ func classifyAnswer(opID string, ids []string, status int, body []byte) (st tile
 	return st, accepted, duplicate, strangers
 }
 
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
+// clip makes provider text safe to store and show: valid UTF-8, no NUL
+// (Postgres refuses both, which would keep a batch from ever settling), at
+// most 200 bytes cut on a character boundary.
+func clip(s string) string { return cleanText(s, 200) }
+
+// cleanText is clip with a given byte limit.
+func cleanText(s string, limit int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) <= limit {
+		return s
 	}
-	return s
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// redact removes the provider token from text a provider sent back, before
+// it is stored or logged.
+func (u *HTTPTileUploader) redact(s string) string {
+	if u.token == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, u.token, "[redacted]")
 }

@@ -166,7 +166,7 @@ func (u *HTTPTileUploader) resolveByState(ctx context.Context, b tilestore.Batch
 
 func (u *HTTPTileUploader) failOpen(ctx context.Context, b tilestore.Batch, status int, detail string) error {
 	u.log.Info().Str("op_id", b.OpID).Str("detail", detail).Msg("failing open batch; its tiles go into a new batch")
-	if err := u.store.FailBatch(ctx, b.OpID, status, detail); err != nil {
+	if err := u.store.FailBatch(ctx, b.OpID, status, cleanText(u.redact(detail), 2000)); err != nil {
 		return fmt.Errorf("fail batch %s: %w", b.OpID, err)
 	}
 	return nil
