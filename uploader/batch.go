@@ -37,6 +37,11 @@ func parseBatchAnswer(b []byte) (batchAnswer, bool) {
 
 func acceptBatchAnswer(b []byte) bool { _, ok := parseBatchAnswer(b); return ok }
 
+// errBatchFailed wraps the provider's answer when it made a batch's key
+// unusable (413, 422) and the batch was failed in the journal: its tiles
+// are free for a new batch.
+var errBatchFailed = errors.New("batch failed; its tiles go into a new batch")
+
 // errLeftOpen: the batch could not be sent whole (its bytes changed) and
 // is still open. It does not end the run.
 var errLeftOpen = errors.New("batch left open")
@@ -72,6 +77,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 			if err := u.store.FailBatch(jctx, opID, a.status, detail); err != nil {
 				return fmt.Errorf("%w (and recording the failure: %v)", perr, err)
 			}
+			return fmt.Errorf("%w: %w", errBatchFailed, perr)
 		}
 		return perr
 	}

@@ -40,6 +40,14 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 			Msg("settling a batch an earlier run left open")
 		if ok {
 			err = u.sendBatch(ctx, flightID, b.OpID, tiles, t)
+			if errors.Is(err, errBatchFailed) {
+				// An earlier run's key that can no longer be used (expired
+				// after a long outage, say) must not end this run: the
+				// batch is failed and its tiles go into new batches, where
+				// the provider answers duplicate for those it holds.
+				u.log.Warn().Str("op_id", b.OpID).Err(err).Msg("an earlier run's batch could not be settled under its key")
+				err = nil
+			}
 		}
 		if !ok || errors.Is(err, errLeftOpen) {
 			// Its tiles are about to be paged again: it must not stay open.
