@@ -196,3 +196,20 @@ func (s *Store) FailBatch(ctx context.Context, opID string, httpStatus int, deta
 	}
 	return nil
 }
+
+// SyncJournal makes every earlier journal write durable. SettleBatch and
+// NoteSend commit without waiting for the disk; a synchronous commit that
+// writes something flushes the WAL in order, theirs included. (A commit
+// that writes nothing flushes nothing, hence the update.) The uploader
+// calls it at the end of every run, so a run that reports tiles uploaded
+// has made that durable.
+func (s *Store) SyncJournal(ctx context.Context, flightID string) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE flights SET updated_at = now() WHERE flight_id = $1`, flightID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sync upload journal of flight %s: %w", flightID, err)
+	}
+	return nil
+}

@@ -29,8 +29,9 @@ func validateRejection(r Rejection) error {
 // the commit is repaired by settling again. A settlement that names tiles
 // outside the batch changes nothing and returns a *NonMemberError; one for
 // a failed batch returns ErrBatchNotOpen; an unknown batch ErrBatchNotFound.
-// Its commit does not wait for the disk (see inRelaxedTx): a settlement lost
-// in a crash leaves the batch open, to be settled again.
+// Without rejections its commit does not wait for the disk (see
+// inRelaxedTx): a settlement lost in a crash leaves the batch open, to be
+// settled again; SyncJournal makes it durable at the end of a run.
 func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	if st.OpID == "" {
 		return errors.New("settle batch: operation ID is empty")
@@ -55,8 +56,15 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	}
 
 	// Relaxed durability: a settlement lost in a crash leaves the batch open,
-	// and the next run settles it again from the provider's replay.
-	err := s.inRelaxedTx(ctx, func(tx pgx.Tx) error {
+	// and the next run settles it again from the provider's replay. Not when
+	// it records rejections: CountRejections may write a durable give-up
+	// record from them before its own commit, and a recount after a crash
+	// must find the same rejections, not whatever a later answer says.
+	tx := s.inRelaxedTx
+	if len(st.Rejections) > 0 {
+		tx = s.inTx
+	}
+	err := tx(ctx, func(tx pgx.Tx) error {
 		var state string
 		var members []string
 		err := tx.QueryRow(ctx, `SELECT state, tile_ids FROM upload_batches WHERE op_id = $1 FOR UPDATE`,

@@ -150,8 +150,17 @@ func redactErr(err error, pw string) error {
 }
 
 // inTx runs fn in a transaction, committing when fn returns nil.
+//
+// Its commit waits for the disk even where the server's default says
+// otherwise: the journal's safety argument (a batch is on disk before its
+// first byte is sent; a give-up commits with its increment) needs it.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // inRelaxedTx is inTx with synchronous_commit off: the commit returns
@@ -159,8 +168,9 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // because they are re-derived: settling a batch (the batch stays open, the
 // next run resends its key and the provider replays the answer; rejections
 // are keyed by (op_id, tile_id)) and counting sends. A later synchronous
-// commit, such as CountRejections', makes every earlier one durable, since
-// WAL is flushed in order.
+// commit that writes something (SyncJournal, OpenBatch, a settlement with
+// rejections) makes every earlier one durable, since WAL is flushed in
+// order; a commit that writes nothing flushes nothing.
 func (s *Store) inRelaxedTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {

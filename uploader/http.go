@@ -25,6 +25,7 @@ type Store interface {
 	PendingSummary(ctx context.Context, flightID string) (tiles int, bytes int64, err error)
 	OpenBatch(ctx context.Context, b tilestore.Batch) error
 	NoteSend(ctx context.Context, opID string) error
+	SyncJournal(ctx context.Context, flightID string) error
 	OpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
 	SettleBatch(ctx context.Context, s tilestore.Settlement) error
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error

@@ -52,3 +52,39 @@ func TestJournalFailureBetweenAttemptsIsNotBlamedOnTheProvider(t *testing.T) {
 		t.Fatalf("open batches = %d, want the batch left open for the next run", len(open))
 	}
 }
+
+// syncCountingStore counts SyncJournal calls and what was settled before.
+type syncCountingStore struct {
+	*tilestore.Store
+	settles, syncs, settlesAtLastSync int
+}
+
+func (s *syncCountingStore) SettleBatch(ctx context.Context, st tilestore.Settlement) error {
+	s.settles++
+	return s.Store.SettleBatch(ctx, st)
+}
+
+func (s *syncCountingStore) SyncJournal(ctx context.Context, flightID string) error {
+	s.syncs++
+	s.settlesAtLastSync = s.settles
+	return s.Store.SyncJournal(ctx, flightID)
+}
+
+// Settlements commit without waiting for the disk, so a run must end with a
+// durable write after its last settlement before it reports tiles uploaded.
+func TestEveryRunEndsWithTheJournalMadeDurable(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, nil)
+	c := providertest.NewClient(t, "fd")
+	c.AddTiles(t, "fd", 9, 512, 6)
+	store := &syncCountingStore{Store: c.Store}
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fd", BatchSize: 4, Concurrency: 2})
+	if err != nil || rep.Uploaded() != 9 {
+		t.Fatalf("run: %+v, %v", rep, err)
+	}
+	if store.settles != 3 || store.syncs != 1 || store.settlesAtLastSync != store.settles {
+		t.Fatalf("settles %d, syncs %d (after %d settles); want 3 settles then one sync after all of them",
+			store.settles, store.syncs, store.settlesAtLastSync)
+	}
+}

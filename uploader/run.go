@@ -23,6 +23,13 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	finish := func(err error) (UploadBatchReport, error) {
 		pctx, cancel := journalCtx(ctx)
 		defer cancel()
+		// Settlements commit without waiting for the disk; this durable
+		// write flushes them all before the run reports what it did.
+		if !req.DryRun {
+			if serr := u.store.SyncJournal(pctx, req.FlightID); serr != nil && err == nil {
+				err = fmt.Errorf("make the upload journal durable: %w", serr)
+			}
+		}
 		pending, _, perr := u.store.PendingSummary(pctx, req.FlightID)
 		if perr != nil && err == nil {
 			err = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
