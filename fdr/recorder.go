@@ -96,9 +96,19 @@ func Open(path string, opts Options) (*Recorder, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open fdr %s: create directory: %w", path, err)
 	}
+	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open fdr %s: %w", path, err)
+	}
+	if os.IsNotExist(statErr) {
+		// A new file's name is durable only once its directory is synced:
+		// without it a power loss could take the whole ring, with the
+		// give-up records the database already committed.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open fdr %s: sync directory: %w", path, err)
+		}
 	}
 	r.f = f
 	if err := r.init(want, opts.Capacity != 0); err != nil {
@@ -187,4 +197,13 @@ func (r *Recorder) Close() error {
 	err := unmapFile(r.mem)
 	r.mem = nil
 	return errors.Join(err, r.f.Close())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -46,8 +46,19 @@ func (c Capabilities) limits(batchSize int) limits {
 	if batchSize > 0 && batchSize < l.tiles {
 		l.tiles = batchSize
 	}
+	// A provider's limits are honoured downwards only: a batch never holds
+	// more than clientMaxBatchTiles tiles or clientMaxBatchBytes bytes in
+	// memory, whatever it advertises.
+	l.tiles = min(l.tiles, clientMaxBatchTiles)
+	l.bytes = min(l.bytes, clientMaxBatchBytes)
 	return l
 }
+
+// The client's own ceilings on a batch, whatever a provider advertises.
+const (
+	clientMaxBatchTiles = 4096
+	clientMaxBatchBytes = 64 << 20
+)
 
 // capabilities reads GET /v1/capabilities once per run.
 func (u *HTTPTileUploader) capabilities(ctx context.Context) (Capabilities, error) {

@@ -122,7 +122,7 @@ func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim lim
 		cur, curBytes = candidate{}, bodyOverhead
 		return true
 	}
-	for tl, err := range pendingTiles(ctx, u.store, flightID, max(pageSize, lim.tiles)) {
+	for tl, err := range pendingTiles(ctx, u.store, flightID, pageSize) {
 		if err != nil {
 			return fmt.Errorf("page pending tiles of flight %s: %w", flightID, err)
 		}
