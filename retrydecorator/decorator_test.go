@@ -341,3 +341,36 @@ func TestConfigValidateRejectsBadValues(t *testing.T) {
 		t.Errorf("DefaultConfig invalid: %v", err)
 	}
 }
+
+// ctxCheckingStore refuses to count under a done context, as a real
+// database call would.
+type ctxCheckingStore struct{ *memStore }
+
+func (s ctxCheckingStore) CountRejections(ctx context.Context, flightID string, maxAttempts int,
+	beforeCommit func(ctx context.Context, gaveUp []tilestore.GiveUp) error) (tilestore.CountResult, error) {
+	if err := ctx.Err(); err != nil {
+		return tilestore.CountResult{}, err
+	}
+	return s.memStore.CountRejections(ctx, flightID, maxAttempts, beforeCommit)
+}
+
+func TestRejectionsRecordedBeforeTheDeadlineAreCountedInThatRun(t *testing.T) {
+	st := newMemStore(flight, "a", "b")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+		st.settle("op", nil, map[string]string{"a": "invalid_tile"}) // answered just before the deadline
+		cancel()
+		return uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeFailure, Rejected: 1}, ctx.Err()
+	}}
+	clock := &fakeClock{now: t0}
+	st.now = clock.Now
+	u := New(inner, ctxCheckingStore{st}, &memRecorder{}, zerologNop(), clock, DefaultConfig(), Hooks{})
+	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: flight})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if n := st.tile("a").attempts; n != 1 {
+		t.Fatalf("the rejection answered before the deadline was counted %d times in this run, want 1", n)
+	}
+}

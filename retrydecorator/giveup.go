@@ -9,6 +9,9 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
+// countTimeout bounds one count of rejections.
+const countTimeout = 30 * time.Second
+
 // GiveUpKind is the FDR record kind of a give-up.
 const GiveUpKind = "c11.upload.giveup"
 
@@ -34,7 +37,13 @@ func GiveUpKey(tileID string, attempts int) string {
 // recording give-ups in the FDR before the store commits them, and reports
 // committed give-ups (ERROR log, OnGiveUp) only after the commit.
 func (u *IdempotentRetryTileUploader) count(ctx context.Context, flightID string, agg *aggregate) (tilestore.CountResult, error) {
-	res, err := u.store.CountRejections(ctx, flightID, u.cfg.MaxPerTileAttempts, u.recordGiveUps)
+	// Counting is one short transaction over answers already recorded: it
+	// runs even when the run's deadline or a Ctrl-C has just ended the
+	// inner call, so what that call recorded is counted now, not left to a
+	// later run (bounded, so a dead database cannot hold the exit).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), countTimeout)
+	defer cancel()
+	res, err := u.store.CountRejections(cctx, flightID, u.cfg.MaxPerTileAttempts, u.recordGiveUps)
 	if err != nil {
 		return res, fmt.Errorf("count upload rejections of flight %s: %w", flightID, err)
 	}

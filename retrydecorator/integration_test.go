@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/tilectl/tilectl/fdr"
@@ -179,12 +180,12 @@ func TestRealStoreGiveUpAfterCrashBeforeCommitIsRecordedOnce(t *testing.T) {
 	if _, err := u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: fl}); err != nil {
 		t.Fatal(err)
 	}
-	// Run 2: the second rejection reaches the budget; the process "dies"
-	// after the FDR write and before the commit (the context ends inside
-	// beforeCommit, so the commit cannot happen).
-	ctx, cancel := context.WithCancel(context.Background())
-	rec.afterAppend = func() { cancel() }
-	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: fl})
+	// Run 2: the second rejection reaches the budget; the database side
+	// "dies" after the FDR write and before the commit: every connection
+	// of this database is terminated inside beforeCommit, so the commit
+	// cannot happen.
+	rec.afterAppend = func() { terminateBackends(t, st) }
+	_, err := u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: fl})
 	if err == nil {
 		t.Fatal("run 2: want an error from the interrupted commit")
 	}
@@ -251,4 +252,25 @@ func BenchmarkDecoratorSuccessOverheadPostgres(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// terminateBackends ends every session of the store's database, as a
+// crash of the database side would.
+func terminateBackends(t *testing.T, st *tilestore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	var db string
+	if err := st.Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, pgtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, db); err != nil {
+		t.Fatal(err)
+	}
+	// Like a restarted process, later calls start from fresh connections.
+	st.Pool().Reset()
 }
