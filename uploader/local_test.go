@@ -1,6 +1,7 @@
 package uploader_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,5 +212,40 @@ func TestTileOverMaxTileBytesIsRejectedLocally(t *testing.T) {
 				t.Fatalf("the too-large tile was sent")
 			}
 		}
+	}
+}
+
+// emfileBlobs fails to open one tile's blob with EMFILE, as a machine out
+// of file descriptors would.
+type emfileBlobs struct {
+	uploader.BlobSource
+	path string
+}
+
+func (b emfileBlobs) Open(rel string) (*os.File, error) {
+	if rel == b.path {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: syscall.EMFILE}
+	}
+	return b.BlobSource.Open(rel)
+}
+
+func TestABlobThisMachineCannotOpenStopsTheRunWithoutSpendingAnAttempt(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, nil)
+	c := providertest.NewClient(t, "fm")
+	tiles := c.AddTiles(t, "fm", 3, 512, 2)
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) {
+		o.Blobs = emfileBlobs{BlobSource: c.Blobs, path: tiles[0].BlobPath}
+	})
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fm", Concurrency: 1})
+	if err == nil || !errors.Is(err, syscall.EMFILE) || !strings.Contains(err.Error(), "not counted as rejected") {
+		t.Fatalf("err = %v, want the EMFILE, saying the tile was not counted", err)
+	}
+	var n int
+	if err := c.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM upload_rejections`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d rejections recorded for a local problem, want 0", n)
 	}
 }

@@ -163,6 +163,9 @@ func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string
 	send := c.tiles[:0:0]
 	for _, tl := range c.tiles {
 		if r := verifyBlob(u.blobs, tl); r != nil {
+			if r.local != nil {
+				return r.local
+			}
 			reject(tl, r.reason, r.message)
 			continue
 		}

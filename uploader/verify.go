@@ -18,6 +18,11 @@ type localRejection struct {
 	tile    tilestore.Tile
 	reason  string
 	message string
+	// local is set instead when the file could not be checked for a
+	// reason of this machine's (permissions, too many open files, a disk
+	// error): rejecting the tile would spend one of its attempts on a
+	// problem the provider never saw, so the run stops and says so.
+	local error
 }
 
 // verifyBlob checks a tile's file against its metadata: present, the
@@ -25,12 +30,14 @@ type localRejection struct {
 // sent, else the local rejection.
 func verifyBlob(blobs BlobSource, t tilestore.Tile) *localRejection {
 	f, err := blobs.Open(t.BlobPath)
-	if err != nil {
-		msg := "blob file is missing"
-		if !errors.Is(err, fs.ErrNotExist) {
-			msg = "blob file cannot be opened: " + err.Error()
-		}
-		return &localRejection{tile: t, reason: ReasonBlobMissing, message: msg}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &localRejection{tile: t, reason: ReasonBlobMissing, message: "blob file is missing"}
+	case errors.Is(err, tilestore.ErrPathEscapesRoot):
+		return &localRejection{tile: t, reason: ReasonBlobCorrupt, message: "blob path leaves the cache: " + err.Error()}
+	case err != nil:
+		return &localRejection{tile: t, local: fmt.Errorf("open the blob of tile %s: %w "+
+			"(a problem of this machine, not of the tile: fix it and run again; the tile was not counted as rejected)", t.ID, err)}
 	}
 	defer f.Close()
 	st, err := f.Stat()
