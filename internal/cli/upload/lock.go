@@ -96,3 +96,49 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
+
+// LockLostError says the run lost its flight lock mid-run (its database
+// session ended), so another run may have started: this one stops forming
+// batches. What it sent is journaled and safe; run upload-pending again.
+type LockLostError struct {
+	FlightID string
+	Err      error
+}
+
+func (e *LockLostError) Error() string {
+	return fmt.Sprintf("lost the upload lock of flight %s (%v): stopped so that only one run uploads it; "+
+		"nothing sent is lost, run upload-pending again", e.FlightID, e.Err)
+}
+
+func (e *LockLostError) Unwrap() error { return e.Err }
+
+// watch checks every interval that the lock's session is alive and calls
+// lost once if it is not. The returned stop ends the watch and must be
+// called before release (the connection is not safe for concurrent use).
+func (l *flightLock) watch(interval time.Duration, lost func(error)) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), interval)
+				err := l.conn.Ping(ctx)
+				cancel()
+				if err != nil {
+					lost(err)
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}

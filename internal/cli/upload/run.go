@@ -166,6 +166,10 @@ func (r *run) flights(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// lockCheckInterval is how often a run checks that it still holds its
+// flight lock.
+const lockCheckInterval = 2 * time.Second
+
 // flight uploads one flight under its lock.
 func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	started := r.opts.Clock.Now()
@@ -179,6 +183,15 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			return failed(err)
 		}
 		defer lock.release()
+		// Losing the lock's session mid-run would let a second run start:
+		// stop forming batches then (what was sent stays journaled).
+		lctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := lock.watch(lockCheckInterval, func(err error) {
+			cancel(&LockLostError{FlightID: id, Err: err})
+		})
+		defer stop()
+		ctx = lctx
 	}
 	tiles, bytes, err := r.store.PendingSummary(ctx, id)
 	if err != nil {
@@ -192,6 +205,10 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	rep, err := up.UploadPendingTiles(ctx, uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
 		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch})
 	p.finish()
+	var lost *LockLostError
+	if cause := context.Cause(ctx); errors.As(cause, &lost) {
+		err = lost
+	}
 	if rep.FlightID == "" {
 		rep.FlightID = id
 	}
