@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -303,4 +304,40 @@ func TestSHA256IsValidatedWheneverItIsWritten(t *testing.T) {
 	if _, err := conn.Exec(ctx, `UPDATE tiles SET upload_attempts = upload_attempts + 1 WHERE tile_id = 'ok'`); err != nil {
 		t.Fatalf("counting an attempt failed: %v", err)
 	}
+}
+
+func TestCheckSchemaSaysWhatToDoForEveryState(t *testing.T) {
+	dbURL := pgtest.NewEmptyDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	latest := migrations.Latest()
+	expect := func(step, want string) {
+		t.Helper()
+		err := migrations.CheckSchema(ctx, conn)
+		switch {
+		case want == "" && err != nil:
+			t.Fatalf("%s: %v, want nil", step, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Fatalf("%s: %v, want an error saying %q", step, err, want)
+		}
+	}
+	expect("empty database", "run 'tilectl migrate up'")
+	m := newMigrator(t, dbURL)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	expect("migrated", "")
+	if err := m.Down(1); err != nil {
+		t.Fatal(err)
+	}
+	expect("one behind", fmt.Sprintf("at version %d, this tilectl needs %d", latest-1, latest))
+	exec(t, dbURL, "UPDATE "+migrations.Table+" SET version = $1", latest+1)
+	expect("newer", "use a newer tilectl")
+	exec(t, dbURL, "UPDATE "+migrations.Table+" SET version = $1, dirty = true", latest)
+	expect("dirty", "migrate force")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/migrations"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -123,6 +124,10 @@ func (f *Factory) storeOnce() func(ctx context.Context) (*tilestore.Store, error
 		}
 		s, err := tilestore.Open(ctx, c.DatabaseURL)
 		if err != nil {
+			return nil, err
+		}
+		if err := migrations.CheckSchema(ctx, s.Pool()); err != nil {
+			s.Close()
 			return nil, err
 		}
 		store = s
