@@ -13,6 +13,7 @@ import (
 	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
@@ -82,6 +83,9 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	r.log.Info().Strs("flights", flights).Bool("dry_run", opts.DryRun).Bool("retry_decorator", r.decorate).
 		Dur("deadline", cfg.Upload.Deadline).Int("concurrency", cfg.Upload.Concurrency).
 		Int("batch_size", cfg.Upload.BatchSize).Msg("upload-pending start")
+	if r.decorate && !opts.DryRun {
+		r.logSchedule()
+	}
 
 	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}}
 	var firstErr error
@@ -267,4 +271,30 @@ func (r *run) finish(sum *Summary, runErr error) error {
 		return exitcode.New(exitcode.Partial, nil) // the summary said it all
 	}
 	return nil
+}
+
+// logSchedule reports the worst case of the decorator's retry schedule (every
+// backoff at its largest, and every inner call lasting at least one request
+// timeout) against the run's deadline, and warns when the schedule cannot
+// fit: the deadline then cuts the retries short, which is allowed (a short
+// deadline is a legitimate choice) but should not surprise the operator.
+func (r *run) logSchedule() {
+	sched := operation.Schedule{
+		MaxAttempts:    r.retry.MaxInCallRetries + 1,
+		AttemptTimeout: r.cfg.Upload.RequestTimeout,
+		Deadline:       r.cfg.Upload.Deadline,
+		Backoff:        operation.Backoff{Base: r.retry.BackoffBase, Cap: r.retry.BackoffCap},
+	}
+	worst, err := sched.Validate()
+	switch {
+	case errors.Is(err, operation.ErrScheduleExceedsDeadline):
+		r.log.Warn().Dur("worst_case", worst).Dur("deadline", r.cfg.Upload.Deadline).
+			Msg("the retry schedule's worst case exceeds --deadline: the deadline may end the run before its retries; " +
+				"raise --deadline or lower --max-in-call-retries / --backoff-cap")
+	case err != nil:
+		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
+	default:
+		r.log.Info().Dur("worst_case", worst).Dur("deadline", r.cfg.Upload.Deadline).
+			Msg("retry schedule fits the deadline")
+	}
 }

@@ -306,3 +306,30 @@ func TestTransientRejectionsAreRetriedWithBackoffUntilUploaded(t *testing.T) {
 		t.Errorf("F1-t001 attempts %d (%v), want 2", attempts, err)
 	}
 }
+
+func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t *testing.T) {
+	cases := []struct {
+		name     string
+		deadline time.Duration
+		want     string
+	}{
+		// defaults: 3 retries, backoff 2 s..60 s, request timeout 60 s:
+		// (2+4+8) s + 4 x 60 s = 4m14s
+		{"fits", 30 * time.Minute, `"worst_case":254000`},
+		{"exceeds", 2 * time.Minute, "worst case exceeds --deadline"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCmdRig(t)
+			r.cfg.Upload.Deadline = tc.deadline
+			r.seed("F1", tilestore.FlightOnGround, 2)
+			res := r.run(func(o *Options) { o.FlightID = "F1" })
+			if res.code != exitcode.OK {
+				t.Fatalf("exit %d (%v)", res.code, res.err)
+			}
+			if !strings.Contains(res.stderr, tc.want) {
+				t.Errorf("log does not say %q:\n%s", tc.want, res.stderr)
+			}
+		})
+	}
+}
