@@ -60,15 +60,24 @@ SELECT line FROM (
       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
 ) s ORDER BY line`
 
-func dumpSchema(t *testing.T, dbURL string) []string {
+// connect opens a connection to dbURL for the rest of the test, with a
+// context that bounds everything the test does on it.
+func connect(t *testing.T, dbURL string) (context.Context, *pgx.Conn) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return ctx, conn
+}
+
+func dumpSchema(t *testing.T, dbURL string) []string {
+	t.Helper()
+	ctx, conn := connect(t, dbURL)
+	defer conn.Close(ctx) // called many times per test: do not hold it
 	rows, err := conn.Query(ctx, schemaSQL, migrations.Table)
 	if err != nil {
 		t.Fatal(err)
@@ -82,13 +91,8 @@ func dumpSchema(t *testing.T, dbURL string) []string {
 
 func exec(t *testing.T, dbURL, sql string, args ...any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	ctx, conn := connect(t, dbURL)
+	defer conn.Close(ctx) // called many times per test: do not hold it
 	if _, err := conn.Exec(ctx, sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
@@ -216,12 +220,7 @@ func TestDown0002ReturnsGivenUpTilesToPending(t *testing.T) {
 INSERT INTO tiles (tile_id, flight_id, z, x, y, content_type, size_bytes, sha256, blob_path, captured_at, voting_status)
 VALUES ('t1', 'F1', 1, 0, 0, 'image/png', 1, repeat('a', 64), 'F1/1/0/0.png', now(), 'upload_giveup')`)
 	migrateTo(t, dbURL, 1)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	ctx, conn := connect(t, dbURL)
 	var st string
 	if err := conn.QueryRow(ctx, `SELECT voting_status FROM tiles WHERE tile_id = 't1'`).Scan(&st); err != nil {
 		t.Fatal(err)
@@ -274,13 +273,7 @@ func TestDirtyDatabaseStopsUpUntilForced(t *testing.T) {
 // refuse every bad value that is inserted or written, with SQLSTATE 23514.
 func TestSHA256IsValidatedWheneverItIsWritten(t *testing.T) {
 	dbURL := pgtest.NewURL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	ctx, conn := connect(t, dbURL)
 	good := strings.Repeat("ab", 32)
 	insert := `INSERT INTO tiles (tile_id, flight_id, z, x, y, content_type, size_bytes, sha256, blob_path, captured_at)
 		VALUES ($1, 'F', 1, 0, 0, 'image/png', 1, $2, 'x', now())`
@@ -308,13 +301,7 @@ func TestSHA256IsValidatedWheneverItIsWritten(t *testing.T) {
 
 func TestCheckSchemaSaysWhatToDoForEveryState(t *testing.T) {
 	dbURL := pgtest.NewEmptyDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	ctx, conn := connect(t, dbURL)
 	latest := migrations.Latest()
 	expect := func(step, want string) {
 		t.Helper()
