@@ -155,13 +155,15 @@ func redactErr(err error, pw string) error {
 // otherwise: the journal's safety argument (a batch is on disk before its
 // first byte is sent; a give-up commits with its increment) needs it.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
+	return pgx.BeginTxFunc(ctx, s.pool, durableTx, fn)
 }
+
+// The commit mode is set by the BEGIN itself (one simple-protocol round
+// trip for both statements), not by a separate SET LOCAL per transaction.
+var (
+	durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
+	relaxedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
+)
 
 // inRelaxedTx is inTx with synchronous_commit off: the commit returns
 // before its WAL reaches disk. Only for writes that a crash may lose
@@ -172,10 +174,5 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // rejections) makes every earlier one durable, since WAL is flushed in
 // order; a commit that writes nothing flushes nothing.
 func (s *Store) inRelaxedTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
+	return pgx.BeginTxFunc(ctx, s.pool, relaxedTx, fn)
 }
