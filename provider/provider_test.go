@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"testing"
 
 	"github.com/tilectl/tilectl/operation"
@@ -31,43 +29,23 @@ func tileN(rng *rand.Rand, i int) rawTile {
 
 func batchBody(t *testing.T, tiles []rawTile) (string, []byte) {
 	t.Helper()
+	bt := make([]providertest.BatchTile, len(tiles))
+	for i, tl := range tiles {
+		bt[i] = providertest.BatchTile{ID: tl.ID, Z: tl.Z, X: tl.X, Y: tl.Y, Size: tl.Size, SHA256: tl.SHA256,
+			Body: bytes.NewReader(tl.Data)}
+		if bt[i].SHA256 == "" {
+			bt[i].SHA256 = providertest.SHA256(tl.Data)
+		}
+		if bt[i].Size == 0 {
+			bt[i].Size = int64(len(tl.Data))
+		}
+	}
 	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	type entry struct {
-		TileID      string `json:"tile_id"`
-		Z           int    `json:"z"`
-		X           int64  `json:"x"`
-		Y           int64  `json:"y"`
-		ContentType string `json:"content_type"`
-		Size        int64  `json:"size"`
-		SHA256      string `json:"sha256"`
-		CapturedAt  string `json:"captured_at"`
+	ct, err := providertest.WriteBatch(&buf, bt)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var m struct {
-		Tiles []entry `json:"tiles"`
-	}
-	for _, tl := range tiles {
-		e := entry{TileID: tl.ID, Z: tl.Z, X: tl.X, Y: tl.Y, ContentType: "image/png", Size: tl.Size, SHA256: tl.SHA256,
-			CapturedAt: "2026-11-20T10:02:03Z"}
-		if e.SHA256 == "" {
-			e.SHA256 = providertest.SHA256(tl.Data)
-		}
-		if e.Size == 0 {
-			e.Size = int64(len(tl.Data))
-		}
-		m.Tiles = append(m.Tiles, e)
-	}
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="manifest"`)
-	h.Set("Content-Type", "application/json")
-	p, _ := mw.CreatePart(h)
-	_ = json.NewEncoder(p).Encode(m)
-	for _, tl := range tiles {
-		p, _ := mw.CreateFormFile(tl.ID, tl.ID)
-		p.Write(tl.Data)
-	}
-	mw.Close()
-	return mw.FormDataContentType(), buf.Bytes()
+	return ct, buf.Bytes()
 }
 
 type answer struct {

@@ -3,16 +3,14 @@ package uploader_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"sync"
 	"time"
 
 	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -52,49 +50,26 @@ func baselineUpload(ctx context.Context, client *http.Client, baseURL, token, fl
 
 func baselinePost(ctx context.Context, client *http.Client, baseURL, token, flightID string,
 	blobs *tilestore.BlobStore, tiles []tilestore.Tile) error {
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	type entry struct {
-		TileID      string `json:"tile_id"`
-		Z           int    `json:"z"`
-		X           int64  `json:"x"`
-		Y           int64  `json:"y"`
-		ContentType string `json:"content_type"`
-		Size        int64  `json:"size"`
-		SHA256      string `json:"sha256"`
-		CapturedAt  string `json:"captured_at"`
-	}
-	m := struct {
-		Tiles []entry `json:"tiles"`
-	}{}
-	for _, t := range tiles {
-		m.Tiles = append(m.Tiles, entry{t.ID, t.Z, t.X, t.Y, t.ContentType, t.SizeBytes, t.SHA256, t.CapturedAt.UTC().Format(time.RFC3339)})
-	}
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="manifest"`)
-	h.Set("Content-Type", "application/json")
-	p, _ := mw.CreatePart(h)
-	if err := json.NewEncoder(p).Encode(m); err != nil {
-		return err
-	}
-	for _, t := range tiles {
-		p, _ := mw.CreateFormFile(t.ID, t.ID)
+	bt := make([]providertest.BatchTile, len(tiles))
+	for i, t := range tiles {
 		f, err := blobs.Open(t.BlobPath)
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(p, f)
-		f.Close()
-		if err != nil {
-			return err
-		}
+		defer f.Close()
+		bt[i] = providertest.BatchTile{ID: t.ID, Z: t.Z, X: t.X, Y: t.Y, ContentType: t.ContentType, Size: t.SizeBytes,
+			SHA256: t.SHA256, CapturedAt: t.CapturedAt.UTC().Format(time.RFC3339), Body: f}
 	}
-	mw.Close()
+	var buf bytes.Buffer
+	contentType, err := providertest.WriteBatch(&buf, bt)
+	if err != nil {
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/flights/"+flightID+"/tiles:batch", &buf)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Idempotency-Key", operation.NewID())
 	resp, err := client.Do(req)
