@@ -46,6 +46,10 @@ type Config struct {
 	Upload Upload `yaml:"upload"`
 	// Retry tunes the idempotent retry decorator.
 	Retry Retry `yaml:"retry"`
+
+	// sources maps a key to where its value came from, for Validate's
+	// errors (SetFrom, the environment); absent: default or config file.
+	sources map[string]string
 }
 
 // Upload tunes the HTTP uploader.

@@ -53,7 +53,9 @@ func (c *Config) applyEnv(env LookupEnv) error {
 		}
 		if err := setString(f.v, s); err != nil {
 			errs = append(errs, fmt.Errorf("environment %s: %w", f.Env, err))
+			continue
 		}
+		c.noteSource(f.Key, "environment "+f.Env)
 	}
 	return errors.Join(errs...)
 }

@@ -104,7 +104,7 @@ func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
 		var errs []error
 		for _, g := range globalFlags {
 			if fl := flags.Lookup(g.name); fl != nil && fl.Changed {
-				if err := c.Set(g.key, fl.Value.String()); err != nil {
+				if err := c.SetFrom(g.key, fl.Value.String(), "--"+g.name); err != nil {
 					errs = append(errs, fmt.Errorf("--%s: %w", g.name, err))
 				}
 			}
