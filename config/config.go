@@ -47,9 +47,8 @@ type Config struct {
 	// Retry tunes the idempotent retry decorator.
 	Retry Retry `yaml:"retry"`
 
-	// sources maps a key to where its value came from, for Validate's
-	// errors (SetFrom, the environment); absent: default or config file.
-	sources map[string]string
+	file    string            // the config file read, "" for none
+	sources map[string]Source // key path -> where it was set; absent: default
 }
 
 // Upload tunes the HTTP uploader.

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -87,38 +86,16 @@ func fieldByName(v reflect.Value, name string) (reflect.Value, bool) {
 
 // Set assigns one field by its key path from its string form, as a flag or
 // an environment variable would. Durations are Go durations ("2s", "30m").
-func (c *Config) Set(key, value string) error { return c.SetFrom(key, value, "") }
-
-// SetFrom is Set, remembering source (a flag such as "--concurrency") so
-// that Validate's error for the field names it. A copy of a Config may call
-// it without changing the original's sources.
-func (c *Config) SetFrom(key, value, source string) error {
+func (c *Config) Set(key, value string) error {
 	for _, f := range c.Fields() {
 		if f.Key == key {
 			if err := setString(f.v, value); err != nil {
 				return fmt.Errorf("%s: %w", key, err)
 			}
-			c.noteSource(key, source)
 			return nil
 		}
 	}
 	return fmt.Errorf("unknown configuration key %q", key)
-}
-
-// noteSource records (or, for "", forgets) where key's value came from.
-// The map is copied first: Configs are copied by value and must not share
-// later changes.
-func (c *Config) noteSource(key, source string) {
-	m := maps.Clone(c.sources)
-	if m == nil {
-		m = map[string]string{}
-	}
-	if source == "" {
-		delete(m, key)
-	} else {
-		m[key] = source
-	}
-	c.sources = m
 }
 
 // Value returns a field's current value in its string form (the token shows

@@ -14,14 +14,14 @@ type FieldError struct {
 	Key     string // e.g. "upload.concurrency"
 	Value   string // already safe to print (the token is never put here)
 	Allowed string // e.g. "must be 1..64"
-	// Source is where the value came from ("--concurrency", "environment
-	// TILECTL_UPLOAD_CONCURRENCY"); "" for the defaults and the config file.
-	Source string
+	// Source is where the value came from (a flag, a variable, a file
+	// line); the zero Source when it was never set (defaults, or code).
+	Source Source
 }
 
 func (e *FieldError) Error() string {
 	key := e.Key
-	if e.Source != "" {
+	if e.Source.Kind != "" {
 		key = fmt.Sprintf("%s (from %s)", e.Key, e.Source)
 	}
 	if e.Value == "" {
@@ -39,7 +39,7 @@ const (
 )
 
 // Validate checks every field and returns all problems joined, each a
-// *FieldError naming where the value came from (SetFrom). Call Complete
+// *FieldError naming where the value came from (Source). Call Complete
 // first. It is the one check for every source: defaults, file, environment
 // and flags.
 func (c *Config) Validate() error {

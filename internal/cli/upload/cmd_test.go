@@ -84,7 +84,7 @@ func TestConfigFlagsOutOfBoundsAreRefusedNamingTheFlag(t *testing.T) {
 			t.Fatalf("%v: parse: %v", args, err)
 		}
 		_, _, err = o.settings(completedDefaults())
-		if err == nil || !strings.Contains(err.Error(), "(from "+args[0]+")") {
+		if err == nil || !strings.Contains(err.Error(), "(from flag "+args[0]+")") {
 			t.Errorf("%v: settings error %v, want one naming %s", args, err, args[0])
 		}
 	}

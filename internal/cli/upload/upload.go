@@ -158,7 +158,7 @@ func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Conf
 	var errs []error
 	for _, f := range configFlags {
 		if o.changed(f.flag) {
-			if err := cfg.SetFrom(f.key, f.value(o), "--"+f.flag); err != nil {
+			if err := cfg.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--" + f.flag}, f.key, f.value(o)); err != nil {
 				errs = append(errs, fmt.Errorf("--%s: %w", f.flag, err))
 			}
 		}
