@@ -78,7 +78,7 @@ func (u *HTTPTileUploader) capabilities(ctx context.Context) (Capabilities, erro
 		if !errors.As(a.err, &je) {
 			return c, &NoProviderError{URL: u.base.Redacted(), Problem: noAnswer(a.err), Err: a.err}
 		}
-	case a.status != 0 && a.bodyErr == nil:
+	case a.status != 0 && (a.status < 300 || a.status >= 400) && a.bodyErr == nil:
 		if problem := notTheAPI(a.status, a.header.Get("Content-Type"), a.body); problem != "" {
 			return c, &NoProviderError{URL: u.base.Redacted(), Problem: problem}
 		}
