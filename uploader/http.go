@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -124,6 +125,9 @@ type HTTPTileUploader struct {
 	sleep    func(ctx context.Context, d time.Duration) error
 	breaker  *breaker
 	budget   *operation.RetryBudget
+	// answered is set once the provider answered as the API: from then on
+	// a failure is an outage, given the full resends, not a wrong URL.
+	answered atomic.Bool
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)
