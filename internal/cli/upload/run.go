@@ -64,6 +64,12 @@ func uploadRun(ctx context.Context, opts *Options) error {
 			Msg("retry decorator bypassed: partial uploads are not retried and rejections are counted by the next retrying run")
 	}
 
+	if !opts.DryRun {
+		if err := requireToken(&cfg); err != nil {
+			return err
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, cfg.Upload.Deadline)
 	defer cancel()
 	if err := r.wire(ctx); err != nil {
@@ -91,6 +97,11 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	var firstErr error
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
+		if err != nil {
+			err = r.explain(err)
+			msg := err.Error()
+			fs.Error = &msg
+		}
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("upload-pending deadline of %s reached (raise --deadline or upload.deadline): %w", cfg.Upload.Deadline, err)
 			msg := err.Error()
