@@ -119,6 +119,13 @@ func uploadRun(ctx context.Context, opts *Options) error {
 			break // the deadline ended the run: start no other flight
 		}
 	}
+	if se := exitcode.Interruption(ctx); se != nil {
+		// Every batch on the wire was let finish and settled; what is
+		// left stays pending for the next run.
+		msg := fmt.Sprintf("interrupted: %d tiles pending; run again to continue", sum.StillPending)
+		firstErr = exitcode.New(se.Code(), fmt.Errorf("%s (%s)", msg, se))
+		sum.Interrupted = true
+	}
 	return r.finish(&sum, firstErr)
 }
 
@@ -280,6 +287,10 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 // prints the summary.
 func (r *run) finish(sum *Summary, runErr error) error {
 	switch {
+	case sum.Interrupted:
+		sum.Outcome, sum.ExitCode = "interrupted", exitcode.Code(runErr)
+		msg := runErr.Error()
+		sum.Error = &msg
 	case runErr != nil:
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomeFailure), exitcode.Code(runErr)
 		msg := runErr.Error()
