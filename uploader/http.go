@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -109,6 +110,9 @@ type HTTPTileUploader struct {
 	ua       string
 	now      func() time.Time
 	sleep    func(ctx context.Context, d time.Duration) error
+	// answered is set once the provider answered as the API: from then on
+	// a failure is an outage, given the full resends, not a wrong URL.
+	answered atomic.Bool
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)

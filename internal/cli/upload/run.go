@@ -64,6 +64,12 @@ func uploadRun(ctx context.Context, opts *Options) error {
 			Msg("retry decorator bypassed: partial uploads are not retried and rejections are counted by the next retrying run")
 	}
 
+	if !opts.DryRun {
+		if err := requireToken(&cfg); err != nil {
+			return err
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, cfg.Upload.Deadline)
 	defer cancel()
 	if err := r.wire(ctx); err != nil {
@@ -91,6 +97,11 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	var firstErr error
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
+		if err != nil {
+			err = r.explain(err)
+			msg := err.Error()
+			fs.Error = &msg
+		}
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("upload-pending deadline of %s reached (raise --deadline or upload.deadline): %w", cfg.Upload.Deadline, err)
 			msg := err.Error()
@@ -107,6 +118,13 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		if ctx.Err() != nil {
 			break // the deadline ended the run: start no other flight
 		}
+	}
+	if se := exitcode.Interruption(ctx); se != nil {
+		// Every batch on the wire was let finish and settled; what is
+		// left stays pending for the next run.
+		msg := fmt.Sprintf("interrupted: %d tiles pending; run again to continue", sum.StillPending)
+		firstErr = exitcode.New(se.Code(), fmt.Errorf("%s (%s)", msg, se))
+		sum.Interrupted = true
 	}
 	return r.finish(&sum, firstErr)
 }
@@ -240,6 +258,10 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 // prints the summary.
 func (r *run) finish(sum *Summary, runErr error) error {
 	switch {
+	case sum.Interrupted:
+		sum.Outcome, sum.ExitCode = "interrupted", exitcode.Code(runErr)
+		msg := runErr.Error()
+		sum.Error = &msg
 	case runErr != nil:
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomeFailure), exitcode.Code(runErr)
 		msg := runErr.Error()
