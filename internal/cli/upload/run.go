@@ -145,6 +145,13 @@ func (r *run) wire(ctx context.Context) error {
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
 		Now: r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
+		Breaker: uploader.BreakerOptions{
+			FailureThreshold: offIfZero(r.cfg.Upload.BreakerFailures),
+			Cooldown:         r.cfg.Upload.BreakerCooldown, MaxCooldown: r.cfg.Upload.BreakerMaxCooldown,
+			OutageLimit: r.cfg.Upload.OutageLimit, OnChange: r.breakerChanged,
+		},
+		ResendBudget: float64(offIfZero(r.cfg.Upload.ResendBudget)),
+		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
 	})
 	if err != nil {
 		return exitcode.UsageError(err)
@@ -167,6 +174,28 @@ func (r *run) wire(ctx context.Context) error {
 		r.rec = rec
 	}
 	return nil
+}
+
+// offIfZero maps a configuration's 0 ("none") to the uploader's negative
+// ("none"; its 0 means "the default").
+func offIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// breakerChanged logs the breaker's state changes: one line when the
+// provider becomes unavailable and one when it is back, however many
+// workers are waiting. A progress display renders from the same events.
+func (r *run) breakerChanged(e uploader.BreakerEvent) {
+	switch e.State {
+	case uploader.BreakerOpen:
+		r.log.Warn().Time("unavailable_since", e.Since).Time("next_probe_at", e.RetryAt).Int("openings", e.Openings).
+			Msg("provider unavailable; sending paused until a probe succeeds")
+	case uploader.BreakerClosed:
+		r.log.Info().Int("openings", e.Openings).Msg("provider available again; sending resumed")
+	}
 }
 
 // flights is --flight, or every on_ground flight with pending tiles.
