@@ -47,10 +47,11 @@ var errBatchFailed = errors.New("batch failed; its tiles go into a new batch")
 var errLeftOpen = errors.New("batch left open")
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
-// and settles it from the answer. It returns a run-ending error only; a
-// batch it cannot settle is left open for the next run.
-func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, t *tally) error {
-	body, err := newBatchBody(opID, tiles, u.blobs)
+// whose tiles' verified bytes are data, and settles it from the answer. It
+// returns a run-ending error only; a batch it cannot settle is left open
+// for the next run.
+func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, data [][]byte, t *tally) error {
+	body, err := newBatchBody(opID, tiles, data)
 	if err != nil {
 		return err
 	}
@@ -59,14 +60,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	a := u.do(ctx, http.MethodPost, path, opID, body,
 		func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) }, acceptBatchAnswer)
 	t.transport(a.attempts-1, a.timeouts)
-	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
 
-	if a.blobBad {
-		// The provider never got a complete body from this attempt, but an
-		// earlier one may have run: the next run asks it before deciding.
-		log.Warn().Msg("tile bytes changed while sending; batch left open to be settled by asking the provider")
-		return errLeftOpen
-	}
 	ok2xx := a.status >= 200 && a.status < 300
 	if a.err != nil || !ok2xx {
 		perr := a.failure(opID, "upload batch")

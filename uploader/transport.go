@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -36,7 +35,6 @@ type exchange struct {
 	timeouts    int
 	lastBodyErr error
 	cancelled   bool // resending stopped because the run was cancelled
-	blobChanged atomic.Bool
 }
 
 // answer is how an exchange ended.
@@ -48,7 +46,6 @@ type answer struct {
 	err      error // transport error, or why resending stopped early
 	attempts int
 	timeouts int
-	blobBad  bool // aborted because tile bytes changed
 	// cancelled: the run's context ended the exchange, not the provider.
 	cancelled bool
 }
@@ -86,7 +83,7 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 					}
 				}
 			}
-			return &lazyBody{b: body, onAbort: func(error) { ex.blobChanged.Store(true) }}, nil
+			return body.reader(), nil
 		})
 	}
 	req, err := retryablehttp.NewRequestWithContext(reqCtx, method, u.endpoint(path), raw)
@@ -112,7 +109,7 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
 	}
 	resp, err := rc.Do(req)
-	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, blobBad: ex.blobChanged.Load(),
+	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts,
 		cancelled: ex.cancelled || (err != nil && runCtx.Err() != nil && errors.Is(err, runCtx.Err()))}
 	if resp != nil {
 		// checkRetry already read the body (capped) and put it back.
@@ -158,7 +155,7 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 		if isTimeout(err) {
 			ex.timeouts++
 		}
-		if ex.blobChanged.Load() || permanentTransport(err) {
+		if permanentTransport(err) {
 			return false, err
 		}
 		return ex.schedule(transportAdvice(ex.attempts)), nil
