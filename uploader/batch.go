@@ -42,8 +42,8 @@ func acceptBatchAnswer(b []byte) bool { _, ok := parseBatchAnswer(b); return ok 
 // are free for a new batch.
 var errBatchFailed = errors.New("batch failed; its tiles go into a new batch")
 
-// errLeftOpen: the batch could not be sent whole (its bytes changed) and
-// is still open. It does not end the run.
+// errLeftOpen: the batch was not answered in this run (its resend budget
+// was spent) and is still open. It does not end the run.
 var errLeftOpen = errors.New("batch left open")
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
@@ -61,6 +61,13 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) }, acceptBatchAnswer)
 	t.transport(a.attempts-1, a.timeouts)
 
+	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
+	if a.budgetSpent {
+		// Resending more would add to the load on a provider that is
+		// already failing; the next run settles the batch with its key.
+		log.Info().Int("attempts", a.attempts).Msg("resend budget spent; batch left open for the next run")
+		return errLeftOpen
+	}
 	ok2xx := a.status >= 200 && a.status < 300
 	if a.err != nil || !ok2xx {
 		perr := a.failure(opID, "upload batch")
