@@ -13,7 +13,7 @@ import (
 // order, so a concurrent count waits and then finds nothing left to count;
 // per sums them per tile and picks the newest one's reason; mark sets
 // counted_at; upd adds the counts and moves uploadable tiles that reached
-// the budget ($2) to upload_giveup. old_status is read under the lock, so
+// the budget ($2), or were rejected too_large ($3), to upload_giveup. old_status is read under the lock, so
 // "gave up now" is exact: the status changed in this statement.
 const countRejectionsSQL = `
 WITH unc AS (
@@ -27,7 +27,8 @@ WITH unc AS (
            (array_agg(reason ORDER BY rejected_at DESC, op_id DESC))[1] AS reason,
            (array_agg(message ORDER BY rejected_at DESC, op_id DESC))[1] AS message,
            max(rejected_at) AS rejected_at,
-           min(old_status) AS old_status
+           min(old_status) AS old_status,
+           bool_or(reason = $3) AS final
       FROM unc GROUP BY tile_id
 ), mark AS (
     UPDATE upload_rejections r SET counted_at = now()
@@ -38,9 +39,9 @@ WITH unc AS (
            last_rejection_reason = per.reason,
            last_rejection_message = per.message,
            last_rejected_at = per.rejected_at,
-           voting_status = CASE WHEN t.upload_attempts + per.n >= $2 AND t.voting_status IN ('pending', 'trusted')
+           voting_status = CASE WHEN (t.upload_attempts + per.n >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
                                 THEN 'upload_giveup' ELSE t.voting_status END,
-           gave_up_at = CASE WHEN t.upload_attempts + per.n >= $2 AND t.voting_status IN ('pending', 'trusted')
+           gave_up_at = CASE WHEN (t.upload_attempts + per.n >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
                              THEN now() ELSE t.gave_up_at END
       FROM per WHERE t.tile_id = per.tile_id
     RETURNING t.tile_id, t.flight_id, t.upload_attempts, per.n,
@@ -50,9 +51,16 @@ WITH unc AS (
 )
 SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up_at FROM upd ORDER BY tile_id`
 
+// ReasonTooLarge is the rejection reason of a tile over the provider's
+// limits. Retrying the same bytes can never help, so counting such a
+// rejection gives the tile up at once, whatever its attempts; `tiles
+// requeue` brings it back once the provider raises its limits.
+const ReasonTooLarge = "too_large"
+
 // CountRejections adds the flight's uncounted rejections to their tiles'
 // upload_attempts, exactly once each, and moves uploadable tiles whose
-// attempts reach maxAttempts to upload_giveup, all in one transaction.
+// attempts reach maxAttempts, or with a ReasonTooLarge rejection among
+// those counted, to upload_giveup, all in one transaction.
 //
 // If any tile gave up and beforeCommit is not nil, it is called inside the
 // transaction, before commit, with the give-ups (tile_id order); if it
@@ -71,7 +79,7 @@ func (s *Store) CountRejections(ctx context.Context, flightID string, maxAttempt
 	var res CountResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = CountResult{Attempts: map[string]int{}}
-		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts)
+		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, ReasonTooLarge)
 		if err != nil {
 			return err
 		}
