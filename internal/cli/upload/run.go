@@ -167,9 +167,13 @@ func (r *run) wire(ctx context.Context) error {
 		if open == nil {
 			log := r.log
 			open = func(path string, capacity int64) (GiveUpRecorder, error) {
-				return fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
+				rec, err := fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
 					log.Warn().Str("fdr_path", path).Msgf(format, args...)
 				}})
+				if err != nil {
+					return nil, err
+				}
+				return retrydecorator.RingRecorder{Recorder: rec}, nil
 			}
 		}
 		rec, err := open(r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
