@@ -69,24 +69,25 @@ func (c *Config) defaults() {
 
 // Report is what a soak did and found.
 type Report struct {
-	Seed     uint64
-	Rounds   int
-	Tiles    int
-	Runs     int
-	Kills    int
-	DBBreaks int // tilectl database backends terminated mid-run
+	Seed       uint64
+	Rounds     int
+	Tiles      int
+	Runs       int
+	Kills      int
+	DBBreaks   int         // tilectl database backends terminated mid-run
+	ExitCodes  map[int]int // exit code -> runs (killed runs not included)
+	Faults     map[string]int
+	Replays    int            // answers the provider replayed for a known key
+	Checked    map[string]int // invariant -> evaluations
+	Violations []string
+	Uploaded   int
+	GivenUp    int
+	Took       time.Duration
+
 	// DBRestarts and ProviderKills landed while a run was going; the
 	// MidBatch ones while a batch was executing at the provider.
 	DBRestarts, DBRestartsMidBatch       int
 	ProviderKills, ProviderKillsMidBatch int
-	ExitCodes                            map[int]int // exit code -> runs (killed runs not included)
-	Faults                               map[string]int
-	Replays                              int            // answers the provider replayed for a known key
-	Checked                              map[string]int // invariant -> evaluations
-	Violations                           []string
-	Uploaded                             int
-	GivenUp                              int
-	Took                                 time.Duration
 }
 
 // Run soaks tilectl as cfg says. It returns an error when the soak could

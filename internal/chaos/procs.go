@@ -187,13 +187,14 @@ type runResult struct {
 	killed bool
 	hung   bool
 	breaks int // database backends terminated during the run
+	stdout []byte
+	stderr []byte
+	took   time.Duration
+
 	// dbRestarts and providerKills landed while the run was going; the
 	// midBatch ones while a batch was executing at the provider.
 	dbRestarts, providerKills         int
 	dbRestartsMidBatch, killsMidBatch int
-	stdout                            []byte
-	stderr                            []byte
-	took                              time.Duration
 }
 
 // runTilectl runs tilectl with args and env, applying plan through hooks.
