@@ -41,7 +41,7 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	}
 	m := decodeSummary(t, res.stdout)
 	wantKeys := []string{"outcome", "exit_code", "dry_run", "retry_decorator", "uploaded", "accepted", "duplicate",
-		"rejected", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
+		"rejected", "rejected_tiles", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
 		"replayed", "timeouts", "next_retry_at", "error", "flights"}
 	var keys []string
 	for k := range m {
