@@ -162,7 +162,11 @@ func (s *Summary) writeText(w io.Writer) error {
 			f.FlightID, f.Outcome, iostreams.HumanDuration(elapsed), f.Uploaded, f.Accepted, f.Duplicate,
 			f.GivenUp, f.StillPending, iostreams.HumanBytes(f.StillPendingBytes))
 		// Events, then the tiles behind them: "12 rejections (5 tiles)".
-		p("  %s (%s); %d batches; %s sent%s\n", plural(f.Rejected, "rejection"), plural(f.RejectedTiles, "tile"), f.Batches,
+		batches := fmt.Sprintf("%d batches", f.Batches)
+		if f.Batches == 1 {
+			batches = "1 batch"
+		}
+		p("  %s (%s); %s; %s sent%s\n", plural(f.Rejected, "rejection"), plural(f.RejectedTiles, "tile"), batches,
 			iostreams.HumanBytes(f.Bytes), rates(f, elapsed))
 		if f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0 {
 			earlier := max(*f.GiveUpsAwaitingReview-int64(f.GivenUp), 0)

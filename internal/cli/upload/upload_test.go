@@ -207,7 +207,7 @@ func TestNoRetryBypassesTheDecoratorAndLogsIt(t *testing.T) {
 	if r.prov.postCount() != 1 || len(r.clock.sleeps) != 0 {
 		t.Errorf("posts %d sleeps %v, want one batch and no retry", r.prov.postCount(), r.clock.sleeps)
 	}
-	if !strings.Contains(res.stdout, "flight F1: partial: 2 uploaded") {
+	if !strings.Contains(res.stdout, "flight F1: partial in ") || !strings.Contains(res.stdout, ": 2 uploaded") {
 		t.Errorf("text summary:\n%s", res.stdout)
 	}
 }
