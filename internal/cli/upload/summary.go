@@ -36,6 +36,8 @@ import (
 //	                    transport resends, replayed answers, timed-out attempts
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
+//	fdr                 what the run wrote to the flight data recorder
+//	                    (FDRSummary), or null without the retry decorator
 //	flights             one object per flight, in order, with flight_id,
 //	                    outcome, the counts above, next_retry_at, error,
 //	                    started, finished, elapsed_seconds and
@@ -52,6 +54,8 @@ type Summary struct {
 	Flights        []FlightSummary `json:"flights"`
 	// Interrupted: SIGINT or SIGTERM ended the run (outcome "interrupted").
 	Interrupted bool `json:"-"`
+	// FDR is what the run wrote to the flight data recorder: see FDRSummary.
+	FDR *FDRSummary `json:"fdr"`
 }
 
 // Counts are the per-flight and total tile counts.
@@ -104,6 +108,9 @@ type FlightSummary struct {
 	// after the run, this run's and earlier ones'; null when it could not
 	// be counted.
 	GiveUpsAwaitingReview *int64 `json:"give_ups_awaiting_review"`
+
+	fdrRecords int // give-up records the decorator wrote (Summary.FDR)
+	fdrBytes   int64
 }
 
 func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error, dryRun bool) FlightSummary {
@@ -119,6 +126,8 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
 		Finished:    rep.Finished,
+		fdrRecords:  rep.FDRRecords,
+		fdrBytes:    rep.FDRBytes,
 	}
 	if !rep.Started.IsZero() && rep.Finished.After(rep.Started) {
 		fs.ElapsedSeconds = rep.Finished.Sub(rep.Started).Seconds()
@@ -185,6 +194,12 @@ func (s *Summary) writeText(w io.Writer) error {
 	if len(s.Flights) > 1 {
 		p("total: %s: %d uploaded, %d given up, %d still pending; %s, %d retries, %s sent\n",
 			s.Outcome, s.Uploaded, s.GivenUp, s.StillPending, plural(s.Rejected, "rejection"), s.Retries, iostreams.HumanBytes(s.Bytes))
+	}
+	if f := s.FDR; f != nil && f.RingTooSmall {
+		p("flight data recorder too small: this run wrote %d give-up records (%d bytes) to %s, whose ring holds %d bytes, "+
+			"so its oldest records were overwritten (each was in the ring when its give-up was committed); "+
+			"set fdr_capacity_bytes to %d and move the old ring file aside (a ring's size is fixed when its file is created)\n",
+			f.Records, f.Bytes, f.Path, f.CapacityBytes, *f.SuggestedCapacityBytes)
 	}
 	return err
 }
