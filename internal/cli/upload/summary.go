@@ -33,6 +33,8 @@ import (
 //	                    transport resends, replayed answers, timed-out attempts
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
+//	fdr                 what the run wrote to the flight data recorder
+//	                    (FDRSummary), or null without the retry decorator
 //	flights             one object per flight, in order, with flight_id,
 //	                    outcome, the counts above, next_retry_at, error,
 //	                    started and finished
@@ -47,6 +49,8 @@ type Summary struct {
 	Flights        []FlightSummary `json:"flights"`
 	// Interrupted: SIGINT or SIGTERM ended the run (outcome "interrupted").
 	Interrupted bool `json:"-"`
+	// FDR is what the run wrote to the flight data recorder: see FDRSummary.
+	FDR *FDRSummary `json:"fdr"`
 }
 
 // Counts are the per-flight and total tile counts.
@@ -91,6 +95,9 @@ type FlightSummary struct {
 	Error       *string    `json:"error"`
 	Started     time.Time  `json:"started"`
 	Finished    time.Time  `json:"finished"`
+
+	fdrRecords int // give-up records the decorator wrote (Summary.FDR)
+	fdrBytes   int64
 }
 
 func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error, dryRun bool) FlightSummary {
@@ -106,6 +113,8 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
 		Finished:    rep.Finished,
+		fdrRecords:  rep.FDRRecords,
+		fdrBytes:    rep.FDRBytes,
 	}
 	switch {
 	case err != nil:
@@ -160,6 +169,12 @@ func (s *Summary) writeText(w io.Writer) error {
 	}
 	if s.GivenUp > 0 {
 		p("given-up tiles need human review: see 'tilectl status' and the flight data recorder\n")
+	}
+	if f := s.FDR; f != nil && f.RingTooSmall {
+		p("flight data recorder too small: this run wrote %d give-up records (%d bytes) to %s, whose ring holds %d bytes, "+
+			"so its oldest records were overwritten (each was in the ring when its give-up was committed); "+
+			"set fdr_capacity_bytes to %d and move the old ring file aside (a ring's size is fixed when its file is created)\n",
+			f.Records, f.Bytes, f.Path, f.CapacityBytes, *f.SuggestedCapacityBytes)
 	}
 	return err
 }
