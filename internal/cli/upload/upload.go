@@ -63,8 +63,8 @@ type Options struct {
 	InsecureSkipVerify bool
 	Output             string
 	// Quiet shows only errors and the summary: no progress, no INFO/WARN.
-	Quiet bool
-	CPUProfile         string // hidden --cpuprofile: where to write a CPU profile
+	Quiet      bool
+	CPUProfile string // hidden --cpuprofile: where to write a CPU profile
 	// Changed reports whether the user set a flag; only those override the
 	// configuration. Nil means none did.
 	Changed func(flag string) bool
