@@ -32,6 +32,14 @@ func (t *tally) local(rs []tilestore.Rejection) {
 	}
 }
 
+// held counts tiles the provider already held when asked: duplicates that
+// did not travel again.
+func (t *tally) held(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.Duplicate += n
+}
+
 func (t *tally) transport(resends, timeouts int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -290,11 +290,16 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		rep.FlightID = id
 	}
 	pendingBytes := bytes
+	var awaiting *int64 // give-ups of the flight after the run
 	if !r.opts.DryRun {
 		// The run's context may be past its deadline; the count still helps.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
 			rep.Pending, pendingBytes = n, b
+		}
+		if fc, ferr := r.store.FlightCounts(cctx, id); ferr == nil && len(fc) == 1 {
+			n := fc[0].ByStatus[tilestore.StatusUploadGiveup]
+			awaiting = &n
 		}
 		cancel()
 		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
@@ -304,7 +309,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 	}
-	return flightSummary(rep, pendingBytes, err, r.opts.DryRun), err
+	fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
+	fs.GiveUpsAwaitingReview = awaiting
+	return fs, err
 }
 
 // finish decides the outcome and exit code, writes the metrics file and
