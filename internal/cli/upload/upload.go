@@ -41,7 +41,7 @@ type Options struct {
 	HTTPClient *http.Client
 	// OpenFDR opens the flight data recorder for give-up records. Default:
 	// fdr.Open on config fdr_path with fdr_capacity_bytes.
-	OpenFDR func(path string, capacity int64) (GiveUpRecorder, error)
+	OpenFDR func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error)
 	// NewTicker paces progress log lines when stderr is not a terminal.
 	// Default: a time.Ticker.
 	NewTicker func(d time.Duration) (c <-chan time.Time, stop func())
