@@ -130,6 +130,9 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "show only errors and the summary (no progress, no info or warning logs)")
 	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file (or set "+cpuProfileEnv+")")
 	_ = fl.MarkHidden("cpuprofile")
+	for _, f := range configFlags {
+		_ = fl.SetAnnotation(f.flag, factory.ConfigKeyAnnotation, []string{f.key})
+	}
 	return cmd
 }
 
@@ -168,7 +171,10 @@ var configFlags = []struct {
 	{"metrics-file", "upload.metrics_file", func(o *Options) string { return o.MetricsFile }},
 }
 
-// settings is the configuration with the user's flags applied, validated
+// settings is the configuration with the user's flags applied (from the
+// command line the factory has already applied them, through
+// factory.ConfigKeyAnnotation; callers that build Options directly rely on
+// this overlay), validated
 // by config.Validate exactly as a file or environment value is; an error
 // names the flag (exit 2 at the caller).
 func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Config, error) {
