@@ -130,6 +130,12 @@ type UploadBatchReport struct {
 	Rejections  []PerTileStatus `json:"rejections,omitempty"`
 	Started     time.Time       `json:"started"`
 	Finished    time.Time       `json:"finished"`
+
+	// FDRRecords and FDRBytes are the give-up records the retry decorator
+	// wrote to the flight data recorder and their size in the ring: more
+	// bytes than the ring's capacity means the oldest were overwritten.
+	FDRRecords int   `json:"fdr_records"`
+	FDRBytes   int64 `json:"fdr_bytes"`
 }
 
 // Traffic counts a run's HTTP requests for the SLIs of seed 002. Every

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,6 +39,7 @@ type run struct {
 	metrics   *metricsfile.Metrics
 	tty       bool
 	newTicker func(time.Duration) (<-chan time.Time, func())
+	progress  atomic.Pointer[progress] // the flight being uploaded, for breaker events
 }
 
 func uploadRun(ctx context.Context, opts *Options) error {
@@ -52,6 +54,9 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	r := &run{opts: opts, cfg: cfg, retry: rc, log: opts.Logger(), metrics: metricsfile.New(),
 		decorate: !opts.NoRetry && !cfg.Upload.DisableRetryDecorator,
 		tty:      opts.IO.IsStderrTTY(), newTicker: opts.NewTicker}
+	if opts.Quiet {
+		r.log = r.log.Level(zerolog.ErrorLevel)
+	}
 	if r.newTicker == nil {
 		r.newTicker = func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
@@ -162,9 +167,13 @@ func (r *run) wire(ctx context.Context) error {
 		if open == nil {
 			log := r.log
 			open = func(path string, capacity int64) (GiveUpRecorder, error) {
-				return fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
+				rec, err := fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
 					log.Warn().Str("fdr_path", path).Msgf(format, args...)
 				}})
+				if err != nil {
+					return nil, err
+				}
+				return retrydecorator.RingRecorder{Recorder: rec}, nil
 			}
 		}
 		rec, err := open(r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
@@ -189,6 +198,9 @@ func offIfZero(n int) int {
 // provider becomes unavailable and one when it is back, however many
 // workers are waiting. A progress display renders from the same events.
 func (r *run) breakerChanged(e uploader.BreakerEvent) {
+	if p := r.progress.Load(); p != nil {
+		p.breaker(e)
+	}
 	switch e.State {
 	case uploader.BreakerOpen:
 		r.log.Warn().Time("unavailable_since", e.Since).Time("next_probe_at", e.RetryAt).Int("openings", e.Openings).
@@ -248,7 +260,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	if err != nil {
 		return failed(err)
 	}
-	p := newProgress(id, tiles, bytes, r.tty, r.opts.IO.ErrOut, r.log, r.newTicker, r.metrics)
+	p := newProgress(id, tiles, bytes, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
+	r.progress.Store(p)
+	defer r.progress.Store(nil)
 	up := r.inner
 	if r.decorate && !r.opts.DryRun {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
@@ -277,6 +291,10 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			rep.Pending, pendingBytes = n, b
 		}
 		cancel()
+		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
+			RejectedTiles: len(rep.Rejections), Rejections: rep.Rejected, GivenUp: rep.GivenUp, Bytes: rep.Bytes,
+			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
+			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
@@ -305,8 +323,8 @@ func (r *run) finish(sum *Summary, runErr error) error {
 	default:
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomeSuccess), exitcode.OK
 	}
-	if r.opts.MetricsFile != "" && !r.opts.DryRun {
-		if err := r.metrics.WriteFile(r.opts.MetricsFile); err != nil {
+	if r.cfg.Upload.MetricsFile != "" && !r.opts.DryRun {
+		if err := r.metrics.WriteFile(r.cfg.Upload.MetricsFile); err != nil {
 			r.log.Error().Err(err).Msg("write metrics file")
 			if runErr == nil { // the upload went as reported, its outputs did not: exit 1
 				runErr = err
