@@ -82,7 +82,7 @@ func TestSLIsOfAKnownRunMatchTheirDefinitions(t *testing.T) {
 		o.HTTPClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 		jsonOut(o)
 		o.FlightID, o.BatchSize, o.Concurrency, o.MetricsFile = "FS", 2, 1, metrics
-	}, "batch-size", "concurrency")
+	}, "batch-size", "concurrency", "metrics-file")
 	if res.code != exitcode.OK {
 		t.Fatalf("exit %d (%v)\n%s", res.code, res.err, res.stderr)
 	}
