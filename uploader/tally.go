@@ -33,6 +33,14 @@ func (t *tally) local(rs []tilestore.Rejection) {
 	}
 }
 
+// held counts tiles the provider already held when asked: duplicates that
+// did not travel again.
+func (t *tally) held(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.Duplicate += n
+}
+
 // exchange counts one request and its resends.
 func (t *tally) exchange(attempts, timeouts int, refused bool) {
 	t.mu.Lock()
