@@ -302,7 +302,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
 			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
-			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
+			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed,
+			Resends: rep.Resends})
 	}
 	return flightSummary(rep, pendingBytes, err, r.opts.DryRun), err
 }
