@@ -42,6 +42,7 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 	r.Resends += rep.Resends
 	r.Replayed += rep.Replayed
 	r.Timeouts += rep.Timeouts
+	r.Traffic.Add(rep.Traffic)
 	if r.Started.IsZero() {
 		r.Started = rep.Started
 	}

@@ -34,9 +34,6 @@ const (
 type Counts struct {
 	Accepted, Duplicate, Rejected, GivenUp int
 	Retries, Timeouts, Replayed            int
-	// Resends is the report's transport-level resends: batch requests sent
-	// again with the same key and body, net/http's own replays included.
-	Resends int
 }
 
 // Metrics is one run's collector. It is safe for concurrent use.
@@ -47,8 +44,8 @@ type Metrics struct {
 	giveups  prometheus.Counter
 	timeouts prometheus.Counter
 	replayed prometheus.Counter
-	resends  prometheus.Counter
 	latency  prometheus.Histogram
+	sli      *sliSeries
 	flights  flightSeries
 }
 
@@ -72,16 +69,14 @@ func New() *Metrics {
 		replayed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tilectl_replayed_answers_total", Help: "Batch answers the provider replayed (Idempotent-Replayed: true).",
 		}),
-		resends: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tilectl_resends_total", Help: "Batch requests sent again at the transport level (same key, same body).",
-		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tilectl_batch_latency_seconds",
 			Help:    "Time from a batch's first send to its settled answer.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
 		}),
 	}
-	m.reg.MustRegister(m.tiles, m.retries, m.giveups, m.timeouts, m.replayed, m.resends, m.latency)
+	m.reg.MustRegister(m.tiles, m.retries, m.giveups, m.timeouts, m.replayed, m.latency)
+	m.sli = newSLISeries(m.reg)
 	m.flights = newFlightSeries(m.reg)
 	for _, o := range []string{OutcomeAccepted, OutcomeDuplicate, OutcomeRejected, OutcomeGivenUp} {
 		m.tiles.WithLabelValues(o)
@@ -99,14 +94,17 @@ func (m *Metrics) Add(c Counts) {
 	m.retries.Add(float64(c.Retries))
 	m.timeouts.Add(float64(c.Timeouts))
 	m.replayed.Add(float64(c.Replayed))
-	m.resends.Add(float64(c.Resends))
 }
 
 // ObserveBatch records one settled batch's latency.
-func (m *Metrics) ObserveBatch(d time.Duration) { m.latency.Observe(d.Seconds()) }
+func (m *Metrics) ObserveBatch(d time.Duration) {
+	m.latency.Observe(d.Seconds())
+	m.sli.observe(d)
+}
 
 // Encode returns the metrics in Prometheus text format.
 func (m *Metrics) Encode() ([]byte, error) {
+	m.sli.setQuantiles()
 	mfs, err := m.reg.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather metrics: %w", err)

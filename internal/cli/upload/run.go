@@ -307,8 +307,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
 			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
-			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed,
-			Resends: rep.Resends})
+			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
+		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
+			Resends: rep.Resends, ResendsRefused: rep.ResendsRefused, BreakerOpenings: rep.BreakerOpenings})
 	}
 	fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
 	fs.GiveUpsAwaitingReview = awaiting
@@ -318,6 +319,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 // finish decides the outcome and exit code, writes the metrics file and
 // prints the summary.
 func (r *run) finish(sum *Summary, runErr error) error {
+	sum.SLI = sliOf(sum.Counts, r.metrics)
 	switch {
 	case sum.Interrupted:
 		sum.Outcome, sum.ExitCode = "interrupted", exitcode.Code(runErr)

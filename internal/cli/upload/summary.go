@@ -34,6 +34,11 @@ import (
 //	batches, bytes      batches answered and bytes sent (dry run: would send)
 //	resends, replayed, timeouts
 //	                    transport resends, replayed answers, timed-out attempts
+//	requests, first_attempts, resends_refused, breaker_openings
+//	                    HTTP requests sent (resends and GETs included), those
+//	                    that were not resends, resends the retry budget
+//	                    refused, times the circuit breaker opened
+//	sli                 seed 002's indicators for the run (see SLI)
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
 //	fdr                 what the run wrote to the flight data recorder
@@ -49,6 +54,7 @@ type Summary struct {
 	DryRun         bool            `json:"dry_run"`
 	RetryDecorator bool            `json:"retry_decorator"`
 	Counts                         // the totals
+	SLI            SLI             `json:"sli"`
 	NextRetryAt    *time.Time      `json:"next_retry_at"`
 	Error          *string         `json:"error"`
 	Flights        []FlightSummary `json:"flights"`
@@ -74,6 +80,10 @@ type Counts struct {
 	Resends           int   `json:"resends"`
 	Replayed          int   `json:"replayed"`
 	Timeouts          int   `json:"timeouts"`
+	Requests          int   `json:"requests"`
+	FirstAttempts     int   `json:"first_attempts"`
+	ResendsRefused    int   `json:"resends_refused"`
+	BreakerOpenings   int   `json:"breaker_openings"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -91,6 +101,10 @@ func (c *Counts) add(o Counts) {
 	c.Resends += o.Resends
 	c.Replayed += o.Replayed
 	c.Timeouts += o.Timeouts
+	c.Requests += o.Requests
+	c.FirstAttempts += o.FirstAttempts
+	c.ResendsRefused += o.ResendsRefused
+	c.BreakerOpenings += o.BreakerOpenings
 }
 
 // FlightSummary is one flight's part of the run.
@@ -122,6 +136,8 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 			Rejected: rep.Rejected, RejectedTiles: len(rep.Rejections), GivenUp: rep.GivenUp, StillPending: rep.Pending,
 			StillPendingBytes: pendingBytes, Retries: rep.RetryCount, Batches: rep.Batches,
 			Bytes: rep.Bytes, Resends: rep.Resends, Replayed: rep.Replayed, Timeouts: rep.Timeouts,
+			Requests: rep.Requests, FirstAttempts: rep.FirstAttempts, ResendsRefused: rep.ResendsRefused,
+			BreakerOpenings: rep.BreakerOpenings,
 		},
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
