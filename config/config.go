@@ -46,6 +46,10 @@ type Config struct {
 	Upload Upload `yaml:"upload"`
 	// Retry tunes the idempotent retry decorator.
 	Retry Retry `yaml:"retry"`
+
+	// sources records where each value that is not a plain default came
+	// from (see Source); copies of a Config share it.
+	sources map[string]Source
 }
 
 // Upload tunes the HTTP uploader.
@@ -97,9 +101,11 @@ func Default(getenv func(string) string) *Config {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	dir, derived := defaultCacheDir(getenv)
 	return &Config{
+		sources:          map[string]Source{"cache_dir": {Kind: SourceDefault, Name: derived}},
 		DatabaseURL:      DefaultDatabaseURL,
-		CacheDir:         defaultCacheDir(getenv),
+		CacheDir:         dir,
 		ProviderURL:      DefaultProviderURL,
 		FDRCapacityBytes: DefaultFDRCapacityBytes,
 		LogLevel:         "info",
@@ -120,9 +126,10 @@ func Default(getenv func(string) string) *Config {
 	}
 }
 
-func defaultCacheDir(getenv func(string) string) string {
+// defaultCacheDir returns the default cache dir and how it was derived.
+func defaultCacheDir(getenv func(string) string) (dir, derived string) {
 	if x := getenv("XDG_CACHE_HOME"); x != "" {
-		return filepath.Join(x, "tilectl")
+		return filepath.Join(x, "tilectl"), "$XDG_CACHE_HOME/tilectl"
 	}
 	home := getenv("HOME")
 	if home == "" {
@@ -133,9 +140,9 @@ func defaultCacheDir(getenv func(string) string) string {
 	if home == "" {
 		// No home at all (a bare container): a relative cache is better
 		// than failing before the user can pass --cache-dir.
-		return filepath.Join(".cache", "tilectl")
+		return filepath.Join(".cache", "tilectl"), "no home directory: relative to the working directory"
 	}
-	return filepath.Join(home, ".cache", "tilectl")
+	return filepath.Join(home, ".cache", "tilectl"), "$HOME/.cache/tilectl"
 }
 
 // Complete fills the fields whose default depends on other fields. Call it

@@ -33,7 +33,7 @@ func Load(path string, env LookupEnv) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read config file: %w", err)
 		}
-		if err := c.applyYAML(data); err != nil {
+		if err := c.applyYAML(data, path); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", path, err)
 		}
 	}
@@ -53,7 +53,9 @@ func (c *Config) applyEnv(env LookupEnv) error {
 		}
 		if err := setString(f.v, s); err != nil {
 			errs = append(errs, fmt.Errorf("environment %s: %w", f.Env, err))
+			continue
 		}
+		c.setSource(f.Key, Source{Kind: SourceEnv, Name: f.Env})
 	}
 	return errors.Join(errs...)
 }
@@ -62,7 +64,7 @@ func (c *Config) applyEnv(env LookupEnv) error {
 // rather than decoding into the struct, so that an unknown key and a bad
 // value are both reported with their full key path and line, and so that a
 // value is parsed exactly as its environment variable would be.
-func (c *Config) applyYAML(data []byte) error {
+func (c *Config) applyYAML(data []byte, path string) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return err
@@ -75,13 +77,16 @@ func (c *Config) applyYAML(data []byte) error {
 		return nil
 	}
 	var errs []error
-	applyMapping(reflect.ValueOf(c).Elem(), root, "", &errs)
+	applyMapping(reflect.ValueOf(c).Elem(), root, "", &errs, func(key string, line int) {
+		c.setSource(key, Source{Kind: SourceFile, Name: fmt.Sprintf("%s:%d", path, line)})
+	})
 	return errors.Join(errs...)
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
-func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error) {
+// applyMapping sets the fields under n, telling set about each it set.
+func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error, set func(key string, line int)) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -109,7 +114,7 @@ func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error) {
 			if isNull(vn) {
 				continue // "upload:" with nothing under it changes nothing
 			}
-			applyMapping(fv, vn, key+".", errs)
+			applyMapping(fv, vn, key+".", errs, set)
 			continue
 		}
 		if vn.Kind != yaml.ScalarNode {
@@ -126,7 +131,9 @@ func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error) {
 		}
 		if err := setString(fv, val); err != nil {
 			*errs = append(*errs, fmt.Errorf("line %d: %s: %w", vn.Line, key, err))
+			continue
 		}
+		set(key, vn.Line)
 	}
 }
 

@@ -104,7 +104,7 @@ func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
 		var errs []error
 		for _, g := range globalFlags {
 			if fl := flags.Lookup(g.name); fl != nil && fl.Changed {
-				if err := c.Set(g.key, fl.Value.String()); err != nil {
+				if err := c.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--" + g.name}, g.key, fl.Value.String()); err != nil {
 					errs = append(errs, fmt.Errorf("--%s: %w", g.name, err))
 				}
 			}
@@ -113,8 +113,8 @@ func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
 			tok, err := readTokenFile(fl.Value.String())
 			if err != nil {
 				errs = append(errs, err)
-			} else {
-				c.ProviderToken = config.NewSecret(tok)
+			} else if err := c.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--provider-token-file"}, "provider_token", tok); err != nil {
+				errs = append(errs, err) // a secret takes any string; never expected
 			}
 		}
 		return errors.Join(errs...)
