@@ -47,9 +47,8 @@ type Config struct {
 	// Retry tunes the idempotent retry decorator.
 	Retry Retry `yaml:"retry"`
 
-	// sources records where each value that is not a plain default came
-	// from (see Source); copies of a Config share it.
-	sources map[string]Source
+	file    string            // the config file read, "" for none
+	sources map[string]Source // key path -> where it was set; absent: default
 }
 
 // Upload tunes the HTTP uploader.
@@ -101,11 +100,9 @@ func Default(getenv func(string) string) *Config {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	dir, derived := defaultCacheDir(getenv)
 	return &Config{
-		sources:          map[string]Source{"cache_dir": {Kind: SourceDefault, Name: derived}},
 		DatabaseURL:      DefaultDatabaseURL,
-		CacheDir:         dir,
+		CacheDir:         defaultCacheDir(getenv),
 		ProviderURL:      DefaultProviderURL,
 		FDRCapacityBytes: DefaultFDRCapacityBytes,
 		LogLevel:         "info",
@@ -126,10 +123,9 @@ func Default(getenv func(string) string) *Config {
 	}
 }
 
-// defaultCacheDir returns the default cache dir and how it was derived.
-func defaultCacheDir(getenv func(string) string) (dir, derived string) {
+func defaultCacheDir(getenv func(string) string) string {
 	if x := getenv("XDG_CACHE_HOME"); x != "" {
-		return filepath.Join(x, "tilectl"), "$XDG_CACHE_HOME/tilectl"
+		return filepath.Join(x, "tilectl")
 	}
 	home := getenv("HOME")
 	if home == "" {
@@ -140,9 +136,9 @@ func defaultCacheDir(getenv func(string) string) (dir, derived string) {
 	if home == "" {
 		// No home at all (a bare container): a relative cache is better
 		// than failing before the user can pass --cache-dir.
-		return filepath.Join(".cache", "tilectl"), "no home directory: relative to the working directory"
+		return filepath.Join(".cache", "tilectl")
 	}
-	return filepath.Join(home, ".cache", "tilectl"), "$HOME/.cache/tilectl"
+	return filepath.Join(home, ".cache", "tilectl")
 }
 
 // Complete fills the fields whose default depends on other fields. Call it

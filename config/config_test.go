@@ -196,31 +196,3 @@ func TestEmptyFileChangesNothing(t *testing.T) {
 		}
 	}
 }
-
-func TestEveryValueKnowsWhereItCameFrom(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tilectl.yaml")
-	if err := os.WriteFile(path, []byte("log_level: debug\nupload:\n  concurrency: 2\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"HOME": "/home/op", "TILECTL_PROVIDER_URL": "http://p:1"}
-	c, err := Load(path, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetFrom(Source{Kind: SourceFlag, Name: "--database-url"}, "database_url", "postgres://x/y"); err != nil {
-		t.Fatal(err)
-	}
-	for key, want := range map[string]string{
-		"cache_dir":          "default ($HOME/.cache/tilectl)",
-		"log_level":          "config file " + path + ":1",
-		"upload.concurrency": "config file " + path + ":3",
-		"provider_url":       "environment TILECTL_PROVIDER_URL",
-		"database_url":       "flag --database-url",
-		"retry.jitter":       "default",
-	} {
-		if got := c.Source(key).String(); got != want {
-			t.Errorf("source of %s = %q, want %q", key, got, want)
-		}
-	}
-}

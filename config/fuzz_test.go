@@ -22,7 +22,7 @@ func FuzzLoadYAML(f *testing.F) {
 	f.Add([]byte("upload: &u {concurrency: 2}\nretry: *u\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := Default(func(string) string { return "" })
-		if err := c.applyYAML(data, "fuzz.yaml"); err != nil {
+		if err := c.applyYAML(data); err != nil {
 			return
 		}
 		c.Complete()

@@ -15,10 +15,12 @@ import (
 // in tests.
 type LookupEnv func(key string) (string, bool)
 
-// Load builds a Config from the defaults, then the YAML file at path (or at
-// $TILECTL_CONFIG when path is ""; no file when both are empty), then the
-// environment. Flags are applied afterwards by the caller (Set), followed by
-// Complete and Validate.
+// Load builds a Config from the defaults, then the YAML file at path (when
+// path is "", the file Discover finds: $TILECTL_CONFIG,
+// $XDG_CONFIG_HOME/tilectl/config.yaml or ~/.config/tilectl/config.yaml,
+// /etc/tilectl/config.yaml; no file when none exists), then the
+// environment. Flags are applied afterwards by the caller (SetFrom),
+// followed by Complete and Validate. Every value set records its Source.
 func Load(path string, env LookupEnv) (*Config, error) {
 	if env == nil {
 		env = os.LookupEnv
@@ -26,14 +28,19 @@ func Load(path string, env LookupEnv) (*Config, error) {
 	getenv := func(k string) string { v, _ := env(k); return v }
 	c := Default(getenv)
 	if path == "" {
-		path = getenv(ConfigFileEnv)
+		p, err := Discover(env)
+		if err != nil {
+			return nil, err
+		}
+		path = p
 	}
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read config file: %w", err)
 		}
-		if err := c.applyYAML(data, path); err != nil {
+		c.file = path
+		if err := c.applyYAML(data); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", path, err)
 		}
 	}
@@ -55,7 +62,7 @@ func (c *Config) applyEnv(env LookupEnv) error {
 			errs = append(errs, fmt.Errorf("environment %s: %w", f.Env, err))
 			continue
 		}
-		c.setSource(f.Key, Source{Kind: SourceEnv, Name: f.Env})
+		c.noteSource(f.Key, Source{Kind: SourceEnv, Name: f.Env})
 	}
 	return errors.Join(errs...)
 }
@@ -64,7 +71,7 @@ func (c *Config) applyEnv(env LookupEnv) error {
 // rather than decoding into the struct, so that an unknown key and a bad
 // value are both reported with their full key path and line, and so that a
 // value is parsed exactly as its environment variable would be.
-func (c *Config) applyYAML(data []byte, path string) error {
+func (c *Config) applyYAML(data []byte) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return err
@@ -77,16 +84,14 @@ func (c *Config) applyYAML(data []byte, path string) error {
 		return nil
 	}
 	var errs []error
-	applyMapping(reflect.ValueOf(c).Elem(), root, "", &errs, func(key string, line int) {
-		c.setSource(key, Source{Kind: SourceFile, Name: fmt.Sprintf("%s:%d", path, line)})
-	})
+	note := func(key string, line int) { c.noteSource(key, Source{Kind: SourceFile, Name: c.file, Line: line}) }
+	applyMapping(reflect.ValueOf(c).Elem(), root, "", note, &errs)
 	return errors.Join(errs...)
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
-// applyMapping sets the fields under n, telling set about each it set.
-func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error, set func(key string, line int)) {
+func applyMapping(v reflect.Value, n *yaml.Node, prefix string, note func(key string, line int), errs *[]error) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -114,7 +119,7 @@ func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error, s
 			if isNull(vn) {
 				continue // "upload:" with nothing under it changes nothing
 			}
-			applyMapping(fv, vn, key+".", errs, set)
+			applyMapping(fv, vn, key+".", note, errs)
 			continue
 		}
 		if vn.Kind != yaml.ScalarNode {
@@ -133,7 +138,7 @@ func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error, s
 			*errs = append(*errs, fmt.Errorf("line %d: %s: %w", vn.Line, key, err))
 			continue
 		}
-		set(key, vn.Line)
+		note(key, vn.Line)
 	}
 }
 

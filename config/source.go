@@ -1,10 +1,17 @@
 package config
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
 
-// SourceKind is where a configuration value came from.
+// SourceKind says where a configuration value came from.
 type SourceKind string
 
+// Where a value can come from, lowest precedence first.
 const (
 	SourceDefault SourceKind = "default"
 	SourceFile    SourceKind = "file"
@@ -12,34 +19,44 @@ const (
 	SourceFlag    SourceKind = "flag"
 )
 
-// Source says where one field's value came from: Kind, and Name, which is
-// the flag ("--cache-dir"), the variable ("TILECTL_CACHE_DIR"), the file
-// and line ("/etc/tilectl.yaml:3") or, for a default, how it was derived
-// ("$XDG_CACHE_HOME/tilectl"; may be "").
+// Source is where one field's value came from: its kind and, for a file,
+// the file's path and line; for the environment, the variable; for a flag,
+// the flag (and, for a file-valued flag such as --provider-token-file, the
+// file). Error messages and `tilectl config view` print it so an operator
+// knows what to change.
 type Source struct {
-	Kind SourceKind
-	Name string
+	Kind SourceKind `json:"kind"`
+	// Name is the config file's path, the environment variable or the flag
+	// ("--provider-url"); "" for a default.
+	Name string `json:"name,omitempty"`
+	// Line is the line in the config file, 0 otherwise.
+	Line int `json:"line,omitempty"`
+	// File is the file a flag or variable named (--provider-token-file).
+	File string `json:"file,omitempty"`
 }
 
-// String is how errors name a source: "flag --cache-dir", "environment
-// TILECTL_CACHE_DIR", "config file /etc/tilectl.yaml:3", "default".
+// String is the source as an error message says it: "default", "env
+// TILECTL_PROVIDER_URL", "file /etc/tilectl/config.yaml:4", "flag
+// --provider-url", "flag --provider-token-file (file /run/secrets/t)".
 func (s Source) String() string {
 	switch s.Kind {
-	case SourceFlag:
-		return "flag " + s.Name
-	case SourceEnv:
-		return "environment " + s.Name
+	case "", SourceDefault:
+		return "default"
 	case SourceFile:
-		return "config file " + s.Name
+		if s.Line > 0 {
+			return fmt.Sprintf("file %s:%d", s.Name, s.Line)
+		}
+		return "file " + s.Name
 	}
-	if s.Name != "" {
-		return fmt.Sprintf("default (%s)", s.Name)
+	out := string(s.Kind) + " " + s.Name
+	if s.File != "" {
+		out += " (file " + s.File + ")"
 	}
-	return "default"
+	return out
 }
 
-// Source returns where the field with key path key got its value; a field
-// nothing set is SourceDefault.
+// Source returns where the field with key path key got its value; the zero
+// Source (a default) for a field nobody set.
 func (c *Config) Source(key string) Source {
 	if s, ok := c.sources[key]; ok {
 		return s
@@ -47,18 +64,88 @@ func (c *Config) Source(key string) Source {
 	return Source{Kind: SourceDefault}
 }
 
-// SetFrom is Set that also records where the value came from.
+// SetFrom assigns one field, as Set does, and records src as its source.
 func (c *Config) SetFrom(src Source, key, value string) error {
 	if err := c.Set(key, value); err != nil {
 		return err
 	}
-	c.setSource(key, src)
+	c.noteSource(key, src)
 	return nil
 }
 
-func (c *Config) setSource(key string, src Source) {
+// SetToken sets the provider token and records where it came from; the
+// root command uses it for --provider-token-file.
+func (c *Config) SetToken(src Source, token string) {
+	c.ProviderToken = NewSecret(token)
+	c.noteSource("provider_token", src)
+}
+
+func (c *Config) noteSource(key string, src Source) {
 	if c.sources == nil {
 		c.sources = map[string]Source{}
 	}
 	c.sources[key] = src
+}
+
+// File is the config file that was read, "" when none was.
+func (c *Config) File() string { return c.file }
+
+// SystemConfigFile is the last place discovery looks.
+const SystemConfigFile = "/etc/tilectl/config.yaml"
+
+// systemConfigFile is SystemConfigFile; tests point it elsewhere.
+var systemConfigFile = SystemConfigFile
+
+// Discover returns the config file to read when --config is not given: the
+// first of $TILECTL_CONFIG, $XDG_CONFIG_HOME/tilectl/config.yaml (else
+// ~/.config/tilectl/config.yaml) and /etc/tilectl/config.yaml that exists.
+// $TILECTL_CONFIG is returned whether or not it exists (naming a missing
+// file is a mistake to report); "" means no file.
+func Discover(env LookupEnv) (string, error) {
+	if env == nil {
+		env = os.LookupEnv
+	}
+	getenv := func(k string) string { v, _ := env(k); return v }
+	if p := getenv(ConfigFileEnv); p != "" {
+		return p, nil
+	}
+	for _, p := range discoveryPaths(getenv) {
+		_, err := os.Stat(p)
+		switch {
+		case err == nil:
+			return p, nil
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		default:
+			return "", fmt.Errorf("look for a config file at %s: %w", p, err)
+		}
+	}
+	return "", nil
+}
+
+// DiscoveryPaths lists, in order, where Discover looks after
+// $TILECTL_CONFIG, for help texts and `config view`.
+func DiscoveryPaths(env LookupEnv) []string {
+	if env == nil {
+		env = os.LookupEnv
+	}
+	return discoveryPaths(func(k string) string { v, _ := env(k); return v })
+}
+
+func discoveryPaths(getenv func(string) string) []string {
+	var out []string
+	if x := getenv("XDG_CONFIG_HOME"); x != "" {
+		out = append(out, filepath.Join(x, "tilectl", "config.yaml"))
+	} else if home := homeDir(getenv); home != "" {
+		out = append(out, filepath.Join(home, ".config", "tilectl", "config.yaml"))
+	}
+	return append(out, systemConfigFile)
+}
+
+func homeDir(getenv func(string) string) string {
+	if h := getenv("HOME"); h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return h
 }

@@ -172,6 +172,7 @@ func (r *Recorder) rebuildIndex(h header) {
 	area := r.area()
 	clear(r.keys)
 	recs, _ := scanArea(area, h.writeOff, h.wrapped())
+	recs, _ = committed(recs, h)
 	for _, l := range recs {
 		if l.rec.Key != "" {
 			if old, ok := r.keys[l.rec.Key]; !ok || old.seq < l.rec.Seq {

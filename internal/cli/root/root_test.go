@@ -143,3 +143,20 @@ func TestMigrateImportStatusEndToEnd(t *testing.T) {
 		t.Fatalf("status after import: %s", last.out)
 	}
 }
+
+func TestGroupReadableTokenFileIsWarnedAbout(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte("s3cr3t-token\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := execute(t, nil, "--provider-token-file", p, "config", "view")
+	if r.code != 0 || !strings.Contains(r.errOut, "readable by group or others") || !strings.Contains(r.errOut, "chmod 600 "+p) {
+		t.Fatalf("exit %d, stderr %q: want a warning naming chmod 600", r.code, r.errOut)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := execute(t, nil, "--provider-token-file", p, "config", "view"); strings.Contains(r.errOut, "warning") {
+		t.Fatalf("0600 file warned about: %q", r.errOut)
+	}
+}
