@@ -11,12 +11,14 @@ import (
 	"github.com/tilectl/tilectl/uploader"
 )
 
-// changingBlobs hands out the real file on the first open of a path (the
-// verification) and other bytes of the same size on later opens (the send).
+// changingBlobs hands out the real file on the first realOpens opens of a
+// path (the pre-flight's size check and the sha256 verification) and other
+// bytes of the same size on later opens (the send).
 type changingBlobs struct {
-	root  string
-	mu    sync.Mutex
-	opens map[string]int
+	root      string
+	realOpens int
+	mu        sync.Mutex
+	opens     map[string]int
 }
 
 func (c *changingBlobs) Open(rel string) (*os.File, error) {
@@ -25,7 +27,7 @@ func (c *changingBlobs) Open(rel string) (*os.File, error) {
 	n := c.opens[rel]
 	c.mu.Unlock()
 	p := filepath.Join(c.root, rel)
-	if n == 1 {
+	if n <= c.realOpens {
 		return os.Open(p)
 	}
 	b, err := os.ReadFile(p)
@@ -46,7 +48,7 @@ func TestBytesChangedAfterVerificationNeverReachTheProviderWhole(t *testing.T) {
 	c := providertest.NewClient(t, "fw")
 	c.AddTiles(t, "fw", 3, 1024, 16)
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
-		o.Blobs = &changingBlobs{root: c.Blobs.Root(), opens: map[string]int{}}
+		o.Blobs = &changingBlobs{root: c.Blobs.Root(), realOpens: 2, opens: map[string]int{}}
 	})
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw"})
 	if err != nil {

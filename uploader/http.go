@@ -71,6 +71,10 @@ type HTTPOptions struct {
 	MaxRetryDelay time.Duration
 	// MaxResponseBytes caps how much of an answer is read. Default 8 MiB.
 	MaxResponseBytes int64
+	// CacheDirSource says where the blob cache's directory was configured
+	// ("flag --cache-dir", "environment TILECTL_CACHE_DIR", ...), for the
+	// error that stops a run whose blobs are all missing. Default "".
+	CacheDirSource string
 	// UserAgent, default "tilectl/<Version>".
 	UserAgent string
 	// Now is the clock. Default time.Now.
@@ -106,8 +110,10 @@ type HTTPTileUploader struct {
 	maxDelay time.Duration
 	maxBody  int64
 	ua       string
-	now      func() time.Time
-	sleep    func(ctx context.Context, d time.Duration) error
+	// cacheDirSource is HTTPOptions.CacheDirSource.
+	cacheDirSource string
+	now            func() time.Time
+	sleep          func(ctx context.Context, d time.Duration) error
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)
@@ -129,6 +135,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		base: base, token: opts.Token, store: opts.Store, blobs: opts.Blobs, log: opts.Logger,
 		timeout: opts.RequestTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
 		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
+		cacheDirSource: opts.CacheDirSource,
 	}
 	if u.timeout <= 0 {
 		u.timeout = defaultRequestTimeout

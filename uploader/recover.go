@@ -67,7 +67,10 @@ func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, member
 	tiles := make([]tilestore.Tile, len(b.TileIDs))
 	for i, id := range b.TileIDs {
 		tl, ok := members[id]
-		if !ok || tl.SHA256 != b.SHA256s[i] || verifyBlob(u.blobs, tl) != nil {
+		if !ok || tl.SHA256 != b.SHA256s[i] {
+			return nil, false
+		}
+		if lf, err := CheckBlob(u.blobs, tl, CheckSHA256); lf != nil || err != nil {
 			return nil, false
 		}
 		tiles[i] = tl

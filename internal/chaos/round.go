@@ -115,7 +115,11 @@ func (s *soak) round(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	runErr := s.uploadUntilSettled(ctx, flight, prov)
+	damaged := make([]string, len(corrupt))
+	for i, t := range corrupt {
+		damaged[i] = t.ID
+	}
+	runErr := s.uploadUntilSettled(ctx, flight, prov, len(damaged))
 	faults, scrapeErr := scrapeFaults(ctx, prov.base, s.token)
 	prov.stop()
 	if runErr != nil {
@@ -128,11 +132,7 @@ func (s *soak) round(ctx context.Context, n int) error {
 		s.rep.Faults[k] += v
 	}
 	s.rep.Replays += faults.Replays
-	victims := poisonIDs
-	for _, t := range corrupt {
-		victims = append(victims, t.ID)
-	}
-	return s.checkRound(ctx, flight, faults, victims)
+	return s.checkRound(ctx, flight, faults, poisonIDs, damaged)
 }
 
 // landAndList marks the flight on_ground (the aircraft landed: that is the

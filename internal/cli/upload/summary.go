@@ -29,6 +29,14 @@ import (
 //	batches, bytes      batches answered and bytes sent (dry run: would send)
 //	resends, replayed, timeouts
 //	                    transport resends, replayed answers, timed-out attempts
+//	local_failed        tiles not sent because their cached blob is missing,
+//	                    unreadable, of the wrong size or sha256: still
+//	                    pending, no attempt counted (dry run: missing or
+//	                    of the wrong size)
+//	local_failures      those tiles (at most 1000 per flight), each with
+//	                    flight_id, tile_id, cache_path, problem
+//	                    (blob_missing, blob_unreadable, blob_wrong_size,
+//	                    blob_wrong_sha256) and message; [] when none
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
 //	flights             one object per flight, in order, with flight_id,
@@ -40,9 +48,16 @@ type Summary struct {
 	DryRun         bool            `json:"dry_run"`
 	RetryDecorator bool            `json:"retry_decorator"`
 	Counts                         // the totals
+	LocalFailures  []LocalFailure  `json:"local_failures"`
 	NextRetryAt    *time.Time      `json:"next_retry_at"`
 	Error          *string         `json:"error"`
 	Flights        []FlightSummary `json:"flights"`
+}
+
+// LocalFailure is a tile left pending because of its cached blob.
+type LocalFailure struct {
+	FlightID string `json:"flight_id"`
+	uploader.LocalFailure
 }
 
 // Counts are the per-flight and total tile counts.
@@ -60,6 +75,7 @@ type Counts struct {
 	Resends           int   `json:"resends"`
 	Replayed          int   `json:"replayed"`
 	Timeouts          int   `json:"timeouts"`
+	LocalFailed       int   `json:"local_failed"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -76,6 +92,7 @@ func (c *Counts) add(o Counts) {
 	c.Resends += o.Resends
 	c.Replayed += o.Replayed
 	c.Timeouts += o.Timeouts
+	c.LocalFailed += o.LocalFailed
 }
 
 // FlightSummary is one flight's part of the run.
@@ -87,6 +104,8 @@ type FlightSummary struct {
 	Error       *string    `json:"error"`
 	Started     time.Time  `json:"started"`
 	Finished    time.Time  `json:"finished"`
+
+	localFailures []LocalFailure // gathered into Summary.LocalFailures
 }
 
 func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error, dryRun bool) FlightSummary {
@@ -98,10 +117,14 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 			Rejected: rep.Rejected, GivenUp: rep.GivenUp, StillPending: rep.Pending,
 			StillPendingBytes: pendingBytes, Retries: rep.RetryCount, Batches: rep.Batches,
 			Bytes: rep.Bytes, Resends: rep.Resends, Replayed: rep.Replayed, Timeouts: rep.Timeouts,
+			LocalFailed: rep.LocalFailed,
 		},
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
 		Finished:    rep.Finished,
+	}
+	for _, lf := range rep.LocalFailures {
+		fs.localFailures = append(fs.localFailures, LocalFailure{FlightID: rep.FlightID, LocalFailure: lf})
 	}
 	switch {
 	case err != nil:
@@ -133,6 +156,13 @@ func (s *Summary) writeText(w io.Writer) error {
 	}
 	for _, f := range s.Flights {
 		if s.DryRun && f.Error == nil {
+			if f.LocalFailed > 0 {
+				p("flight %s (dry run): %d tile(s) have blob problems and would not be sent:\n", f.FlightID, f.LocalFailed)
+				writeLocalFailures(p, f.localFailures)
+				p("  the other %d tiles, %d bytes, would be sent in %d batches; nothing was sent or changed\n",
+					f.StillPending, f.Bytes, f.Batches)
+				continue
+			}
 			p("flight %s (dry run): would send %d tiles, %d bytes, in %d batches; nothing was sent or changed\n",
 				f.FlightID, f.StillPending, f.Bytes, f.Batches)
 			continue
@@ -140,6 +170,10 @@ func (s *Summary) writeText(w io.Writer) error {
 		p("flight %s: %s: %d uploaded (%d accepted, %d duplicate), %d rejected, %d given up, %d still pending; %d retries, %d batches, %d bytes\n",
 			f.FlightID, f.Outcome, f.Uploaded, f.Accepted, f.Duplicate, f.Rejected, f.GivenUp, f.StillPending,
 			f.Retries, f.Batches, f.Bytes)
+		if f.LocalFailed > 0 {
+			p("  %d tile(s) not sent because of their cached blob (still pending, no attempt counted):\n", f.LocalFailed)
+			writeLocalFailures(p, f.localFailures)
+		}
 		if f.Error != nil {
 			p("  error: %s\n", *f.Error)
 		}
@@ -158,4 +192,10 @@ func (s *Summary) writeText(w io.Writer) error {
 		p("given-up tiles need human review: see 'tilectl status' and the flight data recorder\n")
 	}
 	return err
+}
+
+func writeLocalFailures(p func(string, ...any), lfs []LocalFailure) {
+	for _, lf := range lfs {
+		p("    %s  %s  %s: %s\n", lf.TileID, lf.Problem, lf.CachePath, lf.Message)
+	}
 }
