@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 )
@@ -80,11 +81,16 @@ func (c *Config) SetToken(src Source, token string) {
 	c.noteSource("provider_token", src)
 }
 
+// noteSource copies the map before changing it: a Config is copied by value
+// (upload-pending overlays its flags on a copy) and copies must not share
+// later changes.
 func (c *Config) noteSource(key string, src Source) {
-	if c.sources == nil {
-		c.sources = map[string]Source{}
+	m := maps.Clone(c.sources)
+	if m == nil {
+		m = map[string]Source{}
 	}
-	c.sources[key] = src
+	m[key] = src
+	c.sources = m
 }
 
 // File is the config file that was read, "" when none was.

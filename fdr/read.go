@@ -2,6 +2,7 @@ package fdr
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ func ReadFile(path string) ([]Record, ReadReport, error) {
 	defer f.Close()
 	// A shared lock waits out an append in progress, so a live ring reads
 	// as a consistent snapshot.
-	unlock, err := lockFile(f, false)
+	unlock, err := lockFile(context.Background(), f, false)
 	if err != nil {
 		return nil, ReadReport{}, fmt.Errorf("read fdr %s: %w", path, err)
 	}

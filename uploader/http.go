@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -30,6 +31,7 @@ type Store interface {
 	SettleBatch(ctx context.Context, s tilestore.Settlement) error
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
 	RecordRejections(ctx context.Context, rs []tilestore.Rejection) error
+	AtBudget(ctx context.Context, flightID string, maxAttempts int) ([]string, error)
 }
 
 var _ Store = (*tilestore.Store)(nil)
@@ -114,6 +116,9 @@ type HTTPTileUploader struct {
 	cacheDirSource string
 	now            func() time.Time
 	sleep          func(ctx context.Context, d time.Duration) error
+	// answered is set once the provider answered as the API: from then on
+	// a failure is an outage, given the full resends, not a wrong URL.
+	answered atomic.Bool
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)

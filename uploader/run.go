@@ -50,16 +50,37 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	if req.DryRun {
 		return u.dryRun(ctx, req, lim, t)
 	}
-	if err := u.settleOpen(ctx, req.FlightID, t); err != nil {
+	settled, err := u.settleOpen(ctx, req.FlightID, t)
+	if err != nil {
 		return finish(err)
 	}
-	return finish(u.sendPending(ctx, req, lim, t))
+	if settled > 0 && req.SettledOpen != nil {
+		if err := req.SettledOpen(ctx); err != nil {
+			return finish(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
+		}
+	}
+	var skip map[string]bool
+	if req.MaxAttempts > 0 {
+		ids, err := u.store.AtBudget(ctx, req.FlightID, req.MaxAttempts)
+		if err != nil {
+			return finish(err)
+		}
+		if len(ids) > 0 {
+			u.log.Warn().Str("flight_id", req.FlightID).Int("tiles", len(ids)).Int("max_attempts", req.MaxAttempts).
+				Msg("tiles already at their attempt budget are not sent; the next retrying run gives them up")
+			skip = make(map[string]bool, len(ids))
+			for _, id := range ids {
+				skip[id] = true
+			}
+		}
+	}
+	return finish(u.sendPending(ctx, req, lim, skip, t))
 }
 
 // sendPending runs one producer that pages the pending tiles and sizes
 // batches, and req.Concurrency workers that verify, journal and send them.
 // Memory holds at most one page and the batches in the channel.
-func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, t *tally) error {
+func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, skip map[string]bool, t *tally) error {
 	workers := req.Concurrency
 	if workers <= 0 {
 		workers = defaultConcurrency
@@ -90,13 +111,17 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 				if stopCtx.Err() != nil {
 					continue // drain: nothing of these was journaled
 				}
-				if err := u.processCandidate(ctx, req.FlightID, c, t); err != nil {
+				// stopCtx, not ctx: a batch formed or journaled but not yet
+				// started when another ends the run is not sent (it stays
+				// open, to be resent under its key by the next run); one
+				// already on the wire finishes and its answer is recorded.
+				if err := u.processCandidate(stopCtx, req.FlightID, c, t); err != nil {
 					fail(err)
 				}
 			}
 		}()
 	}
-	perr := u.produce(stopCtx, req.FlightID, lim, ch)
+	perr := u.produce(stopCtx, req.FlightID, lim, skip, ch)
 	close(ch)
 	wg.Wait()
 	if firstErr != nil {
@@ -109,8 +134,8 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into
-// candidates that fit the provider's limits.
-func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim limits, ch chan<- candidate) error {
+// candidates that fit the provider's limits, leaving out the tiles in skip.
+func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim limits, skip map[string]bool, ch chan<- candidate) error {
 	var cur candidate
 	var curBytes int64 = bodyOverhead
 	flush := func() bool {
@@ -128,6 +153,9 @@ func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim lim
 	for tl, err := range pendingTiles(ctx, u.store, flightID, pageSize) {
 		if err != nil {
 			return fmt.Errorf("page pending tiles of flight %s: %w", flightID, err)
+		}
+		if skip[tl.ID] {
+			continue
 		}
 		if tl.SizeBytes > lim.tileBytes {
 			cur.tooLarge = append(cur.tooLarge, tl)
@@ -185,6 +213,9 @@ func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string
 	if len(send) == 0 {
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err // the run ended while the blobs were verified
+	}
 	b := tilestore.Batch{OpID: operation.NewID(), FlightID: flightID,
 		TileIDs: make([]string, len(send)), SHA256s: make([]string, len(send))}
 	for i, tl := range send {
@@ -239,7 +270,7 @@ func (u *HTTPTileUploader) dryRun(ctx context.Context, req Request, lim limits, 
 			}
 		}
 	}()
-	err := u.produce(ctx, req.FlightID, lim, ch)
+	err := u.produce(ctx, req.FlightID, lim, nil, ch)
 	close(ch)
 	<-done
 	if err == nil {

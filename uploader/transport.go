@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,10 @@ type exchange struct {
 	lastBodyErr error
 	cancelled   bool // resending stopped because the run was cancelled
 	blobChanged atomic.Bool
+	// probeAttempts, when > 0, is how many attempts a failure that shows
+	// no provider at all (no answer, or a 2xx that is not the API) may
+	// take: the first contact of a run fails fast on a wrong URL.
+	probeAttempts int
 }
 
 // answer is how an exchange ended.
@@ -60,7 +65,13 @@ func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == 
 // NoteSend) and stops the exchange if it fails.
 func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string, body *batchBody,
 	onAttempt func(context.Context) error, accept func([]byte) bool) answer {
-	ex := &exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}
+	return u.doExchange(&exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}, method, path, body, onAttempt)
+}
+
+// doExchange is do with the exchange made by the caller (the capabilities
+// probe sets its short fuse).
+func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *batchBody, onAttempt func(context.Context) error) answer {
+	runCtx, opID := ex.runCtx, ex.opID
 	// A batch already on the wire is allowed to finish when the run is
 	// cancelled (it is journaled either way); no further resend starts.
 	reqCtx := runCtx
@@ -158,7 +169,7 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 		if isTimeout(err) {
 			ex.timeouts++
 		}
-		if ex.blobChanged.Load() || permanentTransport(err) {
+		if ex.blobChanged.Load() || permanentTransport(err) || ex.probeSpent() {
 			return false, err
 		}
 		return ex.schedule(transportAdvice(ex.attempts)), nil
@@ -172,12 +183,15 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 	}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		if rerr == nil && (ex.accept == nil || ex.accept(body)) {
+		if rerr == nil && (ex.accept == nil || ex.accept(body)) || ex.probeSpent() {
 			return false, nil
 		}
 		return ex.schedule(transportAdvice(ex.attempts)), nil
 	case resp.StatusCode < 400:
 		return false, nil // a redirect: refused, handled by the caller
+	}
+	if ex.probeSpent() && !json.Valid(body) {
+		return false, nil // an error page, not the API's error body
 	}
 	adv := operation.Advise(resp.StatusCode, resp.Header, body, ex.attempts, ex.u.now())
 	if !adv.Retry {
@@ -185,6 +199,9 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 	}
 	return ex.schedule(adv), nil
 }
+
+// probeSpent reports whether a probe has used its short fuse.
+func (ex *exchange) probeSpent() bool { return ex.probeAttempts > 0 && ex.attempts >= ex.probeAttempts }
 
 // schedule fits the advised wait into the cap and the run's deadline. A
 // wait that does not fit ends the exchange with a clear error instead of

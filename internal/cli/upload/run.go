@@ -64,6 +64,12 @@ func uploadRun(ctx context.Context, opts *Options) error {
 			Msg("retry decorator bypassed: partial uploads are not retried and rejections are counted by the next retrying run")
 	}
 
+	if !opts.DryRun {
+		if err := requireToken(&cfg); err != nil {
+			return err
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, cfg.Upload.Deadline)
 	defer cancel()
 	if err := r.wire(ctx); err != nil {
@@ -91,6 +97,11 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	var firstErr error
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
+		if err != nil {
+			err = r.explain(err)
+			msg := err.Error()
+			fs.Error = &msg
+		}
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("upload-pending deadline of %s reached (raise --deadline or upload.deadline): %w", cfg.Upload.Deadline, err)
 			msg := err.Error()
@@ -208,8 +219,14 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	if r.decorate && !r.opts.DryRun {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
 	}
-	rep, err := up.UploadPendingTiles(ctx, uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
-		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch})
+	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
+		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch}
+	if !r.decorate {
+		// Nothing counts in this run: it must not send a tile that the next
+		// count gives up (the decorator gives such tiles up before sending).
+		req.MaxAttempts = r.retry.MaxPerTileAttempts
+	}
+	rep, err := up.UploadPendingTiles(ctx, req)
 	p.finish()
 	var lost *LockLostError
 	if cause := context.Cause(ctx); errors.As(cause, &lost) {

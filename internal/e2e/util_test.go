@@ -1,0 +1,17 @@
+package e2e
+
+import (
+	"os"
+	"testing"
+
+	"github.com/tilectl/tilectl/provider"
+)
+
+var noFaults = provider.FaultConfig{}
+
+func writeFile(t *testing.T, path, body string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+}
