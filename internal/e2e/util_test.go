@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/tilectl/tilectl/provider"
@@ -15,3 +16,5 @@ func writeFile(t *testing.T, path, body string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -86,7 +86,9 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			"flight with pending tiles, one after another). Partial batches are retried with\n" +
 			"exponential backoff; a tile rejected too often is given up for human review.\n\n" +
 			"Exit codes: 0 all uploaded; 3 tiles still pending or given up; 4 flight not\n" +
-			"on_ground; 5 another run holds the flight; 2 usage or configuration; 1 other.",
+			"on_ground; 5 another run holds the flight; 2 usage or configuration; 1 other;\n" +
+			"130 SIGINT (Ctrl-C), 143 SIGTERM: batches on the wire were answered and settled\n" +
+			"first, the rest stays pending for the next run (a second signal exits at once).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Changed = cmd.Flags().Changed
