@@ -146,7 +146,7 @@ func (r *run) wire(ctx context.Context) error {
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
 		CacheDirSource: r.cfg.Source("cache_dir").String(),
-		Now: r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
+		Now:            r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
 		Breaker: uploader.BreakerOptions{
 			FailureThreshold: offIfZero(r.cfg.Upload.BreakerFailures),
 			Cooldown:         r.cfg.Upload.BreakerCooldown, MaxCooldown: r.cfg.Upload.BreakerMaxCooldown,
