@@ -68,6 +68,10 @@ type Upload struct {
 	DisableRetryDecorator bool `yaml:"disable_retry_decorator"`
 	// RequestTimeout bounds one HTTP request. Default: 60s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// MetricsFile, when set, is where upload-pending writes its Prometheus
+	// text-format metrics at the end of a run (for node_exporter's textfile
+	// collector: a *.prom file in its directory). Default: unset.
+	MetricsFile string `yaml:"metrics_file"`
 	// BreakerFailures is how many failures in a row (no answer, or a 5xx)
 	// open the circuit breaker shared by a run's workers (0..1000; 0 turns
 	// it off). Default: 5.

@@ -13,9 +13,12 @@ type aggregate struct {
 	flightID string
 	r        uploader.UploadBatchReport
 	calls    int
-	givenUp  int            // give-ups counted by the decorator
-	at       map[string]int // tile ID -> index in r.Rejections
-	local    map[string]bool
+	givenUp  int // give-ups counted by the decorator
+	// fdrRecords and fdrBytes are the give-up records the decorator wrote.
+	fdrRecords int
+	fdrBytes   int64
+	at         map[string]int // tile ID -> index in r.Rejections
+	local      map[string]bool
 }
 
 // addLocal keeps each tile left pending for its blob once, however many
@@ -88,6 +91,8 @@ func (a *aggregate) report() uploader.UploadBatchReport {
 		r.FlightID = a.flightID
 	}
 	r.GivenUp += a.givenUp
+	r.FDRRecords += a.fdrRecords
+	r.FDRBytes += a.fdrBytes
 	return r
 }
 

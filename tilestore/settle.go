@@ -123,20 +123,25 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		if err := checkMembers(st.OpID, members, st.Uploaded, rejIDs); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE tiles SET voting_status = 'uploaded', uploaded_at = coalesce(uploaded_at, now())
-			WHERE tile_id = ANY($1) AND voting_status <> 'uploaded'`, st.Uploaded); err != nil {
-			return fmt.Errorf("mark uploaded: %w", err)
+		// The writes go as one pipelined round trip.
+		w := &pgx.Batch{}
+		if len(st.Uploaded) > 0 {
+			w.Queue(`UPDATE tiles SET voting_status = 'uploaded', uploaded_at = coalesce(uploaded_at, now())
+			WHERE tile_id = ANY($1) AND voting_status <> 'uploaded'`, st.Uploaded)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO upload_rejections (op_id, tile_id, reason, message)
+		if len(rejIDs) > 0 {
+			w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
 			SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
 			  FROM unnest($2::text[], $3::text[], $4::text[]) AS u(tile_id, reason, message)
-			ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages); err != nil {
-			return fmt.Errorf("record rejections: %w", err)
+			ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages)
 		}
-		_, err = tx.Exec(ctx, `UPDATE upload_batches
+		w.Queue(`UPDATE upload_batches
 			SET state = 'settled', settled_at = now(), http_status = nullif($2, 0), detail = nullif($3, '')
 			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
-		return err
+		if err := tx.SendBatch(ctx, w).Close(); err != nil {
+			return fmt.Errorf("mark %d uploaded, record %d rejection(s): %w", len(st.Uploaded), len(rejIDs), err)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("settle batch %s: %w", st.OpID, err)

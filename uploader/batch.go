@@ -42,15 +42,16 @@ func acceptBatchAnswer(b []byte) bool { _, ok := parseBatchAnswer(b); return ok 
 // are free for a new batch.
 var errBatchFailed = errors.New("batch failed; its tiles go into a new batch")
 
-// errLeftOpen: the batch could not be sent whole (its bytes changed) and
-// is still open. It does not end the run.
+// errLeftOpen: the batch was not answered in this run (its resend budget
+// was spent) and is still open. It does not end the run.
 var errLeftOpen = errors.New("batch left open")
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
-// and settles it from the answer. It returns a run-ending error only; a
-// batch it cannot settle is left open for the next run.
-func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, t *tally) error {
-	body, err := newBatchBody(opID, tiles, u.blobs)
+// whose tiles' verified bytes are data, and settles it from the answer. It
+// returns a run-ending error only; a batch it cannot settle is left open
+// for the next run.
+func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, data [][]byte, t *tally) error {
+	body, err := newBatchBody(opID, tiles, data)
 	if err != nil {
 		return err
 	}
@@ -59,14 +60,8 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	a := u.do(ctx, http.MethodPost, path, opID, body,
 		func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) }, acceptBatchAnswer)
 	t.transport(a.attempts-1, a.timeouts)
-	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
 
-	if a.blobBad {
-		// The provider never got a complete body from this attempt, but an
-		// earlier one may have run: the next run asks it before deciding.
-		log.Warn().Msg("tile bytes changed while sending; batch left open to be settled by asking the provider")
-		return errLeftOpen
-	}
+	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
 	if a.budgetSpent {
 		// Resending more would add to the load on a provider that is
 		// already failing; the next run settles the batch with its key.

@@ -193,8 +193,9 @@ func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string
 		reject(tl, "too_large", fmt.Sprintf("%d bytes is over the provider's max_tile_bytes", tl.SizeBytes))
 	}
 	send := c.tiles[:0:0]
+	tb := newTileBytes(c.tiles)
 	for _, tl := range c.tiles {
-		lf, err := CheckBlob(u.blobs, tl, CheckSHA256)
+		lf, err := tb.read(u.blobs, tl)
 		if err != nil {
 			return err
 		}
@@ -225,7 +226,7 @@ func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string
 	if err := u.store.OpenBatch(ctx, b); err != nil {
 		return fmt.Errorf("journal batch of %d tile(s): %w", len(send), err)
 	}
-	if err := u.sendBatch(ctx, flightID, b.OpID, send, t); err != nil && !errors.Is(err, errLeftOpen) {
+	if err := u.sendBatch(ctx, flightID, b.OpID, send, tb.data, t); err != nil && !errors.Is(err, errLeftOpen) {
 		return err
 	}
 	// A batch left open has its tiles behind the cursor: this run does not

@@ -1,13 +1,14 @@
 package uploader
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"strings"
+	"os"
 	"syscall"
 
 	"github.com/tilectl/tilectl/tilestore"
@@ -61,46 +62,139 @@ func (e *MachineError) Unwrap() error { return e.Err }
 // CheckBlob checks a tile's cached blob against its metadata. It returns
 // nil, nil when the tile may be sent; a LocalFailure when the blob is
 // missing, unreadable, of the wrong size or (with CheckSHA256) of the wrong
-// sha256; a *MachineError when this machine cannot check any blob now.
+// sha256; a *MachineError when this machine cannot check any blob now. It
+// streams the hash: verify and import use it on blobs of any size.
 func CheckBlob(blobs BlobSource, t tilestore.Tile, depth CheckDepth) (*LocalFailure, error) {
-	fail := func(problem, msg string) (*LocalFailure, error) {
-		return &LocalFailure{TileID: t.ID, CachePath: cachePath(blobs, t.BlobPath), Problem: problem, Message: msg}, nil
-	}
-	f, err := blobs.Open(t.BlobPath)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return fail(ProblemBlobMissing, "no file at the tile's cache path")
-	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
-		return nil, &MachineError{TileID: t.ID, Err: err}
-	case err != nil:
-		return fail(ProblemBlobUnreadable, "open: "+err.Error())
+	f, lf, err := openBlob(blobs, t)
+	if f == nil {
+		return lf, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fail(ProblemBlobUnreadable, "stat: "+err.Error())
-	}
-	if !st.Mode().IsRegular() {
-		return fail(ProblemBlobUnreadable, "not a regular file")
-	}
-	if st.Size() != t.SizeBytes {
-		return fail(ProblemBlobWrongSize, fmt.Sprintf("the file is %d bytes, the tile's metadata says %d", st.Size(), t.SizeBytes))
-	}
 	if depth < CheckSHA256 {
 		return nil, nil
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return fail(ProblemBlobUnreadable, "read: "+err.Error())
+		return blobFailure(blobs, t, ProblemBlobUnreadable, "read: "+err.Error()), nil
 	}
 	if n != t.SizeBytes {
-		return fail(ProblemBlobWrongSize, fmt.Sprintf("read %d bytes, the tile's metadata says %d", n, t.SizeBytes))
+		return blobFailure(blobs, t, ProblemBlobWrongSize, fmt.Sprintf("read %d bytes, the tile's metadata says %d", n, t.SizeBytes)), nil
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, t.SHA256) {
-		return fail(ProblemBlobWrongHash, fmt.Sprintf("the file's sha256 is %s, the tile's metadata says %s", got, t.SHA256))
+	return hashFailure(blobs, t, h.Sum(nil)), nil
+}
+
+// openBlob opens a tile's blob and checks that it is a regular file of the
+// recorded size. On any problem it returns a nil file and the
+// LocalFailure or *MachineError; otherwise the caller closes the file.
+func openBlob(blobs BlobSource, t tilestore.Tile) (*os.File, *LocalFailure, error) {
+	f, err := blobs.Open(t.BlobPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, blobFailure(blobs, t, ProblemBlobMissing, "no file at the tile's cache path"), nil
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
+		return nil, nil, &MachineError{TileID: t.ID, Err: err}
+	case err != nil:
+		return nil, blobFailure(blobs, t, ProblemBlobUnreadable, "open: "+err.Error()), nil
 	}
+	st, err := f.Stat()
+	var lf *LocalFailure
+	switch {
+	case err != nil:
+		lf = blobFailure(blobs, t, ProblemBlobUnreadable, "stat: "+err.Error())
+	case !st.Mode().IsRegular():
+		lf = blobFailure(blobs, t, ProblemBlobUnreadable, "not a regular file")
+	case st.Size() != t.SizeBytes:
+		lf = blobFailure(blobs, t, ProblemBlobWrongSize, fmt.Sprintf("the file is %d bytes, the tile's metadata says %d", st.Size(), t.SizeBytes))
+	}
+	if lf != nil {
+		f.Close()
+		return nil, lf, nil
+	}
+	return f, nil, nil
+}
+
+func blobFailure(blobs BlobSource, t tilestore.Tile, problem, msg string) *LocalFailure {
+	return &LocalFailure{TileID: t.ID, CachePath: cachePath(blobs, t.BlobPath), Problem: problem, Message: msg}
+}
+
+// hashFailure compares a blob's sha256 with the metadata's.
+func hashFailure(blobs BlobSource, t tilestore.Tile, sum []byte) *LocalFailure {
+	var want [sha256.Size]byte
+	if len(t.SHA256) != 2*sha256.Size {
+		return blobFailure(blobs, t, ProblemBlobWrongHash, fmt.Sprintf("the tile's metadata sha256 %q is not 64 hex digits", clipHash(t.SHA256)))
+	}
+	if _, err := hex.Decode(want[:], []byte(t.SHA256)); err != nil || !bytes.Equal(sum, want[:]) {
+		return blobFailure(blobs, t, ProblemBlobWrongHash,
+			fmt.Sprintf("the file's sha256 is %s, the tile's metadata says %s", hex.EncodeToString(sum), t.SHA256))
+	}
+	return nil
+}
+
+// readBlob reads a tile's file into dst (len(dst) == t.SizeBytes) and
+// checks it as CheckBlob with CheckSHA256 does. It returns nil, nil when
+// dst holds the tile's bytes and the tile may be sent. This one read is the
+// only one: the body is written from dst, so the bytes that were hashed
+// are the bytes that are sent, and a resend sends them again.
+func readBlob(blobs BlobSource, t tilestore.Tile, dst []byte) (*LocalFailure, error) {
+	f, lf, err := openBlob(blobs, t)
+	if f == nil {
+		return lf, err
+	}
+	defer f.Close()
+	// A file that shrank since the Stat ends short; one that grew does not
+	// matter: dst holds exactly the bytes hashed below, and only they are
+	// sent.
+	n, err := io.ReadFull(f, dst)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || (errors.Is(err, io.EOF) && len(dst) > 0):
+		return blobFailure(blobs, t, ProblemBlobWrongSize, fmt.Sprintf("read %d bytes, the tile's metadata says %d", n, t.SizeBytes)), nil
+	case err != nil:
+		return blobFailure(blobs, t, ProblemBlobUnreadable, "read: "+err.Error()), nil
+	}
+	sum := sha256.Sum256(dst)
+	return hashFailure(blobs, t, sum[:]), nil
+}
+
+// tileBytes holds the verified bytes of one batch's tiles, read once into
+// one allocation sized from the metadata (tiles are at most the provider's
+// max_tile_bytes, batches at most its max_batch_bytes). It is not pooled:
+// net/http may still read a request body after Do returns, and a buffer
+// reused by the next batch could then put other bytes into a body.
+type tileBytes struct {
+	arena []byte
+	off   int
+	data  [][]byte // the bytes of each tile read so far, in order
+}
+
+func newTileBytes(tiles []tilestore.Tile) *tileBytes {
+	var total int64
+	for _, t := range tiles {
+		total += max(t.SizeBytes, 0)
+	}
+	return &tileBytes{arena: make([]byte, total), data: make([][]byte, 0, len(tiles))}
+}
+
+// read reads and checks t's blob (see readBlob); on success its bytes are
+// appended to data.
+func (tb *tileBytes) read(blobs BlobSource, t tilestore.Tile) (*LocalFailure, error) {
+	if t.SizeBytes < 0 || int64(len(tb.arena)-tb.off) < t.SizeBytes {
+		return blobFailure(blobs, t, ProblemBlobWrongSize, fmt.Sprintf("the tile's metadata size %d is not usable", t.SizeBytes)), nil
+	}
+	dst := tb.arena[tb.off : tb.off+int(t.SizeBytes) : tb.off+int(t.SizeBytes)]
+	if lf, err := readBlob(blobs, t, dst); lf != nil || err != nil {
+		return lf, err
+	}
+	tb.off += len(dst)
+	tb.data = append(tb.data, dst)
 	return nil, nil
+}
+
+func clipHash(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
 }
 
 // cachePath is the blob's path on disk when the source can say it, else

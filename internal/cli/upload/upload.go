@@ -62,6 +62,7 @@ type Options struct {
 	MetricsFile        string
 	InsecureSkipVerify bool
 	Output             string
+	CPUProfile         string // hidden --cpuprofile: where to write a CPU profile
 	// Changed reports whether the user set a flag; only those override the
 	// configuration. Nil means none did.
 	Changed func(flag string) bool
@@ -95,10 +96,19 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			if err := opts.validateFlags(); err != nil {
 				return exitcode.UsageError(err)
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
+			stopProfile, err := startCPUProfile(opts.CPUProfile, os.Getenv)
+			if err != nil {
+				return exitcode.UsageError(err)
 			}
-			return uploadRun(cmd.Context(), opts)
+			run := uploadRun
+			if runF != nil {
+				run = runF
+			}
+			err = run(cmd.Context(), opts)
+			if perr := stopProfile(); perr != nil && err == nil {
+				err = perr
+			}
+			return err
 		},
 	}
 	fl := cmd.Flags()
@@ -112,9 +122,11 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.DurationVar(&opts.BackoffBase, "backoff-base", 0, "first wait between retries (default from config retry.backoff_base)")
 	fl.DurationVar(&opts.BackoffCap, "backoff-cap", 0, "longest wait between retries (default from config retry.backoff_cap)")
 	fl.DurationVar(&opts.Deadline, "deadline", 0, "bound on the whole run (default from config upload.deadline)")
-	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end")
+	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file (or set "+cpuProfileEnv+")")
+	_ = fl.MarkHidden("cpuprofile")
 	return cmd
 }
 
@@ -150,6 +162,7 @@ var configFlags = []struct {
 	{"max-per-tile-attempts", "retry.max_per_tile_attempts", func(o *Options) string { return strconv.Itoa(o.MaxPerTileAttempts) }},
 	{"backoff-base", "retry.backoff_base", func(o *Options) string { return o.BackoffBase.String() }},
 	{"backoff-cap", "retry.backoff_cap", func(o *Options) string { return o.BackoffCap.String() }},
+	{"metrics-file", "upload.metrics_file", func(o *Options) string { return o.MetricsFile }},
 }
 
 // settings is the configuration with the user's flags applied, validated
