@@ -49,6 +49,7 @@ func cleanFacts() roundFacts {
 		Faults:       faultStats{OpsByKind: map[string][]string{"cut_body": {"op1"}}},
 		SealedOK:     []string{"op1", "op2"},
 		JournalState: map[string]string{"op1": "settled", "op2": "settled"},
+		Budget:       2,
 	}
 }
 
@@ -74,7 +75,7 @@ func TestCheckRoundPassesACleanRound(t *testing.T) {
 		t.Fatalf("violations on a clean round: %v", c.violations)
 	}
 	for _, inv := range []string{invStoredOnce, invTerminal, invUploadedHeld, invAttempts, invRejectionsMatch,
-		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp, invDamagedPending} {
+		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp, invBudget, invDamagedPending} {
 		if c.checked[inv] == 0 {
 			t.Errorf("invariant %s was never evaluated", inv)
 		}
@@ -117,6 +118,13 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 			f.Client.Tiles["t4"] = t
 		}, invDamagedPending},
 		{"batch left open", func(f *roundFacts) { f.Client.Batches[1].State = "open" }, invNoOpenBatch},
+		{"tile at its budget sent and rejected again", func(f *roundFacts) {
+			b := clientBatch{OpID: "op3", TileIDs: []string{"t2"}, SHA256s: []string{"a2"}, State: "settled"}
+			b.Fingerprint = fingerprintFor(f.FlightID, b)
+			f.Client.Batches = append(f.Client.Batches, b)
+			f.Provider.Ops["op3"] = providerOp{OpID: "op3", State: "sealed", Status: i32(200), Fingerprint: b.Fingerprint,
+				Body: []byte(`{"op_id":"op3","results":[{"tile_id":"t2","status":"rejected","reason":"decode_error"}]}`)}
+		}, invBudget},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
