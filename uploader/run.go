@@ -65,7 +65,16 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			return finish(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
 		}
 	}
-	var skip map[string]bool
+	// Tiles an earlier batch may have stored without settling them are
+	// asked about before they could travel under a new key.
+	unclear, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
+	if err != nil {
+		return finish(err)
+	}
+	skip := make(map[string]bool, len(unclear))
+	for _, id := range unclear {
+		skip[id] = true
+	}
 	if req.MaxAttempts > 0 {
 		ids, err := u.store.AtBudget(ctx, req.FlightID, req.MaxAttempts)
 		if err != nil {
@@ -74,7 +83,6 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		if len(ids) > 0 {
 			u.log.Warn().Str("flight_id", req.FlightID).Int("tiles", len(ids)).Int("max_attempts", req.MaxAttempts).
 				Msg("tiles already at their attempt budget are not sent; the next retrying run gives them up")
-			skip = make(map[string]bool, len(ids))
 			for _, id := range ids {
 				skip[id] = true
 			}

@@ -42,6 +42,14 @@ func (t *tally) localFailure(lf LocalFailure) {
 	}
 }
 
+// held counts tiles the provider already held when asked: duplicates that
+// did not travel again.
+func (t *tally) held(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.Duplicate += n
+}
+
 func (t *tally) transport(resends, timeouts int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

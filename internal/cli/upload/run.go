@@ -100,6 +100,8 @@ func uploadRun(ctx context.Context, opts *Options) error {
 
 	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}, LocalFailures: []LocalFailure{}}
 	var firstErr error
+	var fdrRecords int
+	var fdrBytes int64
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
 		if err != nil {
@@ -115,6 +117,7 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		sum.Flights = append(sum.Flights, fs)
 		sum.add(fs.Counts)
 		sum.LocalFailures = append(sum.LocalFailures, fs.localFailures...)
+		fdrRecords, fdrBytes = fdrRecords+fs.fdrRecords, fdrBytes+fs.fdrBytes
 		if fs.NextRetryAt != nil && (sum.NextRetryAt == nil || fs.NextRetryAt.After(*sum.NextRetryAt)) {
 			sum.NextRetryAt = fs.NextRetryAt
 		}
@@ -131,6 +134,9 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		msg := fmt.Sprintf("interrupted: %d tiles pending; run again to continue", sum.StillPending)
 		firstErr = exitcode.New(se.Code(), fmt.Errorf("%s (%s)", msg, se))
 		sum.Interrupted = true
+	}
+	if r.rec != nil {
+		sum.FDR = fdrSummary(r.cfg.FDRPath, r.rec.Capacity(), fdrRecords, fdrBytes)
 	}
 	return r.finish(&sum, firstErr)
 }

@@ -41,6 +41,8 @@ import (
 //	                    blob_wrong_sha256) and message; [] when none
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
+//	fdr                 what the run wrote to the flight data recorder
+//	                    (FDRSummary), or null without the retry decorator
 //	flights             one object per flight, in order, with flight_id,
 //	                    outcome, the counts above, next_retry_at, error,
 //	                    started and finished
@@ -56,6 +58,8 @@ type Summary struct {
 	Flights        []FlightSummary `json:"flights"`
 	// Interrupted: SIGINT or SIGTERM ended the run (outcome "interrupted").
 	Interrupted bool `json:"-"`
+	// FDR is what the run wrote to the flight data recorder: see FDRSummary.
+	FDR *FDRSummary `json:"fdr"`
 }
 
 // LocalFailure is a tile left pending because of its cached blob.
@@ -110,6 +114,8 @@ type FlightSummary struct {
 	Finished    time.Time  `json:"finished"`
 
 	localFailures []LocalFailure // gathered into Summary.LocalFailures
+	fdrRecords    int            // give-up records the decorator wrote (Summary.FDR)
+	fdrBytes      int64
 }
 
 func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error, dryRun bool) FlightSummary {
@@ -126,6 +132,8 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
 		Finished:    rep.Finished,
+		fdrRecords:  rep.FDRRecords,
+		fdrBytes:    rep.FDRBytes,
 	}
 	for _, lf := range rep.LocalFailures {
 		fs.localFailures = append(fs.localFailures, LocalFailure{FlightID: rep.FlightID, LocalFailure: lf})
@@ -194,6 +202,12 @@ func (s *Summary) writeText(w io.Writer) error {
 	}
 	if s.GivenUp > 0 {
 		p("given-up tiles need human review: see 'tilectl status' and the flight data recorder\n")
+	}
+	if f := s.FDR; f != nil && f.RingTooSmall {
+		p("flight data recorder too small: this run wrote %d give-up records (%d bytes) to %s, whose ring holds %d bytes, "+
+			"so its oldest records were overwritten (each was in the ring when its give-up was committed); "+
+			"set fdr_capacity_bytes to %d and move the old ring file aside (a ring's size is fixed when its file is created)\n",
+			f.Records, f.Bytes, f.Path, f.CapacityBytes, *f.SuggestedCapacityBytes)
 	}
 	return err
 }

@@ -42,7 +42,7 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	m := decodeSummary(t, res.stdout)
 	wantKeys := []string{"outcome", "exit_code", "dry_run", "retry_decorator", "uploaded", "accepted", "duplicate",
 		"rejected", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
-		"replayed", "timeouts", "next_retry_at", "error", "flights", "local_failed", "local_failures"}
+		"replayed", "timeouts", "next_retry_at", "error", "flights", "fdr", "local_failed", "local_failures"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)
