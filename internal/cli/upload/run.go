@@ -174,8 +174,8 @@ func (r *run) wire(ctx context.Context) error {
 		open := r.opts.OpenFDR
 		if open == nil {
 			log := r.log
-			open = func(path string, capacity int64) (GiveUpRecorder, error) {
-				rec, err := fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
+			open = func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error) {
+				rec, err := fdr.Open(ctx, path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
 					log.Warn().Str("fdr_path", path).Msgf(format, args...)
 				}})
 				if err != nil {
@@ -184,7 +184,7 @@ func (r *run) wire(ctx context.Context) error {
 				return retrydecorator.RingRecorder{Recorder: rec}, nil
 			}
 		}
-		rec, err := open(r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
+		rec, err := open(ctx, r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
 		if err != nil {
 			return fmt.Errorf("open the flight data recorder %s: %w", r.cfg.FDRPath, err)
 		}
@@ -292,11 +292,16 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		rep.FlightID = id
 	}
 	pendingBytes := bytes
+	var awaiting *int64 // give-ups of the flight after the run
 	if !r.opts.DryRun {
 		// The run's context may be past its deadline; the count still helps.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
 			rep.Pending, pendingBytes = n, b
+		}
+		if fc, ferr := r.store.FlightCounts(cctx, id); ferr == nil && len(fc) == 1 {
+			n := fc[0].ByStatus[tilestore.StatusUploadGiveup]
+			awaiting = &n
 		}
 		cancel()
 		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
@@ -306,7 +311,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 	}
-	return flightSummary(rep, pendingBytes, err, r.opts.DryRun), err
+	fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
+	fs.GiveUpsAwaitingReview = awaiting
+	return fs, err
 }
 
 // finish decides the outcome and exit code, writes the metrics file and

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -22,9 +23,11 @@ import (
 //	dry_run             true with --dry-run: nothing was sent or changed
 //	retry_decorator     false with --no-retry or upload.disable_retry_decorator
 //	uploaded            accepted + duplicate: tiles now safely at the provider
-//	accepted, duplicate, rejected, given_up
-//	                    tile counts (rejected counts each rejection, so a tile
-//	                    rejected on two passes counts twice)
+//	accepted, duplicate, given_up
+//	                    tile counts
+//	rejected            rejection events: a tile rejected on two passes
+//	                    counts twice
+//	rejected_tiles      tiles rejected at least once in the run
 //	still_pending       tiles still waiting for upload after the run
 //	still_pending_bytes their bytes
 //	retries             in-call retries made by the decorator
@@ -45,7 +48,9 @@ import (
 //	                    (FDRSummary), or null without the retry decorator
 //	flights             one object per flight, in order, with flight_id,
 //	                    outcome, the counts above, next_retry_at, error,
-//	                    started and finished
+//	                    started, finished, elapsed_seconds and
+//	                    give_ups_awaiting_review (every upload_giveup tile of
+//	                    the flight after the run; null if not counted)
 type Summary struct {
 	Outcome        string          `json:"outcome"`
 	ExitCode       int             `json:"exit_code"`
@@ -74,6 +79,7 @@ type Counts struct {
 	Accepted          int   `json:"accepted"`
 	Duplicate         int   `json:"duplicate"`
 	Rejected          int   `json:"rejected"`
+	RejectedTiles     int   `json:"rejected_tiles"`
 	GivenUp           int   `json:"given_up"`
 	StillPending      int   `json:"still_pending"`
 	StillPendingBytes int64 `json:"still_pending_bytes"`
@@ -91,6 +97,7 @@ func (c *Counts) add(o Counts) {
 	c.Accepted += o.Accepted
 	c.Duplicate += o.Duplicate
 	c.Rejected += o.Rejected
+	c.RejectedTiles += o.RejectedTiles
 	c.GivenUp += o.GivenUp
 	c.StillPending += o.StillPending
 	c.StillPendingBytes += o.StillPendingBytes
@@ -112,6 +119,12 @@ type FlightSummary struct {
 	Error       *string    `json:"error"`
 	Started     time.Time  `json:"started"`
 	Finished    time.Time  `json:"finished"`
+	// ElapsedSeconds is Finished - Started.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// GiveUpsAwaitingReview is every tile of the flight in upload_giveup
+	// after the run, this run's and earlier ones'; null when it could not
+	// be counted.
+	GiveUpsAwaitingReview *int64 `json:"give_ups_awaiting_review"`
 
 	localFailures []LocalFailure // gathered into Summary.LocalFailures
 	fdrRecords    int            // give-up records the decorator wrote (Summary.FDR)
@@ -124,7 +137,7 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 		Outcome:  string(rep.Outcome),
 		Counts: Counts{
 			Uploaded: rep.Uploaded(), Accepted: rep.Accepted, Duplicate: rep.Duplicate,
-			Rejected: rep.Rejected, GivenUp: rep.GivenUp, StillPending: rep.Pending,
+			Rejected: rep.Rejected, RejectedTiles: len(rep.Rejections), GivenUp: rep.GivenUp, StillPending: rep.Pending,
 			StillPendingBytes: pendingBytes, Retries: rep.RetryCount, Batches: rep.Batches,
 			Bytes: rep.Bytes, Resends: rep.Resends, Replayed: rep.Replayed, Timeouts: rep.Timeouts,
 			LocalFailed: rep.LocalFailed,
@@ -137,6 +150,9 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 	}
 	for _, lf := range rep.LocalFailures {
 		fs.localFailures = append(fs.localFailures, LocalFailure{FlightID: rep.FlightID, LocalFailure: lf})
+	}
+	if !rep.Started.IsZero() && rep.Finished.After(rep.Started) {
+		fs.ElapsedSeconds = rep.Finished.Sub(rep.Started).Seconds()
 	}
 	switch {
 	case err != nil:
@@ -171,37 +187,46 @@ func (s *Summary) writeText(w io.Writer) error {
 			if f.LocalFailed > 0 {
 				p("flight %s (dry run): %d tile(s) have blob problems and would not be sent:\n", f.FlightID, f.LocalFailed)
 				writeLocalFailures(p, f.localFailures)
-				p("  the other %d tiles, %d bytes, would be sent in %d batches; nothing was sent or changed\n",
-					f.StillPending, f.Bytes, f.Batches)
+				p("  the other %d tiles, %s, would be sent in %d batches; nothing was sent or changed\n",
+					f.StillPending, iostreams.HumanBytes(f.Bytes), f.Batches)
 				continue
 			}
-			p("flight %s (dry run): would send %d tiles, %d bytes, in %d batches; nothing was sent or changed\n",
-				f.FlightID, f.StillPending, f.Bytes, f.Batches)
+			p("flight %s (dry run): would send %d tiles, %s, in %d batches; nothing was sent or changed\n",
+				f.FlightID, f.StillPending, iostreams.HumanBytes(f.Bytes), f.Batches)
 			continue
 		}
-		p("flight %s: %s: %d uploaded (%d accepted, %d duplicate), %d rejected, %d given up, %d still pending; %d retries, %d batches, %d bytes\n",
-			f.FlightID, f.Outcome, f.Uploaded, f.Accepted, f.Duplicate, f.Rejected, f.GivenUp, f.StillPending,
-			f.Retries, f.Batches, f.Bytes)
+		elapsed := f.Finished.Sub(f.Started)
+		p("flight %s: %s in %s: %d uploaded (%d accepted, %d duplicate), %d given up, %d still pending (%s)\n",
+			f.FlightID, f.Outcome, iostreams.HumanDuration(elapsed), f.Uploaded, f.Accepted, f.Duplicate,
+			f.GivenUp, f.StillPending, iostreams.HumanBytes(f.StillPendingBytes))
+		// Events, then the tiles behind them: "12 rejections (5 tiles)".
+		batches := fmt.Sprintf("%d batches", f.Batches)
+		if f.Batches == 1 {
+			batches = "1 batch"
+		}
+		p("  %s (%s); %s; %s sent%s\n", plural(f.Rejected, "rejection"), plural(f.RejectedTiles, "tile"), batches,
+			iostreams.HumanBytes(f.Bytes), rates(f, elapsed))
 		if f.LocalFailed > 0 {
 			p("  %d tile(s) not sent because of their cached blob (still pending, no attempt counted):\n", f.LocalFailed)
 			writeLocalFailures(p, f.localFailures)
 		}
+		if f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0 {
+			earlier := max(*f.GiveUpsAwaitingReview-int64(f.GivenUp), 0)
+			p("  %d given-up tiles of this flight await review (%d from earlier runs)\n", *f.GiveUpsAwaitingReview, earlier)
+		}
 		if f.Error != nil {
 			p("  error: %s\n", *f.Error)
 		}
-		if f.NextRetryAt != nil {
-			p("  run upload-pending again after %s\n", f.NextRetryAt.Format(time.RFC3339))
+		if next := nextStep(s, f); next != "" {
+			p("  next: %s\n", next)
 		}
 	}
 	if len(s.Flights) == 0 {
 		p("no on_ground flight has pending tiles\n")
 	}
 	if len(s.Flights) > 1 {
-		p("total: %s: %d uploaded, %d rejected, %d given up, %d still pending, %d retries\n",
-			s.Outcome, s.Uploaded, s.Rejected, s.GivenUp, s.StillPending, s.Retries)
-	}
-	if s.GivenUp > 0 {
-		p("given-up tiles need human review: see 'tilectl status' and the flight data recorder\n")
+		p("total: %s: %d uploaded, %d given up, %d still pending; %s, %d retries, %s sent\n",
+			s.Outcome, s.Uploaded, s.GivenUp, s.StillPending, plural(s.Rejected, "rejection"), s.Retries, iostreams.HumanBytes(s.Bytes))
 	}
 	if f := s.FDR; f != nil && f.RingTooSmall {
 		p("flight data recorder too small: this run wrote %d give-up records (%d bytes) to %s, whose ring holds %d bytes, "+
@@ -216,4 +241,36 @@ func writeLocalFailures(p func(string, ...any), lfs []LocalFailure) {
 	for _, lf := range lfs {
 		p("    %s  %s  %s: %s\n", lf.TileID, lf.Problem, lf.CachePath, lf.Message)
 	}
+}
+
+func rates(f FlightSummary, elapsed time.Duration) string {
+	if elapsed <= 0 || f.Uploaded == 0 {
+		return ""
+	}
+	sec := elapsed.Seconds()
+	return fmt.Sprintf(" at %s/s, %.1f tiles/s", iostreams.HumanBytes(int64(float64(f.Bytes)/sec)), float64(f.Uploaded)/sec)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// nextStep is what the operator does now, or "" when nothing is left.
+func nextStep(s *Summary, f FlightSummary) string {
+	switch {
+	case s.Interrupted:
+		return "run upload-pending again to continue"
+	case f.LocalFailed > 0:
+		return fmt.Sprintf("mend the bad blobs: tilectl tiles verify --flight %s, then tilectl tiles import --flight %s DIR with the original directory", f.FlightID, f.FlightID)
+	case f.GivenUp > 0 || (f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0):
+		return fmt.Sprintf("review the given-up tiles: tilectl status --flight %s", f.FlightID)
+	case f.StillPending > 0 && f.NextRetryAt != nil:
+		return "run upload-pending again after " + f.NextRetryAt.Format(time.RFC3339) + " (a timer that runs it periodically does this)"
+	case f.StillPending > 0 && f.Error == nil:
+		return "run upload-pending again"
+	}
+	return ""
 }
