@@ -66,6 +66,7 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 	r.Replayed += rep.Replayed
 	r.Timeouts += rep.Timeouts
 	a.addLocal(rep, false)
+	r.Traffic.Add(rep.Traffic)
 	if r.Started.IsZero() {
 		r.Started = rep.Started
 	}

@@ -26,7 +26,10 @@ type unfit struct {
 // UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
 func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error) {
 	t := newTally(req.FlightID, u.now(), req.Progress)
+	ctx = withTally(ctx, t)
+	openings := u.breaker.openingsSoFar()
 	finish := func(err error) (UploadBatchReport, error) {
+		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := journalCtx(ctx)
 		defer cancel()
 		// Settlements commit without waiting for the disk; this durable

@@ -1,6 +1,7 @@
 package uploader
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -50,11 +51,38 @@ func (t *tally) held(n int) {
 	t.rep.Duplicate += n
 }
 
-func (t *tally) transport(resends, timeouts int) {
+// exchange counts one request and its resends.
+func (t *tally) exchange(attempts, timeouts int, refused bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.rep.Resends += max(resends, 0)
+	t.rep.Requests += attempts
 	t.rep.Timeouts += timeouts
+	if attempts > 0 {
+		t.rep.FirstAttempts++
+		t.rep.Resends += attempts - 1
+	}
+	if refused {
+		t.rep.ResendsRefused++
+	}
+}
+
+func (t *tally) breakerOpenings(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.BreakerOpenings += n
+}
+
+// tallyKey carries a call's tally in its context to every exchange of the
+// call, GETs included, without threading it through each signature.
+type tallyKey struct{}
+
+func withTally(ctx context.Context, t *tally) context.Context {
+	return context.WithValue(ctx, tallyKey{}, t)
+}
+
+func tallyOf(ctx context.Context) *tally {
+	t, _ := ctx.Value(tallyKey{}).(*tally)
+	return t
 }
 
 // settled records one answered batch and tells the progress callback.

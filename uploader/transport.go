@@ -140,6 +140,9 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
 	}
 	resp, err := rc.Do(req)
+	if t := tallyOf(runCtx); t != nil {
+		t.exchange(ex.attempts, ex.timeouts, ex.budgetSpent)
+	}
 	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent,
 		cancelled: ex.cancelled || (err != nil && runCtx.Err() != nil && errors.Is(err, runCtx.Err()))}
 	if resp != nil {

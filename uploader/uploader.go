@@ -111,19 +111,20 @@ type PerTileStatus struct {
 // UploadBatchReport is the result of one UploadPendingTiles call (or, from
 // the decorator, of all its inner calls together).
 type UploadBatchReport struct {
-	FlightID    string          `json:"flight_id"`
-	Outcome     Outcome         `json:"outcome"`
-	Accepted    int             `json:"accepted"`
-	Duplicate   int             `json:"duplicate"`
-	Rejected    int             `json:"rejected"`
-	GivenUp     int             `json:"given_up"`
-	Pending     int             `json:"pending"` // still pending after the run
-	Bytes       int64           `json:"bytes"`
-	Batches     int             `json:"batches"`
-	Resends     int             `json:"resends"`  // transport-level resends
-	Replayed    int             `json:"replayed"` // answers with Idempotent-Replayed
-	Timeouts    int             `json:"timeouts"`
-	RetryCount  int             `json:"retry_count"` // decorator's in-call retries
+	FlightID   string  `json:"flight_id"`
+	Outcome    Outcome `json:"outcome"`
+	Accepted   int     `json:"accepted"`
+	Duplicate  int     `json:"duplicate"`
+	Rejected   int     `json:"rejected"`
+	GivenUp    int     `json:"given_up"`
+	Pending    int     `json:"pending"` // still pending after the run
+	Bytes      int64   `json:"bytes"`
+	Batches    int     `json:"batches"`
+	Resends    int     `json:"resends"`  // transport-level resends
+	Replayed   int     `json:"replayed"` // answers with Idempotent-Replayed
+	Timeouts   int     `json:"timeouts"`
+	RetryCount int     `json:"retry_count"` // decorator's in-call retries
+	Traffic
 	NextRetryAt *time.Time      `json:"next_retry_at,omitempty"`
 	Rejections  []PerTileStatus `json:"rejections,omitempty"`
 	// LocalFailed counts the tiles not sent because of their cached blob
@@ -139,6 +140,24 @@ type UploadBatchReport struct {
 	// bytes than the ring's capacity means the oldest were overwritten.
 	FDRRecords int   `json:"fdr_records"`
 	FDRBytes   int64 `json:"fdr_bytes"`
+}
+
+// Traffic counts a run's HTTP requests for the SLIs of seed 002. Every
+// request the uploader makes is counted, GETs included; Resends and
+// Timeouts of UploadBatchReport count the same population.
+type Traffic struct {
+	Requests        int `json:"requests"`         // HTTP attempts sent, resends included
+	FirstAttempts   int `json:"first_attempts"`   // requests that were not resends
+	ResendsRefused  int `json:"resends_refused"`  // resends the run's retry budget refused
+	BreakerOpenings int `json:"breaker_openings"` // times the circuit breaker opened
+}
+
+// Add adds o's counts.
+func (t *Traffic) Add(o Traffic) {
+	t.Requests += o.Requests
+	t.FirstAttempts += o.FirstAttempts
+	t.ResendsRefused += o.ResendsRefused
+	t.BreakerOpenings += o.BreakerOpenings
 }
 
 // Uploaded is how many tiles are now safely at the provider.

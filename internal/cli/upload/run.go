@@ -310,6 +310,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
+		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
+			Resends: rep.Resends, ResendsRefused: rep.ResendsRefused, BreakerOpenings: rep.BreakerOpenings})
 	}
 	fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
 	fs.GiveUpsAwaitingReview = awaiting
@@ -319,6 +321,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 // finish decides the outcome and exit code, writes the metrics file and
 // prints the summary.
 func (r *run) finish(sum *Summary, runErr error) error {
+	sum.SLI = sliOf(sum.Counts, r.metrics)
 	switch {
 	case sum.Interrupted:
 		sum.Outcome, sum.ExitCode = "interrupted", exitcode.Code(runErr)

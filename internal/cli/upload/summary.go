@@ -42,6 +42,11 @@ import (
 //	                    flight_id, tile_id, cache_path, problem
 //	                    (blob_missing, blob_unreadable, blob_wrong_size,
 //	                    blob_wrong_sha256) and message; [] when none
+//	requests, first_attempts, resends_refused, breaker_openings
+//	                    HTTP requests sent (resends and GETs included), those
+//	                    that were not resends, resends the retry budget
+//	                    refused, times the circuit breaker opened
+//	sli                 seed 002's indicators for the run (see SLI)
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
 //	fdr                 what the run wrote to the flight data recorder
@@ -58,6 +63,7 @@ type Summary struct {
 	RetryDecorator bool            `json:"retry_decorator"`
 	Counts                         // the totals
 	LocalFailures  []LocalFailure  `json:"local_failures"`
+	SLI            SLI             `json:"sli"`
 	NextRetryAt    *time.Time      `json:"next_retry_at"`
 	Error          *string         `json:"error"`
 	Flights        []FlightSummary `json:"flights"`
@@ -90,6 +96,10 @@ type Counts struct {
 	Replayed          int   `json:"replayed"`
 	Timeouts          int   `json:"timeouts"`
 	LocalFailed       int   `json:"local_failed"`
+	Requests          int   `json:"requests"`
+	FirstAttempts     int   `json:"first_attempts"`
+	ResendsRefused    int   `json:"resends_refused"`
+	BreakerOpenings   int   `json:"breaker_openings"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -108,6 +118,10 @@ func (c *Counts) add(o Counts) {
 	c.Replayed += o.Replayed
 	c.Timeouts += o.Timeouts
 	c.LocalFailed += o.LocalFailed
+	c.Requests += o.Requests
+	c.FirstAttempts += o.FirstAttempts
+	c.ResendsRefused += o.ResendsRefused
+	c.BreakerOpenings += o.BreakerOpenings
 }
 
 // FlightSummary is one flight's part of the run.
@@ -141,6 +155,8 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 			StillPendingBytes: pendingBytes, Retries: rep.RetryCount, Batches: rep.Batches,
 			Bytes: rep.Bytes, Resends: rep.Resends, Replayed: rep.Replayed, Timeouts: rep.Timeouts,
 			LocalFailed: rep.LocalFailed,
+			Requests:    rep.Requests, FirstAttempts: rep.FirstAttempts, ResendsRefused: rep.ResendsRefused,
+			BreakerOpenings: rep.BreakerOpenings,
 		},
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
