@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -32,7 +33,7 @@ type Options struct {
 	Store func(ctx context.Context) (Store, error)
 
 	FlightID string // "" for every flight
-	Output   string // table or json
+	Output   string // text (or its alias table) or json
 	Limit    int    // give-ups listed at most
 }
 
@@ -40,6 +41,9 @@ type Options struct {
 type Report struct {
 	Flights []Flight `json:"flights"`
 	GiveUps []GiveUp `json:"give_ups"`
+	// GiveUpsTotal is every given-up tile of the flights shown; give_ups
+	// lists at most --limit of them.
+	GiveUpsTotal int64 `json:"give_ups_total"`
 }
 
 // Flight is one flight's counts. Counts always has all five statuses.
@@ -70,12 +74,12 @@ var statuses = []tilestore.VotingStatus{
 func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Store: func(ctx context.Context) (Store, error) { return f.Store(ctx) }}
 	cmd := &cobra.Command{
-		Use:   "status [--flight F] [-o table|json]",
+		Use:   "status [--flight F] [-o text|json]",
 		Short: "Show tile counts per flight and status, and given-up tiles",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.Output != "table" && opts.Output != "json" {
-				return exitcode.UsageError(fmt.Errorf("-o must be table or json, got %q", opts.Output))
+			if err := iostreams.CheckOutput(opts.Output); err != nil {
+				return exitcode.UsageError(err)
 			}
 			if opts.Limit < 1 {
 				return exitcode.UsageError(fmt.Errorf("--limit must be at least 1, got %d", opts.Limit))
@@ -92,7 +96,7 @@ func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error
 		},
 	}
 	cmd.Flags().StringVar(&opts.FlightID, "flight", "", "only this flight")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json (table is text)")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 100, "list at most this many given-up tiles (newest first)")
 	return cmd
 }
@@ -129,6 +133,7 @@ func build(counts []tilestore.FlightCounts, gus []tilestore.GiveUp) Report {
 			fl.Total += fc.ByStatus[s]
 		}
 		r.Flights = append(r.Flights, fl)
+		r.GiveUpsTotal += fl.Counts[string(tilestore.StatusUploadGiveup)]
 	}
 	for _, g := range gus {
 		r.GiveUps = append(r.GiveUps, GiveUp{TileID: g.TileID, FlightID: g.FlightID, Attempts: g.Attempts,
@@ -157,11 +162,28 @@ func printTable(io *iostreams.IOStreams, r Report) error {
 	if len(r.GiveUps) == 0 {
 		return nil
 	}
-	fmt.Fprintf(io.Out, "\nGiven up (%d, newest first):\n", len(r.GiveUps))
+	if int64(len(r.GiveUps)) < r.GiveUpsTotal {
+		fmt.Fprintf(io.Out, "\nGiven up (showing %s of %s, newest first; --limit shows more):\n",
+			thousands(int64(len(r.GiveUps))), thousands(r.GiveUpsTotal))
+	} else {
+		fmt.Fprintf(io.Out, "\nGiven up (%s, newest first):\n", thousands(int64(len(r.GiveUps))))
+	}
 	tw = tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TILE\tATTEMPTS\tLAST REASON\tGAVE UP AT")
 	for _, g := range r.GiveUps {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", g.TileID, g.Attempts, g.LastReason, g.GaveUpAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// thousands writes n with comma separators: 3,002.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
