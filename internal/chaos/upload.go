@@ -137,6 +137,11 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string) error {
 			return err
 		}
 		if left == 0 {
+			// docs/chaos.md promises both faults in every round, not
+			// only somewhere in the soak.
+			s.chk.check("db-restarted-and-provider-crashed-every-round", dbLanded > 0 && provLanded > 0,
+				"flight %s settled after %d database restart(s) and %d provider crash(es) mid-run; want at least one of each",
+				flight, dbLanded, provLanded)
 			return nil
 		}
 	}
