@@ -53,6 +53,9 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		return finish(err)
 	}
 	lim := caps.limits(req.BatchSize)
+	if err := u.preflight(ctx, req.FlightID); err != nil {
+		return finish(err)
+	}
 	if req.DryRun {
 		return u.dryRun(ctx, req, lim, t)
 	}
@@ -198,9 +201,10 @@ func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim lim
 	return ctx.Err()
 }
 
-// processCandidate records the local rejections of a candidate (too large,
-// blob missing or corrupt) under one fresh operation ID, then journals the
-// remaining tiles as a batch before sending its first byte.
+// processCandidate records the too-large tiles of a candidate as local
+// rejections under one fresh operation ID, leaves the tiles whose blob is
+// bad pending (a LocalFailure, never counted), then journals the remaining
+// tiles as a batch before sending its first byte.
 func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string, c candidate, t *tally) error {
 	var local []tilestore.Rejection
 	rejOp := ""
@@ -216,11 +220,12 @@ func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string
 	send := c.tiles[:0:0]
 	tb := newTileBytes(c.tiles)
 	for _, tl := range c.tiles {
-		if r := tb.read(u.blobs, tl); r != nil {
-			if r.local != nil {
-				return r.local
-			}
-			reject(tl, r.reason, r.message)
+		lf, err := tb.read(u.blobs, tl)
+		if err != nil {
+			return err
+		}
+		if lf != nil {
+			u.localFailure(t, *lf)
 			continue
 		}
 		send = append(send, tl)
@@ -255,28 +260,48 @@ func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string
 }
 
 // dryRun pages and sizes exactly as a real run would and reports the
-// batches and bytes it would send; it sends and changes nothing.
+// batches and bytes it would send; a tile whose blob is missing or of the
+// wrong size is reported as a local failure instead (its sha256 is checked
+// only when a real run reads it to send). It sends and changes nothing.
 func (u *HTTPTileUploader) dryRun(ctx context.Context, req Request, lim limits, t *tally) (UploadBatchReport, error) {
 	ch := make(chan candidate)
 	var pending int
 	var batches int
 	var bytes int64
+	var cerr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for c := range ch {
-			pending += len(c.tiles) + len(c.tooLarge)
-			if len(c.tiles) > 0 {
-				batches++
-			}
+			pending += len(c.tooLarge)
+			sent := false
 			for _, tl := range c.tiles {
-				bytes += tl.SizeBytes
+				if cerr != nil {
+					break
+				}
+				lf, err := CheckBlob(u.blobs, tl, CheckSize)
+				switch {
+				case err != nil:
+					cerr = err
+				case lf != nil:
+					u.localFailure(t, *lf)
+				default:
+					pending++
+					bytes += tl.SizeBytes
+					sent = true
+				}
+			}
+			if sent {
+				batches++
 			}
 		}
 	}()
 	err := u.produce(ctx, req.FlightID, lim, nil, ch)
 	close(ch)
 	<-done
+	if err == nil {
+		err = cerr
+	}
 	rep := t.report(u.now(), pending, err)
 	rep.Batches, rep.Bytes = batches, bytes
 	return rep, err

@@ -33,6 +33,16 @@ func (t *tally) local(rs []tilestore.Rejection) {
 	}
 }
 
+// localFailure records a tile left pending because of its blob.
+func (t *tally) localFailure(lf LocalFailure) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.LocalFailed++
+	if len(t.rep.LocalFailures) < maxListedLocalFailures {
+		t.rep.LocalFailures = append(t.rep.LocalFailures, lf)
+	}
+}
+
 // held counts tiles the provider already held when asked: duplicates that
 // did not travel again.
 func (t *tally) held(n int) {
@@ -101,12 +111,13 @@ func (t *tally) report(finished time.Time, pending int, err error) UploadBatchRe
 	defer t.mu.Unlock()
 	r := t.rep
 	r.Rejections = append([]PerTileStatus(nil), t.rep.Rejections...)
+	r.LocalFailures = append([]LocalFailure(nil), t.rep.LocalFailures...)
 	r.Finished = finished
 	r.Pending = pending
 	switch {
 	case err != nil:
 		r.Outcome = OutcomeFailure
-	case r.Rejected > 0:
+	case r.Rejected > 0, r.LocalFailed > 0:
 		r.Outcome = OutcomePartial
 	default:
 		r.Outcome = OutcomeSuccess

@@ -76,7 +76,8 @@ const (
 	// OutcomeSuccess: every tile the run attempted is uploaded.
 	OutcomeSuccess Outcome = "success"
 	// OutcomePartial: every batch was answered but some tiles were rejected
-	// or not clearly answered; they are still pending.
+	// or not clearly answered, or not sent because of their cached blob;
+	// they are still pending.
 	OutcomePartial Outcome = "partial"
 	// OutcomeFailure: the run stopped on a run-level error.
 	OutcomeFailure Outcome = "failure"
@@ -91,12 +92,10 @@ const (
 	TileRejected  TileStatus = "rejected"
 )
 
-// Reasons for rejections that the client decides itself.
-const (
-	ReasonBlobMissing   = "blob_missing"   // the tile's file is gone
-	ReasonBlobCorrupt   = "blob_corrupt"   // size or sha256 differs from the metadata
-	ReasonProtocolError = "protocol_error" // a 200 that did not clearly answer the tile
-)
+// ReasonProtocolError is the rejection the client records for a tile a 200
+// did not clearly answer. A bad cached blob is not a rejection at all: see
+// LocalFailure.
+const ReasonProtocolError = "protocol_error"
 
 // PerTileStatus is one tile's result. Reports list rejected tiles only;
 // accepted and duplicate tiles are counted, so a report stays small however
@@ -128,8 +127,13 @@ type UploadBatchReport struct {
 	Traffic
 	NextRetryAt *time.Time      `json:"next_retry_at,omitempty"`
 	Rejections  []PerTileStatus `json:"rejections,omitempty"`
-	Started     time.Time       `json:"started"`
-	Finished    time.Time       `json:"finished"`
+	// LocalFailed counts the tiles not sent because of their cached blob
+	// (missing, unreadable, wrong size or sha256); they stay pending and
+	// never count as attempts. LocalFailures lists them (at most 1000).
+	LocalFailed   int            `json:"local_failed"`
+	LocalFailures []LocalFailure `json:"local_failures,omitempty"`
+	Started       time.Time      `json:"started"`
+	Finished      time.Time      `json:"finished"`
 
 	// FDRRecords and FDRBytes are the give-up records the retry decorator
 	// wrote to the flight data recorder and their size in the ring: more
