@@ -40,6 +40,7 @@ type run struct {
 	tty       bool
 	newTicker func(time.Duration) (<-chan time.Time, func())
 	progress  atomic.Pointer[progress] // the flight being uploaded, for breaker events
+	history   []tilestore.UploadRun    // the run-history rows this run started
 }
 
 func uploadRun(ctx context.Context, opts *Options) error {
@@ -50,6 +51,9 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	cfg, rc, err := opts.settings(loaded)
 	if err != nil {
 		return exitcode.UsageError(err)
+	}
+	if opts.RunID == "" {
+		opts.RunID = tilestore.NewRunID()
 	}
 	r := &run{opts: opts, cfg: cfg, retry: rc, log: opts.Logger(), metrics: metricsfile.New(),
 		decorate: !opts.NoRetry && !cfg.Upload.DisableRetryDecorator,
@@ -93,7 +97,7 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	}
 	r.log.Info().Strs("flights", flights).Bool("dry_run", opts.DryRun).Bool("retry_decorator", r.decorate).
 		Dur("deadline", cfg.Upload.Deadline).Int("concurrency", cfg.Upload.Concurrency).
-		Int("batch_size", cfg.Upload.BatchSize).Msg("upload-pending start")
+		Int("batch_size", cfg.Upload.BatchSize).Str("run_id", opts.RunID).Msg("upload-pending start")
 	if r.decorate && !opts.DryRun {
 		r.logSchedule()
 	}
@@ -250,6 +254,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		return flightSummary(rep, 0, err, r.opts.DryRun), err
 	}
 	if !r.opts.DryRun { // a dry run changes nothing, so it needs no lock
+		r.startRun(ctx, id, started)
 		lock, err := lockFlight(ctx, r.store.Pool().Config().ConnConfig, id, r.opts.Holder)
 		if err != nil {
 			return failed(err)
@@ -352,6 +357,7 @@ func (r *run) finish(sum *Summary, runErr error) error {
 			}
 		}
 	}
+	r.endRuns(sum)
 	var printErr error
 	if r.opts.Output == "json" {
 		printErr = sum.writeJSON(r.opts.IO.Out)

@@ -48,6 +48,9 @@ type Options struct {
 	// Holder names this run in the advisory lock ("pid N on host H").
 	Holder  string
 	Version string
+	// RunID names this run in the run history (upload_runs.run_id).
+	// Default: a fresh tilestore.NewRunID.
+	RunID string
 
 	FlightID           string
 	NoRetry            bool
