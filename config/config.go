@@ -65,6 +65,10 @@ type Upload struct {
 	DisableRetryDecorator bool `yaml:"disable_retry_decorator"`
 	// RequestTimeout bounds one HTTP request. Default: 60s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// Lease is how long a batch stays this run's after the run last renewed
+	// it; another run settles it only after that (a run that died). Renewed
+	// every third of it. Default: 30s.
+	Lease time.Duration `yaml:"lease"`
 }
 
 // Retry tunes the retry decorator.
@@ -109,6 +113,7 @@ func Default(getenv func(string) string) *Config {
 			BatchSize:      0,
 			Deadline:       30 * time.Minute,
 			RequestTimeout: 60 * time.Second,
+			Lease:          30 * time.Second,
 		},
 		Retry: Retry{
 			MaxInCallRetries:   3,

@@ -51,6 +51,7 @@ func TestDefaultsAreValidAndDocumented(t *testing.T) {
 		"upload.insecure_skip_verify":    "false",
 		"upload.disable_retry_decorator": "false",
 		"upload.request_timeout":         "1m0s",
+		"upload.lease":                   "30s",
 		"retry.max_in_call_retries":      "3",
 		"retry.max_per_tile_attempts":    "5",
 		"retry.backoff_base":             "2s",

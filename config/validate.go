@@ -84,6 +84,7 @@ func (c *Config) Validate() error {
 	}
 	positive("upload.deadline", c.Upload.Deadline)
 	positive("upload.request_timeout", c.Upload.RequestTimeout)
+	positive("upload.lease", c.Upload.Lease)
 
 	intRange("retry.max_in_call_retries", int64(c.Retry.MaxInCallRetries), 0, 100)
 	intRange("retry.max_per_tile_attempts", int64(c.Retry.MaxPerTileAttempts), 1, 1000)

@@ -94,9 +94,12 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 			ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages); err != nil {
 			return fmt.Errorf("record rejections: %w", err)
 		}
-		_, err = tx.Exec(ctx, `UPDATE upload_batches
-			SET state = 'settled', settled_at = now(), http_status = nullif($2, 0), detail = nullif($3, '')
-			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
+		if _, err := tx.Exec(ctx, `UPDATE upload_batches
+			SET state = 'settled', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
+			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, st.OpID)
 		return err
 	})
 	if err != nil {

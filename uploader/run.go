@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
-	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// candidate is a group of pending tiles the producer sized for one batch;
-// a worker verifies their blobs and journals the ones that may go.
+// candidate is a group of pending tiles a dry run sized for one batch.
 type candidate struct {
 	tiles    []tilestore.Tile
 	tooLarge []tilestore.Tile
@@ -23,6 +20,16 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	finish := func(err error) (UploadBatchReport, error) {
 		pctx, cancel := journalCtx(ctx)
 		defer cancel()
+		if !req.DryRun {
+			// What this run leaves open is for the next run to settle, now,
+			// not when the lease would have run out.
+			if rerr := u.store.ReleaseLeases(pctx); rerr != nil && err == nil {
+				err = rerr
+			}
+			if lost := context.Cause(ctx); lost != nil && err == nil && errors.As(lost, new(*LeaseLostError)) {
+				err = lost
+			}
+		}
 		// Settlements commit without waiting for the disk; this durable
 		// write flushes them all before the run reports what it did.
 		if !req.DryRun {
@@ -47,62 +54,12 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	if req.DryRun {
 		return u.dryRun(ctx, req, lim, t)
 	}
+	ctx, stopLeases := u.keepLeases(ctx)
+	defer stopLeases()
 	if err := u.settleOpen(ctx, req.FlightID, t); err != nil {
 		return finish(err)
 	}
 	return finish(u.sendPending(ctx, req, lim, t))
-}
-
-// sendPending runs one producer that pages the pending tiles and sizes
-// batches, and req.Concurrency workers that verify, journal and send them.
-// Memory holds at most one page and the batches in the channel.
-func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, t *tally) error {
-	workers := req.Concurrency
-	if workers <= 0 {
-		workers = defaultConcurrency
-	}
-	// stop ends batch forming on the first run-level error; batches already
-	// sent finish (they are journaled) but no new one starts.
-	stopCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var (
-		mu       sync.Mutex
-		firstErr error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-		stop()
-	}
-	ch := make(chan candidate, workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range ch {
-				if stopCtx.Err() != nil {
-					continue // drain: nothing of these was journaled
-				}
-				if err := u.processCandidate(ctx, req.FlightID, c, t); err != nil {
-					fail(err)
-				}
-			}
-		}()
-	}
-	perr := u.produce(stopCtx, req.FlightID, lim, ch)
-	close(ch)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	if perr != nil && !errors.Is(perr, context.Canceled) {
-		return perr
-	}
-	return ctx.Err()
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into
@@ -143,58 +100,6 @@ func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim lim
 		return ctx.Err()
 	}
 	return ctx.Err()
-}
-
-// processCandidate records the local rejections of a candidate (too large,
-// blob missing or corrupt) under one fresh operation ID, then journals the
-// remaining tiles as a batch before sending its first byte.
-func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string, c candidate, t *tally) error {
-	var local []tilestore.Rejection
-	rejOp := ""
-	reject := func(tl tilestore.Tile, reason, msg string) {
-		if rejOp == "" {
-			rejOp = operation.NewID()
-		}
-		local = append(local, tilestore.Rejection{OpID: rejOp, TileID: tl.ID, Reason: reason, Message: msg})
-	}
-	for _, tl := range c.tooLarge {
-		reject(tl, "too_large", fmt.Sprintf("%d bytes is over the provider's max_tile_bytes", tl.SizeBytes))
-	}
-	send := c.tiles[:0:0]
-	for _, tl := range c.tiles {
-		if r := verifyBlob(u.blobs, tl); r != nil {
-			if r.local != nil {
-				return r.local
-			}
-			reject(tl, r.reason, r.message)
-			continue
-		}
-		send = append(send, tl)
-	}
-	if len(local) > 0 {
-		if err := u.store.RecordRejections(ctx, local); err != nil {
-			return fmt.Errorf("record %d local rejection(s): %w", len(local), err)
-		}
-		t.local(local)
-	}
-	if len(send) == 0 {
-		return nil
-	}
-	b := tilestore.Batch{OpID: operation.NewID(), FlightID: flightID,
-		TileIDs: make([]string, len(send)), SHA256s: make([]string, len(send))}
-	for i, tl := range send {
-		b.TileIDs[i], b.SHA256s[i] = tl.ID, tl.SHA256
-	}
-	b.Fingerprint = fingerprint(flightID, b.TileIDs, b.SHA256s)
-	if err := u.store.OpenBatch(ctx, b); err != nil {
-		return fmt.Errorf("journal batch of %d tile(s): %w", len(send), err)
-	}
-	if err := u.sendBatch(ctx, flightID, b.OpID, send, t); err != nil && !errors.Is(err, errLeftOpen) {
-		return err
-	}
-	// A batch left open has its tiles behind the cursor: this run does not
-	// form them again, and the next one settles it first.
-	return nil
 }
 
 // dryRun pages and sizes exactly as a real run would and reports the

@@ -29,6 +29,10 @@ import (
 //	batches, bytes      batches answered and bytes sent (dry run: would send)
 //	resends, replayed, timeouts
 //	                    transport resends, replayed answers, timed-out attempts
+//	held_by_other_runs  (per flight) tiles in open batches of other runs whose
+//	                    lease has not ended: theirs to finish, not pending here
+//	held_until          (per flight) when the last of those leases ends, or
+//	                    null; if that run died, a run after it finishes them
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
 //	flights             one object per flight, in order, with flight_id,
@@ -83,10 +87,12 @@ type FlightSummary struct {
 	FlightID string `json:"flight_id"`
 	Outcome  string `json:"outcome"`
 	Counts
-	NextRetryAt *time.Time `json:"next_retry_at"`
-	Error       *string    `json:"error"`
-	Started     time.Time  `json:"started"`
-	Finished    time.Time  `json:"finished"`
+	HeldByOtherRuns int        `json:"held_by_other_runs"`
+	HeldUntil       *time.Time `json:"held_until"`
+	NextRetryAt     *time.Time `json:"next_retry_at"`
+	Error           *string    `json:"error"`
+	Started         time.Time  `json:"started"`
+	Finished        time.Time  `json:"finished"`
 }
 
 func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error, dryRun bool) FlightSummary {
@@ -145,6 +151,10 @@ func (s *Summary) writeText(w io.Writer) error {
 		}
 		if f.NextRetryAt != nil {
 			p("  run upload-pending again after %s\n", f.NextRetryAt.Format(time.RFC3339))
+		}
+		if f.HeldByOtherRuns > 0 && f.HeldUntil != nil {
+			p("  %d tiles are in batches of other runs (see 'tilectl status'); if those runs died, a run after %s finishes them\n",
+				f.HeldByOtherRuns, f.HeldUntil.UTC().Format(time.RFC3339))
 		}
 	}
 	if len(s.Flights) == 0 {
