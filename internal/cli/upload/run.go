@@ -203,6 +203,11 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			rep.Pending, pendingBytes = n, b
 		}
 		held, until, herr := r.heldByOthers(cctx, id)
+		if n, gerr := r.rejectedNowGivenUp(cctx, rep); gerr == nil {
+			rep.GivenUp = max(rep.GivenUp, n)
+		} else {
+			r.log.Warn().Err(gerr).Msg("read the status of this run's rejected tiles")
+		}
 		cancel()
 		if herr != nil {
 			r.log.Warn().Err(herr).Msg("list other runs' leases")
@@ -214,6 +219,32 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		return fs, err
 	}
 	return flightSummary(rep, pendingBytes, err, r.opts.DryRun), err
+}
+
+// rejectedNowGivenUp counts the tiles this run saw rejected that are now
+// given up, whichever run counted their last rejection: with runs sharing a
+// flight, another run may have counted it first, and the give-up still
+// belongs in this run's outcome (exit 3), not a success.
+func (r *run) rejectedNowGivenUp(ctx context.Context, rep uploader.UploadBatchReport) (int, error) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, rj := range rep.Rejections {
+		if !seen[rj.TileID] {
+			seen[rj.TileID] = true
+			ids = append(ids, rj.TileID)
+		}
+	}
+	tiles, err := r.store.TilesByID(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range tiles {
+		if t.VotingStatus == tilestore.StatusUploadGiveup {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // heldByOthers counts the flight's tiles in open batches of other live runs
