@@ -27,7 +27,7 @@ help:
 	@echo "make test        gofmt check, go vet, go test -race against PostgreSQL"
 	@echo "make demo        migrate, import testdata/tiles as flight demo-1, show status"
 	@echo "make bench       every benchmark, then the table of performance targets"
-	@echo "make lint        gofmt -l and go vet"
+	@echo "make lint        gofmt -l, go vet, go mod tidy -diff, no conflict markers"
 	@echo "make fuzz-short  a short run of every fuzz target"
 	@echo "make chaos       seeded soak: faults, SIGKILLs, DB breaks (SEED= ROUNDS= TILES= FAULT_RATE=)"
 
@@ -42,6 +42,8 @@ lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then \
 		echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) mod tidy -diff
+	@scripts/conflict-markers.sh
 
 # The unit, integration, short chaos and security tests, then every fuzz
 # target briefly (FUZZTIME each: an execution count, see scripts/fuzz.sh).

@@ -46,6 +46,9 @@ type Config struct {
 	Upload Upload `yaml:"upload"`
 	// Retry tunes the idempotent retry decorator.
 	Retry Retry `yaml:"retry"`
+
+	file    string            // the config file read, "" for none
+	sources map[string]Source // key path -> where it was set; absent: default
 }
 
 // Upload tunes the HTTP uploader.

@@ -15,10 +15,12 @@ import (
 // in tests.
 type LookupEnv func(key string) (string, bool)
 
-// Load builds a Config from the defaults, then the YAML file at path (or at
-// $TILECTL_CONFIG when path is ""; no file when both are empty), then the
-// environment. Flags are applied afterwards by the caller (Set), followed by
-// Complete and Validate.
+// Load builds a Config from the defaults, then the YAML file at path (when
+// path is "", the file Discover finds: $TILECTL_CONFIG,
+// $XDG_CONFIG_HOME/tilectl/config.yaml or ~/.config/tilectl/config.yaml,
+// /etc/tilectl/config.yaml; no file when none exists), then the
+// environment. Flags are applied afterwards by the caller (SetFrom),
+// followed by Complete and Validate. Every value set records its Source.
 func Load(path string, env LookupEnv) (*Config, error) {
 	if env == nil {
 		env = os.LookupEnv
@@ -26,13 +28,18 @@ func Load(path string, env LookupEnv) (*Config, error) {
 	getenv := func(k string) string { v, _ := env(k); return v }
 	c := Default(getenv)
 	if path == "" {
-		path = getenv(ConfigFileEnv)
+		p, err := Discover(env)
+		if err != nil {
+			return nil, err
+		}
+		path = p
 	}
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read config file: %w", err)
 		}
+		c.file = path
 		if err := c.applyYAML(data); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", path, err)
 		}
@@ -53,7 +60,9 @@ func (c *Config) applyEnv(env LookupEnv) error {
 		}
 		if err := setString(f.v, s); err != nil {
 			errs = append(errs, fmt.Errorf("environment %s: %w", f.Env, err))
+			continue
 		}
+		c.noteSource(f.Key, Source{Kind: SourceEnv, Name: f.Env})
 	}
 	return errors.Join(errs...)
 }
@@ -75,13 +84,14 @@ func (c *Config) applyYAML(data []byte) error {
 		return nil
 	}
 	var errs []error
-	applyMapping(reflect.ValueOf(c).Elem(), root, "", &errs)
+	note := func(key string, line int) { c.noteSource(key, Source{Kind: SourceFile, Name: c.file, Line: line}) }
+	applyMapping(reflect.ValueOf(c).Elem(), root, "", note, &errs)
 	return errors.Join(errs...)
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
-func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error) {
+func applyMapping(v reflect.Value, n *yaml.Node, prefix string, note func(key string, line int), errs *[]error) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -109,7 +119,7 @@ func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error) {
 			if isNull(vn) {
 				continue // "upload:" with nothing under it changes nothing
 			}
-			applyMapping(fv, vn, key+".", errs)
+			applyMapping(fv, vn, key+".", note, errs)
 			continue
 		}
 		if vn.Kind != yaml.ScalarNode {
@@ -126,7 +136,9 @@ func applyMapping(v reflect.Value, n *yaml.Node, prefix string, errs *[]error) {
 		}
 		if err := setString(fv, val); err != nil {
 			*errs = append(*errs, fmt.Errorf("line %d: %s: %w", vn.Line, key, err))
+			continue
 		}
+		note(key, vn.Line)
 	}
 }
 

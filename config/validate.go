@@ -14,13 +14,20 @@ type FieldError struct {
 	Key     string // e.g. "upload.concurrency"
 	Value   string // already safe to print (the token is never put here)
 	Allowed string // e.g. "must be 1..64"
+	// Source is where the value came from (a flag, a variable, a file
+	// line); the zero Source when it was never set (defaults, or code).
+	Source Source
 }
 
 func (e *FieldError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("%s: %s", e.Key, e.Allowed)
+	key := e.Key
+	if e.Source.Kind != "" {
+		key = fmt.Sprintf("%s (from %s)", e.Key, e.Source)
 	}
-	return fmt.Sprintf("%s: %s, got %s", e.Key, e.Allowed, e.Value)
+	if e.Value == "" {
+		return fmt.Sprintf("%s: %s", key, e.Allowed)
+	}
+	return fmt.Sprintf("%s: %s, got %s", key, e.Allowed, e.Value)
 }
 
 // Limits enforced by Validate.
@@ -32,11 +39,13 @@ const (
 )
 
 // Validate checks every field and returns all problems joined, each a
-// *FieldError. Call Complete first.
+// *FieldError naming where the value came from (Source). Call Complete
+// first. It is the one check for every source: defaults, file, environment
+// and flags.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, value, allowed string) {
-		errs = append(errs, &FieldError{Key: key, Value: value, Allowed: allowed})
+		errs = append(errs, &FieldError{Key: key, Value: value, Allowed: allowed, Source: c.sources[key]})
 	}
 	intRange := func(key string, v, lo, hi int64) {
 		if v < lo || v > hi {

@@ -2,6 +2,7 @@ package fdr
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ func ReadFile(path string) ([]Record, ReadReport, error) {
 	defer f.Close()
 	// A shared lock waits out an append in progress, so a live ring reads
 	// as a consistent snapshot.
-	unlock, err := lockFile(f, false)
+	unlock, err := lockFile(context.Background(), f, false)
 	if err != nil {
 		return nil, ReadReport{}, fmt.Errorf("read fdr %s: %w", path, err)
 	}
@@ -74,7 +75,8 @@ func readRing(b []byte) ([]Record, ReadReport, error) {
 	}
 	rep.Wrapped, rep.NextSeq = h.wrapped(), h.nextSeq
 	located, skipped := scanArea(area, h.writeOff, h.wrapped())
-	rep.Skipped = skipped
+	located, uncommitted := committed(located, h)
+	rep.Skipped = skipped + uncommitted
 	recs := make([]Record, 0, len(located))
 	for _, l := range located {
 		recs = append(recs, l.rec)
@@ -150,6 +152,24 @@ func scanArea(area []byte, writeOff uint64, wrapped bool) (recs []located, skipp
 		o = next
 	}
 	return recs, skipped
+}
+
+// committed keeps the frames the header counts as records. A frame at or
+// past the write offset of a ring that never wrapped, or with a sequence
+// number the header has not handed out yet, was copied by an append that
+// did not get to rewrite the header (a crash in between): it is not a
+// record, and the next append overwrites it. It returns how many frames
+// it dropped, each a trace of an interrupted append.
+func committed(locs []located, h header) (kept []located, dropped int) {
+	kept = locs[:0]
+	for _, l := range locs {
+		if l.rec.Seq >= h.nextSeq || (!h.wrapped() && l.off >= h.writeOff) {
+			dropped++
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return kept, dropped
 }
 
 // recoverHeader derives a header from the records when the stored one is

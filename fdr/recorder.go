@@ -1,13 +1,13 @@
 package fdr
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 )
 
@@ -49,7 +49,9 @@ type Options struct {
 // by goroutines, and other Recorders (in this or other processes) may
 // append to the same file at the same time.
 type Recorder struct {
-	mu   sync.Mutex
+	// sem is the in-process write lock (a channel, so a wait can end with
+	// its context); the file's flock orders writers across processes.
+	sem  chan struct{}
 	f    *os.File
 	path string
 	now  func() time.Time
@@ -86,7 +88,7 @@ func Open(path string, opts Options) (*Recorder, error) {
 	if opts.Capacity != 0 {
 		want = uint64(opts.Capacity)
 	}
-	r := &Recorder{path: path, now: opts.Now, logf: opts.Logf, keys: map[string]keyLoc{}, sync: syncData}
+	r := &Recorder{path: path, now: opts.Now, logf: opts.Logf, keys: map[string]keyLoc{}, sync: syncData, sem: make(chan struct{}, 1)}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -122,7 +124,7 @@ func Open(path string, opts Options) (*Recorder, error) {
 // init creates the header of a new file, or adopts an existing one, and
 // maps the file.
 func (r *Recorder) init(want uint64, explicit bool) error {
-	unlock, err := lockFile(r.f, true)
+	unlock, err := lockFile(context.Background(), r.f, true)
 	if err != nil {
 		return err
 	}
@@ -188,8 +190,8 @@ var ErrClosed = errors.New("fdr: recorder closed")
 // record may still be only in the page cache, where the OS writes it out
 // even if this process exits.
 func (r *Recorder) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.sem <- struct{}{}
+	defer func() { <-r.sem }()
 	if r.closed {
 		return nil
 	}

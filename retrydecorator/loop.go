@@ -9,7 +9,9 @@ import (
 )
 
 // UploadPendingTiles counts rejections an earlier run left uncounted, calls
-// the inner uploader, counts the rejections it recorded, and while its
+// the inner uploader (which calls back through Request.SettledOpen to have
+// the rejections of the open batches it settled counted before it forms new
+// ones), counts the rejections it recorded, and while its
 // outcome is partial, tiles are still pending and retries remain, sleeps
 // min(base*2^(n-1), cap) and calls it again. The inner uploader forms its
 // batches from what is pending, so a retry sends only unanswered or
@@ -43,6 +45,21 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 	// its budget gives up before it is sent again.
 	if _, err := u.count(ctx, req.FlightID, &agg); err != nil {
 		return agg.fail(u.clock.Now()), err
+	}
+
+	// Settling an earlier run's open batch may record a tile's last
+	// rejection: the inner uploader calls back once it has settled them so
+	// they are counted before any new batch forms, and a tile at its budget
+	// is given up instead of sent again.
+	settledOpen := req.SettledOpen
+	req.SettledOpen = func(ctx context.Context) error {
+		if _, err := u.count(ctx, req.FlightID, &agg); err != nil {
+			return err
+		}
+		if settledOpen != nil {
+			return settledOpen(ctx)
+		}
+		return nil
 	}
 
 	for n := 0; ; n++ {

@@ -69,6 +69,13 @@ type Claim struct {
 	FlightID string
 	// Limit caps the candidates locked (and so the batch's size).
 	Limit int
+	// MaxAttempts, when positive, leaves out tiles whose attempts plus
+	// uncounted rejections reach it: the next count gives them up, so they
+	// must not be sent again, whichever run rejected them last.
+	MaxAttempts int
+	// Exclude names tiles the caller does not want now (those it saw
+	// rejected in this pass: they wait for the decorator's count).
+	Exclude []string
 	// Pick runs inside the claim's transaction with the candidates in
 	// tile_id order. It returns the batch to journal (no tiles: none) and
 	// the candidates rejected without being sent (too large, say); the
@@ -86,13 +93,16 @@ type Claimed struct {
 }
 
 // claimSQL locks the next uploadable tiles of the flight that are in no
-// open batch and have no uncounted rejection (the retry decorator counts
-// those before they are tried again). SKIP LOCKED lets concurrent claims
-// take different tiles without waiting; a tile another claim took and
-// committed meanwhile fails the recheck of open_op_id on its new version.
+// open batch, are not excluded ($4) and, with a budget ($3 > 0), have
+// attempts left counting the uncounted rejections (read through their
+// small partial index). SKIP LOCKED lets concurrent claims take different
+// tiles without waiting; a tile another claim took and committed meanwhile
+// fails the recheck of open_op_id on its new version.
 const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
-	  AND NOT EXISTS (SELECT 1 FROM upload_rejections r WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL)
+	  AND NOT t.tile_id = ANY($4::text[])
+	  AND ($3::int <= 0 OR t.upload_attempts + (SELECT count(*) FROM upload_rejections r
+	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
 	ORDER BY t.tile_id LIMIT $2
 	FOR UPDATE OF t SKIP LOCKED`
 
@@ -112,7 +122,11 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	var out Claimed
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		out = Claimed{}
-		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit)
+		exclude := c.Exclude
+		if exclude == nil {
+			exclude = []string{}
+		}
+		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude)
 		if err != nil {
 			return err
 		}

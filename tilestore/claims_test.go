@@ -153,7 +153,7 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	if c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-x")}); err != nil || c.Candidates != 0 {
 		t.Fatalf("third claim: %+v %v, want nothing left", c, err)
 	}
-	// op-1: one uploaded, one rejected (not claimable until counted).
+	// op-1: one uploaded, one rejected.
 	if err := s.SettleBatch(ctx, tilestore.Settlement{OpID: "op-1", Uploaded: []string{c1.Batch.TileIDs[0]},
 		Rejections: []tilestore.Rejection{{TileID: c1.Batch.TileIDs[1], Reason: "decode_error"}}}); err != nil {
 		t.Fatal(err)
@@ -161,22 +161,28 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	if err := s.FailBatch(ctx, "op-2", 422, "key unusable"); err != nil {
 		t.Fatal(err)
 	}
-	c3, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, Pick: pickAll("op-3")})
+	// The rejected tile (one uncounted rejection) is left out at a budget
+	// of 1, and when the caller excludes it; it is free below its budget.
+	c3, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 1, Pick: pickAll("op-3")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(c3.Batch.TileIDs) != fmt.Sprint(c2.Batch.TileIDs) {
-		t.Fatalf("after the fail, claimed %v, want the failed batch's %v (the rejected tile waits for its count)", c3.Batch.TileIDs, c2.Batch.TileIDs)
+		t.Fatalf("after the fail, claimed %v, want the failed batch's %v (the rejected tile is at its budget)", c3.Batch.TileIDs, c2.Batch.TileIDs)
 	}
-	if _, err := s.CountRejections(ctx, "FS", 5, nil); err != nil {
+	if err := s.FailBatch(ctx, "op-3", 422, "again"); err != nil {
 		t.Fatal(err)
 	}
-	c4, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, Pick: pickAll("op-4")})
+	excl := append([]string{ids[1]}, c2.Batch.TileIDs...)
+	if got, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 5, Exclude: excl, Pick: pickAll("op-never")}); err != nil || got.Candidates != 0 {
+		t.Fatalf("claim excluding every free tile: %+v %v, want nothing", got, err)
+	}
+	c4, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 2, Exclude: c2.Batch.TileIDs, Pick: pickAll("op-4")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(c4.Batch.TileIDs) != fmt.Sprint([]string{ids[1]}) {
-		t.Fatalf("after counting, claimed %v, want the rejected tile %s", c4.Batch.TileIDs, ids[1])
+		t.Fatalf("claimed %v, want the rejected tile %s, below its budget", c4.Batch.TileIDs, ids[1])
 	}
 }
 

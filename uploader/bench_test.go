@@ -113,7 +113,7 @@ func benchEndToEnd(b *testing.B, faultRate float64) {
 				if run > 50 {
 					b.Fatal("baseline never got every batch answered")
 				}
-				failed, err := baselineUpload(context.Background(), client, p.URL, providertest.Token, benchFlight, c.Blobs,
+				failed, err := providertest.BaselineUpload(context.Background(), client, p.URL, providertest.Token, benchFlight, c.Blobs,
 					pending, workers)
 				if err != nil && faultRate == 0 {
 					b.Fatal(err)

@@ -34,7 +34,7 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 		go func() {
 			defer wg.Done()
 			for stopCtx.Err() == nil {
-				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, lim, t)
+				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -59,8 +59,9 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 
 // claimAndSend claims one batch and sends it. more is false when nothing
 // was left to claim.
-func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, lim limits, t *tally) (more bool, err error) {
+func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally) (more bool, err error) {
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
+		MaxAttempts: maxAttempts, Exclude: t.rejectedIDs(),
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			return pick(flightID, cands, lim)
 		}})
@@ -97,7 +98,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	}
 	if len(local) > 0 {
 		b := batchOf(flightID, c.Batch.OpID, send)
-		if err := u.store.TrimUnsentBatch(ctx, b, local); err != nil {
+		if err := u.store.TrimUnsentBatch(stopCtx, b, local); err != nil {
 			return false, fmt.Errorf("record %d local rejection(s): %w", len(local), err)
 		}
 		t.local(local)
@@ -105,7 +106,11 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 			return true, nil
 		}
 	}
-	if err := u.sendBatch(ctx, flightID, c.Batch.OpID, send, t); err != nil && !errors.Is(err, errLeftOpen) {
+	// stopCtx, not ctx: a batch claimed but not yet started when another
+	// worker ends the run is not sent (it stays open, to be resent under its
+	// key by the next run); one already on the wire finishes and its answer
+	// is recorded.
+	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, send, t); err != nil && !errors.Is(err, errLeftOpen) {
 		return false, err
 	}
 	// A batch left open stays this run's until the run ends; the next run

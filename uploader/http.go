@@ -34,6 +34,7 @@ type Store interface {
 	SettleBatch(ctx context.Context, s tilestore.Settlement) error
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
 	RecordRejections(ctx context.Context, rs []tilestore.Rejection) error
+	AtBudget(ctx context.Context, flightID string, maxAttempts int) ([]string, error)
 }
 
 var _ Store = (*tilestore.Store)(nil)

@@ -19,25 +19,27 @@ import (
 // When every member's bytes still verify, the batch is resent with the same
 // key and the same body: the provider replays its answer or runs it. When
 // they do not, resending would send other bytes under the key, so the
-// provider is asked what became of the operation instead.
-func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally) error {
-	// Only batches no live run holds: this run's own, and those whose lease
-	// expired (their run died or lost the database). A live owner's batch
-	// is never touched.
+// provider is asked what became of the operation instead. It returns how
+// many open batches there were.
+//
+// Only batches no live run holds are settled: this run's own, and those
+// whose lease expired (their run died or lost the database). A live
+// owner's batch is never touched.
+func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally) (int, error) {
 	open, err := u.store.AdoptOpenBatches(ctx, flightID)
 	if err != nil {
-		return fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
+		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
 	if len(open) == 0 {
-		return nil
+		return 0, nil
 	}
 	members, err := u.loadMembers(ctx, flightID, open)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, b := range open {
 		if err := ctx.Err(); err != nil {
-			return err
+			return 0, err
 		}
 		tiles, ok := u.resendable(flightID, b, members)
 		u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
@@ -58,10 +60,10 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 			err = u.resolveByState(ctx, b, members, t)
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(open), nil
 }
 
 // resendable returns the batch's tiles in journaled order when every member

@@ -56,15 +56,33 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	}
 	ctx, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
-	if err := u.settleOpen(ctx, req.FlightID, t); err != nil {
+	settled, err := u.settleOpen(ctx, req.FlightID, t)
+	if err != nil {
 		return finish(err)
+	}
+	if settled > 0 && req.SettledOpen != nil {
+		if err := req.SettledOpen(ctx); err != nil {
+			return finish(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
+		}
+	}
+	if req.MaxAttempts > 0 {
+		// Each claim leaves these out itself (Claim.MaxAttempts), also when
+		// another run's rejection brings a tile to its budget mid-run.
+		ids, err := u.store.AtBudget(ctx, req.FlightID, req.MaxAttempts)
+		if err != nil {
+			return finish(err)
+		}
+		if len(ids) > 0 {
+			u.log.Warn().Str("flight_id", req.FlightID).Int("tiles", len(ids)).Int("max_attempts", req.MaxAttempts).
+				Msg("tiles already at their attempt budget are not sent; the next retrying run gives them up")
+		}
 	}
 	return finish(u.sendPending(ctx, req, lim, t))
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into
-// candidates that fit the provider's limits.
-func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim limits, ch chan<- candidate) error {
+// candidates that fit the provider's limits, leaving out the tiles in skip.
+func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim limits, skip map[string]bool, ch chan<- candidate) error {
 	var cur candidate
 	var curBytes int64 = bodyOverhead
 	flush := func() bool {
@@ -82,6 +100,9 @@ func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim lim
 	for tl, err := range pendingTiles(ctx, u.store, flightID, pageSize) {
 		if err != nil {
 			return fmt.Errorf("page pending tiles of flight %s: %w", flightID, err)
+		}
+		if skip[tl.ID] {
+			continue
 		}
 		if tl.SizeBytes > lim.tileBytes {
 			cur.tooLarge = append(cur.tooLarge, tl)
@@ -122,7 +143,7 @@ func (u *HTTPTileUploader) dryRun(ctx context.Context, req Request, lim limits, 
 			}
 		}
 	}()
-	err := u.produce(ctx, req.FlightID, lim, ch)
+	err := u.produce(ctx, req.FlightID, lim, nil, ch)
 	close(ch)
 	<-done
 	rep := t.report(u.now(), pending, err)

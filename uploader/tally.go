@@ -13,6 +13,11 @@ type tally struct {
 	mu       sync.Mutex
 	rep      UploadBatchReport
 	progress func(BatchProgress)
+	// rejected lists each tile rejected in this call once, in order: a
+	// claim leaves them out until the next call (after the decorator has
+	// counted them), as a cursor once did.
+	rejected     []string
+	rejectedSeen map[string]bool
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -30,6 +35,27 @@ func (t *tally) local(rs []tilestore.Rejection) {
 		t.rep.Rejections = append(t.rep.Rejections, PerTileStatus{
 			TileID: r.TileID, Status: TileRejected, Reason: r.Reason, Message: r.Message, OpID: r.OpID})
 	}
+	t.noteRejected(rs)
+}
+
+// noteRejected adds rs's tiles to rejected; t.mu must be held.
+func (t *tally) noteRejected(rs []tilestore.Rejection) {
+	if t.rejectedSeen == nil {
+		t.rejectedSeen = map[string]bool{}
+	}
+	for _, r := range rs {
+		if !t.rejectedSeen[r.TileID] {
+			t.rejectedSeen[r.TileID] = true
+			t.rejected = append(t.rejected, r.TileID)
+		}
+	}
+}
+
+// rejectedIDs returns the tiles rejected so far in this call.
+func (t *tally) rejectedIDs() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rejected[:len(t.rejected):len(t.rejected)]
 }
 
 func (t *tally) transport(resends, timeouts int) {
@@ -54,6 +80,7 @@ func (t *tally) settled(p BatchProgress, accepted, duplicate int, rejections []t
 		t.rep.Rejections = append(t.rep.Rejections, PerTileStatus{
 			TileID: r.TileID, Status: TileRejected, Reason: r.Reason, Message: r.Message, OpID: r.OpID})
 	}
+	t.noteRejected(rejections)
 	t.mu.Unlock()
 	if t.progress != nil {
 		t.progress(p)

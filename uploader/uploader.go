@@ -44,6 +44,17 @@ type Request struct {
 	// Progress, if set, is told about every settled batch. It must be safe
 	// for concurrent use and must not block.
 	Progress func(BatchProgress)
+	// SettledOpen, if set, is called after the batches an earlier run left
+	// open were settled and before any new batch forms, from the goroutine
+	// running UploadPendingTiles; an error ends the call. The retry
+	// decorator counts the rejections those settlements recorded here, so a
+	// tile they brought to its budget gives up before it can be sent again.
+	SettledOpen func(ctx context.Context) error
+	// MaxAttempts, if positive, is the per-tile budget: a tile whose counted
+	// attempts plus uncounted rejections reach it is not sent. A run without
+	// the retry decorator counts nothing, so it sets this to keep a tile the
+	// next count will give up from travelling under one more key.
+	MaxAttempts int
 }
 
 // BatchProgress is one settled (or failed) batch, for progress displays.

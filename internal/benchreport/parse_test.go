@@ -10,6 +10,8 @@ pkg: github.com/tilectl/tilectl/fdr
 BenchmarkAppend-2        	  500000	      2100 ns/op	  476190 records/s	     120 B/op	       2 allocs/op
 BenchmarkEndToEnd/tilectl-2  1  2000000000 ns/op  40.0 MB/s
 BenchmarkEndToEnd/baseline-2 1  1600000000 ns/op  50.0 MB/s
+BenchmarkVs/small-2 1 9000000000 ns/op  4000 baseline-tiles/s  3000 tilectl-tiles/s  100 tilectl-us/tile
+BenchmarkVs/large-2 1 9000000000 ns/op  4000 baseline-tiles/s  3000 tilectl-tiles/s  120 tilectl-us/tile
 PASS
 `
 
@@ -18,8 +20,8 @@ func TestParseReadsNamesPackagesAndEveryMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 3 {
-		t.Fatalf("got %d results, want 3", len(rs))
+	if len(rs) != 5 {
+		t.Fatalf("got %d results, want 5", len(rs))
 	}
 	if rs[0].Name != "BenchmarkAppend" || rs[0].Pkg != "github.com/tilectl/tilectl/fdr" || rs[0].N != 500000 {
 		t.Errorf("first result = %+v", rs[0])
@@ -54,6 +56,31 @@ func TestEvaluateChecksLimitsAndBaselineRatios(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "| e2e | 40.0 MB/s | ratio >= 0.8 | 0.80x of 50.0 MB/s | ok |") {
+		t.Errorf("markdown:\n%s", b.String())
+	}
+}
+
+func TestEvaluateComparesTwoMetricsOfOneRunAndOneMetricOfTwoRuns(t *testing.T) {
+	rs, _ := Parse(strings.NewReader(sample))
+	rows := Evaluate([]Target{
+		{What: "vs baseline", Bench: "BenchmarkVs/small", Metric: "tilectl-tiles/s", BaselineMetric: "baseline-tiles/s", Unit: "tiles/s", AtLeast: 0.7},
+		{What: "scaling", Bench: "BenchmarkVs/large", Metric: "tilectl-us/tile", Baseline: "BenchmarkVs/small", Unit: "us/tile", AtMost: 1.1},
+		{What: "strict", Bench: "BenchmarkVs/small", Metric: "tilectl-tiles/s", BaselineMetric: "baseline-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
+	}, rs)
+	if rows[0].Verdict != "ok" || rows[0].Ratio != 0.75 || rows[0].Base != 4000 {
+		t.Errorf("vs baseline: %+v, want ok at 0.75 of 4000", rows[0])
+	}
+	if rows[1].Verdict != "MISSED" || rows[1].Ratio < 1.19 || rows[1].Ratio > 1.21 {
+		t.Errorf("scaling: %+v, want MISSED at 1.2", rows[1])
+	}
+	if rows[2].Verdict != "MISSED" {
+		t.Errorf("strict: %+v, want MISSED", rows[2])
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| vs baseline | 3000 tiles/s | ratio >= 0.7 | 0.75x of 4000 tiles/s | ok |") {
 		t.Errorf("markdown:\n%s", b.String())
 	}
 }

@@ -21,6 +21,11 @@ type Target struct {
 	// Baseline names another benchmark whose same metric this one is
 	// compared with; the limit then applies to the ratio.
 	Baseline string `json:"baseline,omitempty"`
+	// BaselineMetric, when set, is the metric compared with: of the
+	// Baseline benchmark, or of Bench itself when Baseline is empty (a
+	// benchmark that measured tilectl and its baseline alternately in one
+	// run reports both).
+	BaselineMetric string `json:"baseline_metric,omitempty"`
 }
 
 // Row is a target with what was measured.
@@ -56,9 +61,16 @@ func Evaluate(targets []Target, results []Result) []Row {
 		}
 		row.Found, row.Value = true, v*scale
 		cmp := row.Value
-		if t.Baseline != "" {
-			b, okb := byName[t.Baseline]
-			bv, okbm := b.Metrics[t.Metric]
+		if t.Baseline != "" || t.BaselineMetric != "" {
+			base, metric := t.Baseline, t.BaselineMetric
+			if base == "" {
+				base = t.Bench
+			}
+			if metric == "" {
+				metric = t.Metric
+			}
+			b, okb := byName[base]
+			bv, okbm := b.Metrics[metric]
 			if !okb || !okbm || bv == 0 {
 				row.Verdict = "baseline not measured"
 				rows = append(rows, row)
@@ -94,9 +106,9 @@ func WriteMarkdown(w io.Writer, rows []Row) error {
 		}
 		limit := "(stated)"
 		switch {
-		case r.AtMost != 0 && r.Baseline != "":
+		case r.AtMost != 0 && (r.Baseline != "" || r.BaselineMetric != ""):
 			limit = fmt.Sprintf("ratio <= %s", num(r.AtMost))
-		case r.AtLeast != 0 && r.Baseline != "":
+		case r.AtLeast != 0 && (r.Baseline != "" || r.BaselineMetric != ""):
 			limit = fmt.Sprintf("ratio >= %s", num(r.AtLeast))
 		case r.AtMost != 0:
 			limit = fmt.Sprintf("<= %s %s", num(r.AtMost), r.Unit)

@@ -193,3 +193,39 @@ func randomHex(n int) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// Querier is what RejectionsOverBudget reads through: a *pgx.Conn, a
+// *pgxpool.Pool or a pgx.Tx.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// rejectionsOverBudgetSQL is the budget invariant: for each tile of the
+// flight, the number of distinct operation IDs whose answer rejected it
+// must be at most the per-tile budget ($2).
+const rejectionsOverBudgetSQL = `
+SELECT r.tile_id, count(DISTINCT r.op_id)::int
+  FROM upload_rejections r JOIN tiles t USING (tile_id)
+ WHERE t.flight_id = $1
+ GROUP BY r.tile_id
+HAVING count(DISTINCT r.op_id) > $2
+ ORDER BY r.tile_id`
+
+// RejectionsOverBudget returns the flight's tiles that more distinct
+// operations rejected than budget allows, with how many did: empty when the
+// invariant "a tile at its budget is never sent again" holds. The tests of
+// the uploader and the chaos soak check it on a tile store database.
+func RejectionsOverBudget(ctx context.Context, db Querier, flightID string, budget int) (map[string]int, error) {
+	rows, err := db.Query(ctx, rejectionsOverBudgetSQL, flightID, budget)
+	if err != nil {
+		return nil, fmt.Errorf("check rejections over a budget of %d for flight %s: %w", budget, flightID, err)
+	}
+	out := map[string]int{}
+	var id string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error { out[id] = n; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("check rejections over a budget of %d for flight %s: %w", budget, flightID, err)
+	}
+	return out, nil
+}

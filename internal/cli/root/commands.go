@@ -3,6 +3,7 @@ package root
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/tilectl/tilectl/internal/cli/configcmd"
 	"github.com/tilectl/tilectl/internal/cli/factory"
 	"github.com/tilectl/tilectl/internal/cli/fdrcmd"
 	"github.com/tilectl/tilectl/internal/cli/migrate"
@@ -22,4 +23,5 @@ var Commands = []func(f *factory.Factory) *cobra.Command{
 	func(f *factory.Factory) *cobra.Command { return status.NewCmdStatus(f, nil) },
 	func(f *factory.Factory) *cobra.Command { return fdrcmd.NewCmdFDR(f) },
 	func(f *factory.Factory) *cobra.Command { return version.NewCmdVersion(f, nil) },
+	func(f *factory.Factory) *cobra.Command { return configcmd.NewCmdConfig(f) },
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -33,7 +34,9 @@ func New(f *factory.Factory) *cobra.Command {
 		Short: "Upload a drone flight's map tiles to a satellite provider, exactly once",
 		Long: "tilectl imports a flight's map tiles into a local cache and uploads them to a\n" +
 			"satellite provider over an unreliable link, so that each tile arrives exactly once.\n\n" +
-			"Configuration: defaults < --config file (or TILECTL_CONFIG) < TILECTL_* environment < flags.",
+			"Configuration: defaults < config file < TILECTL_* environment < flags. The config file is\n" +
+			"--config, else $TILECTL_CONFIG, else the first found of $XDG_CONFIG_HOME/tilectl/config.yaml\n" +
+			"(~/.config/tilectl/config.yaml), /etc/tilectl/config.yaml. See 'tilectl config view'.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       f.Version,
@@ -50,7 +53,7 @@ func New(f *factory.Factory) *cobra.Command {
 	cmd.SetVersionTemplate("tilectl {{.Version}}\n")
 
 	pf := cmd.PersistentFlags()
-	pf.String("config", "", "YAML config file (env TILECTL_CONFIG)")
+	pf.String("config", "", "YAML config file (env TILECTL_CONFIG; else ~/.config/tilectl/config.yaml, /etc/tilectl/config.yaml)")
 	for _, g := range globalFlags {
 		pf.String(g.name, "", g.usage)
 	}
@@ -104,29 +107,36 @@ func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
 		var errs []error
 		for _, g := range globalFlags {
 			if fl := flags.Lookup(g.name); fl != nil && fl.Changed {
-				if err := c.Set(g.key, fl.Value.String()); err != nil {
+				if err := c.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--" + g.name}, g.key, fl.Value.String()); err != nil {
 					errs = append(errs, fmt.Errorf("--%s: %w", g.name, err))
 				}
 			}
 		}
 		if fl := flags.Lookup("provider-token-file"); fl != nil && fl.Changed {
-			tok, err := readTokenFile(fl.Value.String())
+			path := fl.Value.String()
+			tok, err := readTokenFile(f.IOStreams.ErrOut, path)
 			if err != nil {
 				errs = append(errs, err)
 			} else {
-				c.ProviderToken = config.NewSecret(tok)
+				c.SetToken(config.Source{Kind: config.SourceFlag, Name: "--provider-token-file", File: path}, tok)
 			}
 		}
 		return errors.Join(errs...)
 	}
 }
 
-// readTokenFile reads a token, dropping the trailing newline editors add.
-// Its errors name the file, never its contents.
-func readTokenFile(path string) (string, error) {
+// readTokenFile reads a token, dropping the trailing newline editors add,
+// and warns on warnOut when the file is readable by its group or others (a
+// secret should be 0600, as ssh insists for keys). Its errors name the file,
+// never its contents.
+func readTokenFile(warnOut io.Writer, path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("--provider-token-file: %w", err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(warnOut, "tilectl: warning: provider token file %s is readable by group or others (mode %04o); run: chmod 600 %s\n",
+			path, fi.Mode().Perm(), path)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
 }

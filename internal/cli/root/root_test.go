@@ -71,7 +71,7 @@ func TestUnknownConfigKeyExitsTwoNamingKeyAndFile(t *testing.T) {
 
 func TestInvalidConfigValueExitsTwo(t *testing.T) {
 	r := execute(t, map[string]string{"TILECTL_UPLOAD_CONCURRENCY": "0"}, "status")
-	if r.code != exitcode.Usage || !strings.Contains(r.errOut, "upload.concurrency: must be 1..64, got 0") {
+	if r.code != exitcode.Usage || !strings.Contains(r.errOut, "upload.concurrency (from env TILECTL_UPLOAD_CONCURRENCY): must be 1..64, got 0") {
 		t.Fatalf("exit %d stderr %q", r.code, r.errOut)
 	}
 }
@@ -141,5 +141,60 @@ func TestMigrateImportStatusEndToEnd(t *testing.T) {
 	}
 	if len(rep.Flights) != 1 || rep.Flights[0].FlightID != "demo-1" || rep.Flights[0].Counts["pending"] != 48 {
 		t.Fatalf("status after import: %s", last.out)
+	}
+}
+
+// Every flag that sets a configuration field is held to the bounds the
+// configuration enforces (config.Validate), and the error names the flag.
+// The database is unreachable: a value that slipped through would exit 1.
+func TestEveryConfigFlagIsValidatedLikeItsConfigValue(t *testing.T) {
+	env := map[string]string{"TILECTL_DATABASE_URL": "postgres://postgres@127.0.0.1:1/x?sslmode=disable"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"upload-pending", "--concurrency", "300000"}, "upload.concurrency (from flag --concurrency): must be 1..64, got 300000"},
+		{[]string{"upload-pending", "--concurrency", "0"}, "--concurrency"},
+		{[]string{"upload-pending", "--batch-size", "10001"}, "upload.batch_size (from flag --batch-size)"},
+		{[]string{"upload-pending", "--batch-size", "-1"}, "--batch-size"},
+		{[]string{"upload-pending", "--max-in-call-retries", "101"}, "retry.max_in_call_retries (from flag --max-in-call-retries)"},
+		{[]string{"upload-pending", "--max-per-tile-attempts", "1001"}, "retry.max_per_tile_attempts (from flag --max-per-tile-attempts)"},
+		{[]string{"upload-pending", "--backoff-base", "0s"}, "retry.backoff_base (from flag --backoff-base)"},
+		{[]string{"upload-pending", "--backoff-cap", "1ms"}, "retry.backoff_cap (from flag --backoff-cap): must be at least retry.backoff_base"},
+		{[]string{"upload-pending", "--deadline", "-1s"}, "upload.deadline (from flag --deadline)"},
+		{[]string{"--database-url", "mysql://x", "status"}, "database_url (from flag --database-url)"},
+		{[]string{"--provider-url", "ftp://x", "status"}, "provider_url (from flag --provider-url)"},
+		{[]string{"--log-level", "loud", "status"}, "log_level (from flag --log-level)"},
+		{[]string{"--cache-dir", " ", "status"}, "cache_dir (from flag --cache-dir)"},
+	} {
+		r := execute(t, env, tc.args...)
+		if r.code != exitcode.Usage || !strings.Contains(r.errOut, tc.want) {
+			t.Errorf("%v: exit %d, want 2 with %q; stderr %q", tc.args, r.code, tc.want, r.errOut)
+		}
+	}
+}
+
+func TestInvalidEnvironmentValueErrorNamesTheVariable(t *testing.T) {
+	r := execute(t, map[string]string{"TILECTL_UPLOAD_CONCURRENCY": "300000"}, "status")
+	want := "upload.concurrency (from env TILECTL_UPLOAD_CONCURRENCY): must be 1..64, got 300000"
+	if r.code != exitcode.Usage || !strings.Contains(r.errOut, want) {
+		t.Fatalf("exit %d, want 2 with %q; stderr %q", r.code, want, r.errOut)
+	}
+}
+
+func TestGroupReadableTokenFileIsWarnedAbout(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte("s3cr3t-token\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := execute(t, nil, "--provider-token-file", p, "config", "view")
+	if r.code != 0 || !strings.Contains(r.errOut, "readable by group or others") || !strings.Contains(r.errOut, "chmod 600 "+p) {
+		t.Fatalf("exit %d, stderr %q: want a warning naming chmod 600", r.code, r.errOut)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := execute(t, nil, "--provider-token-file", p, "config", "view"); strings.Contains(r.errOut, "warning") {
+		t.Fatalf("0600 file warned about: %q", r.errOut)
 	}
 }

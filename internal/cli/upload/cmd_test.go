@@ -36,8 +36,7 @@ func TestFlagsParseAndOnlySetFlagsOverrideConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := config.Default(func(string) string { return "" })
-	cfg, rc, err := o.settings(c)
+	cfg, rc, err := o.settings(completedDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +48,15 @@ func TestFlagsParseAndOnlySetFlagsOverrideConfig(t *testing.T) {
 	}
 }
 
+func completedDefaults() *config.Config {
+	c := config.Default(func(string) string { return "" })
+	c.Complete()
+	return c
+}
+
 func TestBadFlagsAreUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-o", "yaml"},
-		{"--concurrency", "0"},
-		{"--max-per-tile-attempts", "0"},
-		{"--backoff-base", "-1s"},
 		{"--flight", "bad flight/../id"},
 	} {
 		_, err := parse(t, args...)
@@ -64,14 +66,38 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 	}
 }
 
+// Flags that set a configuration field are refused by config.Validate,
+// like the same value from the file or the environment, naming the flag
+// (uploadRun makes the error exit 2).
+func TestConfigFlagsOutOfBoundsAreRefusedNamingTheFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"--concurrency", "0"},
+		{"--concurrency", "300000"},
+		{"--batch-size", "10001"},
+		{"--max-per-tile-attempts", "0"},
+		{"--max-in-call-retries", "101"},
+		{"--backoff-base", "-1s"},
+		{"--deadline", "0s"},
+	} {
+		o, err := parse(t, args...)
+		if err != nil {
+			t.Fatalf("%v: parse: %v", args, err)
+		}
+		_, _, err = o.settings(completedDefaults())
+		if err == nil || !strings.Contains(err.Error(), "(from flag "+args[0]+")") {
+			t.Errorf("%v: settings error %v, want one naming %s", args, err, args[0])
+		}
+	}
+}
+
 func TestRetryConfigThatFailsValidationIsAUsageError(t *testing.T) {
 	o := &Options{Output: "text", BackoffBase: time.Minute, Changed: func(f string) bool { return f == "backoff-base" }}
-	_, _, err := o.settings(config.Default(func(string) string { return "" }))
+	_, _, err := o.settings(completedDefaults())
 	if err != nil {
 		t.Fatalf("base == cap should be valid: %v", err)
 	}
 	o.BackoffBase = 2 * time.Minute
-	if _, _, err := o.settings(config.Default(func(string) string { return "" })); err == nil {
+	if _, _, err := o.settings(completedDefaults()); err == nil {
 		t.Fatal("base above cap accepted")
 	}
 }

@@ -28,6 +28,7 @@ type fakeProvider struct {
 	answers map[string][]byte // Idempotency-Key -> sealed answer
 	posts   int
 	auth    []string
+	sent    map[string]int // tile_id -> batch requests that carried it
 }
 
 type batchResult struct {
@@ -103,6 +104,16 @@ func (p *fakeProvider) batch(w http.ResponseWriter, r *http.Request) {
 		} `json:"tiles"`
 	}
 	sums := map[string]string{}
+	defer func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.sent == nil {
+			p.sent = map[string]int{}
+		}
+		for _, mt := range man.Tiles {
+			p.sent[mt.TileID]++
+		}
+	}()
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
@@ -152,4 +163,10 @@ func (p *fakeProvider) postCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.posts
+}
+
+func (p *fakeProvider) timesSent(tileID string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent[tileID]
 }

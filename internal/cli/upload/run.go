@@ -189,8 +189,14 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	if r.decorate && !r.opts.DryRun {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
 	}
-	rep, err := up.UploadPendingTiles(ctx, uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
-		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch})
+	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
+		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch}
+	if !r.decorate {
+		// Nothing counts in this run: it must not send a tile that the next
+		// count gives up (the decorator gives such tiles up before sending).
+		req.MaxAttempts = r.retry.MaxPerTileAttempts
+	}
+	rep, err := up.UploadPendingTiles(ctx, req)
 	p.finish()
 	if rep.FlightID == "" {
 		rep.FlightID = id

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -118,25 +119,13 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 
 func (o *Options) changed(flag string) bool { return o.Changed != nil && o.Changed(flag) }
 
-// validateFlags checks what can be checked without the configuration.
+// validateFlags checks the flags that set no configuration field; those
+// that do are checked by config.Validate in settings, like every other
+// source of the same value.
 func (o *Options) validateFlags() error {
 	var errs []error
 	if o.Output != "text" && o.Output != "json" {
 		errs = append(errs, fmt.Errorf("--output must be text or json, got %q", o.Output))
-	}
-	checkInt := func(flag string, v, lo int) {
-		if o.changed(flag) && v < lo {
-			errs = append(errs, fmt.Errorf("--%s must be >= %d, got %d", flag, lo, v))
-		}
-	}
-	checkInt("concurrency", o.Concurrency, 1)
-	checkInt("batch-size", o.BatchSize, 0)
-	checkInt("max-in-call-retries", o.MaxInCallRetries, 0)
-	checkInt("max-per-tile-attempts", o.MaxPerTileAttempts, 1)
-	for flag, d := range map[string]time.Duration{"backoff-base": o.BackoffBase, "backoff-cap": o.BackoffCap, "deadline": o.Deadline, "lease": o.Lease} {
-		if o.changed(flag) && d <= 0 {
-			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", flag, d))
-		}
 	}
 	if o.FlightID != "" {
 		if err := tilestore.ValidateFlightID(o.FlightID); err != nil {
@@ -146,35 +135,41 @@ func (o *Options) validateFlags() error {
 	return errors.Join(errs...)
 }
 
-// settings is the configuration with the user's flags applied.
+// configFlags are the flags that set a configuration field: the key they
+// set and the flag's value in the field's string form.
+var configFlags = []struct {
+	flag, key string
+	value     func(o *Options) string
+}{
+	{"concurrency", "upload.concurrency", func(o *Options) string { return strconv.Itoa(o.Concurrency) }},
+	{"batch-size", "upload.batch_size", func(o *Options) string { return strconv.Itoa(o.BatchSize) }},
+	{"deadline", "upload.deadline", func(o *Options) string { return o.Deadline.String() }},
+	{"lease", "upload.lease", func(o *Options) string { return o.Lease.String() }},
+	{"insecure-skip-verify", "upload.insecure_skip_verify", func(o *Options) string { return strconv.FormatBool(o.InsecureSkipVerify) }},
+	{"max-in-call-retries", "retry.max_in_call_retries", func(o *Options) string { return strconv.Itoa(o.MaxInCallRetries) }},
+	{"max-per-tile-attempts", "retry.max_per_tile_attempts", func(o *Options) string { return strconv.Itoa(o.MaxPerTileAttempts) }},
+	{"backoff-base", "retry.backoff_base", func(o *Options) string { return o.BackoffBase.String() }},
+	{"backoff-cap", "retry.backoff_cap", func(o *Options) string { return o.BackoffCap.String() }},
+}
+
+// settings is the configuration with the user's flags applied, validated
+// by config.Validate exactly as a file or environment value is; an error
+// names the flag (exit 2 at the caller).
 func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Config, error) {
 	cfg := *c
-	if o.changed("concurrency") {
-		cfg.Upload.Concurrency = o.Concurrency
+	var errs []error
+	for _, f := range configFlags {
+		if o.changed(f.flag) {
+			if err := cfg.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--" + f.flag}, f.key, f.value(o)); err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %w", f.flag, err))
+			}
+		}
 	}
-	if o.changed("batch-size") {
-		cfg.Upload.BatchSize = o.BatchSize
+	if err := errors.Join(errs...); err != nil {
+		return cfg, retrydecorator.Config{}, err
 	}
-	if o.changed("deadline") {
-		cfg.Upload.Deadline = o.Deadline
-	}
-	if o.changed("lease") {
-		cfg.Upload.Lease = o.Lease
-	}
-	if o.changed("insecure-skip-verify") {
-		cfg.Upload.InsecureSkipVerify = o.InsecureSkipVerify
-	}
-	if o.changed("max-in-call-retries") {
-		cfg.Retry.MaxInCallRetries = o.MaxInCallRetries
-	}
-	if o.changed("max-per-tile-attempts") {
-		cfg.Retry.MaxPerTileAttempts = o.MaxPerTileAttempts
-	}
-	if o.changed("backoff-base") {
-		cfg.Retry.BackoffBase = o.BackoffBase
-	}
-	if o.changed("backoff-cap") {
-		cfg.Retry.BackoffCap = o.BackoffCap
+	if err := cfg.Validate(); err != nil {
+		return cfg, retrydecorator.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	rc := retrydecorator.Config{
 		MaxInCallRetries:   cfg.Retry.MaxInCallRetries,
@@ -185,9 +180,6 @@ func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Conf
 	}
 	if err := rc.Validate(); err != nil {
 		return cfg, rc, err
-	}
-	if cfg.Upload.Deadline <= 0 {
-		return cfg, rc, fmt.Errorf("upload deadline must be positive, got %s", cfg.Upload.Deadline)
 	}
 	return cfg, rc, nil
 }

@@ -1,4 +1,4 @@
-package uploader_test
+package providertest
 
 import (
 	"bytes"
@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/tilectl/tilectl/operation"
-	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// baselineUpload is the least a client can do: the same batches, the same
+// BaselineUpload is the least a client can do: the same batches, the same
 // multipart bytes read from the same files, the same concurrency, and
 // nothing else: no journal, no verification, no retries, no settlement.
-// BenchmarkEndToEnd compares the uploader against it. It returns the
-// batches that got no 200, for a caller that resends them.
-func baselineUpload(ctx context.Context, client *http.Client, baseURL, token, flightID string,
+// The uploader's and upload-pending's benchmarks compare tilectl against
+// it. It returns the batches that got no 200, for a caller that resends
+// them.
+func BaselineUpload(ctx context.Context, client *http.Client, baseURL, token, flightID string,
 	blobs *tilestore.BlobStore, batches [][]tilestore.Tile, concurrency int) (failed [][]tilestore.Tile, firstErr error) {
 	ch := make(chan []tilestore.Tile)
 	var mu sync.Mutex
@@ -50,18 +50,18 @@ func baselineUpload(ctx context.Context, client *http.Client, baseURL, token, fl
 
 func baselinePost(ctx context.Context, client *http.Client, baseURL, token, flightID string,
 	blobs *tilestore.BlobStore, tiles []tilestore.Tile) error {
-	bt := make([]providertest.BatchTile, len(tiles))
+	bt := make([]BatchTile, len(tiles))
 	for i, t := range tiles {
 		f, err := blobs.Open(t.BlobPath)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		bt[i] = providertest.BatchTile{ID: t.ID, Z: t.Z, X: t.X, Y: t.Y, ContentType: t.ContentType, Size: t.SizeBytes,
+		bt[i] = BatchTile{ID: t.ID, Z: t.Z, X: t.X, Y: t.Y, ContentType: t.ContentType, Size: t.SizeBytes,
 			SHA256: t.SHA256, CapturedAt: t.CapturedAt.UTC().Format(time.RFC3339), Body: f}
 	}
 	var buf bytes.Buffer
-	contentType, err := providertest.WriteBatch(&buf, bt)
+	contentType, err := WriteBatch(&buf, bt)
 	if err != nil {
 		return err
 	}

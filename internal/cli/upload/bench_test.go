@@ -1,0 +1,164 @@
+package upload
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/config"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// BenchmarkUploadPendingVsBaseline is issue #11's measure of the client's
+// cost per tile: upload-pending's production path (uploadRun: flight lock,
+// retry decorator, HTTP uploader, Postgres journal, FDR) against
+// providertest.BaselineUpload (the same tiles in the same 256-tile batches
+// with the same concurrency, 4, and no journal), both against the
+// in-memory providertest.Sink, which checks every part's size and sha256
+// but stores nothing, so the client is what is measured. The two alternate
+// in one run (tilectl, baseline, baseline, tilectl per round) and each
+// reports its best. 1KiBx100k is the scaling line: its per-tile time
+// against 1KiB's. TILECTL_BENCH_ROUNDS (default 1) repeats the rounds;
+// TILECTL_BENCH_SCALE_TILES (default 100000) sizes the scaling flight.
+func BenchmarkUploadPendingVsBaseline(b *testing.B) {
+	scale := 100000
+	if v, err := strconv.Atoi(os.Getenv("TILECTL_BENCH_SCALE_TILES")); err == nil && v > 0 {
+		scale = v
+	}
+	for _, c := range []struct {
+		name        string
+		tiles, size int
+	}{
+		{"1KiB", 10000, 1 << 10},
+		{"16KiB", 5000, 16 << 10},
+		{"64KiB", 2000, 64 << 10},
+		{"1KiBx100k", scale, 1 << 10},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchVsBaseline(b, c.tiles, c.size) })
+	}
+}
+
+const benchSinkFlight = "fsink"
+
+func benchVsBaseline(b *testing.B, n, size int) {
+	rounds := 1
+	if v, err := strconv.Atoi(os.Getenv("TILECTL_BENCH_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	sink := providertest.StartSink(b)
+	c := providertest.NewClient(b, benchSinkFlight)
+	tiles := c.AddTiles(b, benchSinkFlight, n, size, 11)
+	const batch, workers = 256, 4
+	var batches [][]tilestore.Tile
+	for i := 0; i < len(tiles); i += batch {
+		batches = append(batches, tiles[i:min(i+batch, len(tiles))])
+	}
+	dir := b.TempDir()
+	cfg := *config.Default(func(string) string { return "" })
+	cfg.DatabaseURL = c.URL
+	cfg.CacheDir = c.Blobs.Root()
+	cfg.ProviderURL = sink.URL
+	cfg.ProviderToken = config.NewSecret(providertest.Token)
+	cfg.FDRPath = filepath.Join(dir, "fdr.ring")
+	cfg.Upload.Concurrency = workers
+	cfg.Upload.BatchSize = batch
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
+	tilectl := func() error {
+		ios, _, _, _ := iostreams.Test()
+		opts := &Options{
+			IO:     ios,
+			Config: func() (*config.Config, error) { c := cfg; return &c, nil },
+			Logger: func() zerolog.Logger { return zerolog.New(io.Discard).Level(zerolog.InfoLevel) },
+			Store:  func(context.Context) (*tilestore.Store, error) { return c.Store, nil },
+			Clock:  &instantClock{},
+			NewTicker: func(time.Duration) (<-chan time.Time, func()) {
+				return make(chan time.Time), func() {}
+			},
+			Version: "bench", Output: "json", FlightID: benchSinkFlight,
+		}
+		return uploadRun(context.Background(), opts)
+	}
+	baseline := func() error {
+		failed, err := providertest.BaselineUpload(context.Background(), client, sink.URL, providertest.Token,
+			benchSinkFlight, c.Blobs, batches, workers)
+		if len(failed) > 0 {
+			return fmt.Errorf("%d batches failed: %w", len(failed), err)
+		}
+		return err
+	}
+	type side struct {
+		name   string
+		run    func() error
+		best   time.Duration
+		allocs uint64
+	}
+	sides := []*side{{name: "tilectl", run: tilectl}, {name: "baseline", run: baseline}}
+	measure := func(s *side) {
+		b.StopTimer()
+		benchResetSink(b, c, sink)
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		b.StartTimer()
+		t0 := time.Now()
+		err := s.run()
+		d := time.Since(t0)
+		b.StopTimer()
+		runtime.ReadMemStats(&m1)
+		if err != nil {
+			b.Fatalf("%s: %v", s.name, err)
+		}
+		if held, bad := sink.Held(), sink.BadParts.Load(); held != n || bad != 0 {
+			b.Fatalf("%s: the sink holds %d of %d tiles, %d bad parts", s.name, held, n, bad)
+		}
+		if s.best == 0 || d < s.best {
+			s.best, s.allocs = d, m1.Mallocs-m0.Mallocs
+		}
+		b.StartTimer()
+	}
+	for range b.N {
+		for range rounds {
+			measure(sides[0])
+			measure(sides[1])
+			measure(sides[1])
+			measure(sides[0])
+		}
+	}
+	for _, s := range sides {
+		b.ReportMetric(float64(n)/s.best.Seconds(), s.name+"-tiles/s")
+		b.ReportMetric(float64(s.best.Microseconds())/float64(n), s.name+"-us/tile")
+		b.ReportMetric(float64(s.allocs)/float64(n), s.name+"-allocs/tile")
+	}
+	b.ReportMetric(float64(n), "tiles")
+	b.Logf("%d tiles of ~%d B: tilectl %v, baseline %v (best of %d each), throughput ratio %.2f",
+		n, size, sides[0].best, sides[1].best, 2*rounds*b.N, sides[1].best.Seconds()/sides[0].best.Seconds())
+}
+
+// benchResetSink makes every tile uploadable again, empties the journal and
+// the sink, and vacuums, so each measured run starts from the same state.
+func benchResetSink(b *testing.B, c *providertest.Client, sink *providertest.Sink) {
+	b.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		`TRUNCATE upload_rejections, upload_batches CASCADE`,
+		`UPDATE tiles SET voting_status = 'trusted', uploaded_at = NULL, upload_attempts = 0`,
+		`VACUUM ANALYZE tiles`,
+	} {
+		if _, err := c.Store.Pool().Exec(ctx, q); err != nil {
+			b.Fatalf("reset: %s: %v", q, err)
+		}
+	}
+	sink.Reset()
+}
