@@ -61,9 +61,11 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 // was left to claim.
 func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally) (more bool, err error) {
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
-		MaxAttempts: maxAttempts, Exclude: t.rejectedIDs(),
+		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(),
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			return pick(flightID, cands, lim)
+			b, rs := pick(flightID, cands, lim)
+			t.skip(rs)
+			return b, rs
 		}})
 	if err != nil {
 		if stopCtx.Err() != nil && ctx.Err() == nil {
@@ -98,6 +100,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	}
 	if len(local) > 0 {
 		b := batchOf(flightID, c.Batch.OpID, send)
+		t.skip(local)
 		if err := u.store.TrimUnsentBatch(stopCtx, b, local); err != nil {
 			return false, fmt.Errorf("record %d local rejection(s): %w", len(local), err)
 		}

@@ -13,11 +13,12 @@ type tally struct {
 	mu       sync.Mutex
 	rep      UploadBatchReport
 	progress func(BatchProgress)
-	// rejected lists each tile rejected in this call once, in order: a
-	// claim leaves them out until the next call (after the decorator has
-	// counted them), as a cursor once did.
-	rejected     []string
-	rejectedSeen map[string]bool
+	// skipped lists each tile this call will not claim again (rejected in
+	// it: the decorator counts the rejection before the next call), as a
+	// cursor once did. Tiles are added before the commit that frees them,
+	// so no concurrent worker claims one in between.
+	skipped     []string
+	skippedSeen map[string]bool
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -35,27 +36,29 @@ func (t *tally) local(rs []tilestore.Rejection) {
 		t.rep.Rejections = append(t.rep.Rejections, PerTileStatus{
 			TileID: r.TileID, Status: TileRejected, Reason: r.Reason, Message: r.Message, OpID: r.OpID})
 	}
-	t.noteRejected(rs)
 }
 
-// noteRejected adds rs's tiles to rejected; t.mu must be held.
-func (t *tally) noteRejected(rs []tilestore.Rejection) {
-	if t.rejectedSeen == nil {
-		t.rejectedSeen = map[string]bool{}
+// skip keeps rs's tiles out of this call's later claims. Call it before
+// the commit that records the rejections.
+func (t *tally) skip(rs []tilestore.Rejection) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.skippedSeen == nil {
+		t.skippedSeen = map[string]bool{}
 	}
 	for _, r := range rs {
-		if !t.rejectedSeen[r.TileID] {
-			t.rejectedSeen[r.TileID] = true
-			t.rejected = append(t.rejected, r.TileID)
+		if !t.skippedSeen[r.TileID] {
+			t.skippedSeen[r.TileID] = true
+			t.skipped = append(t.skipped, r.TileID)
 		}
 	}
 }
 
-// rejectedIDs returns the tiles rejected so far in this call.
-func (t *tally) rejectedIDs() []string {
+// skippedIDs returns the tiles this call does not claim again.
+func (t *tally) skippedIDs() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.rejected[:len(t.rejected):len(t.rejected)]
+	return t.skipped[:len(t.skipped):len(t.skipped)]
 }
 
 func (t *tally) transport(resends, timeouts int) {
@@ -80,7 +83,6 @@ func (t *tally) settled(p BatchProgress, accepted, duplicate int, rejections []t
 		t.rep.Rejections = append(t.rep.Rejections, PerTileStatus{
 			TileID: r.TileID, Status: TileRejected, Reason: r.Reason, Message: r.Message, OpID: r.OpID})
 	}
-	t.noteRejected(rejections)
 	t.mu.Unlock()
 	if t.progress != nil {
 		t.progress(p)
