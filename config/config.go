@@ -72,6 +72,25 @@ type Upload struct {
 	// it; another run settles it only after that (a run that died). Renewed
 	// every third of it. Default: 30s.
 	Lease time.Duration `yaml:"lease"`
+	// BreakerFailures is how many failures in a row (no answer, or a 5xx)
+	// open the circuit breaker shared by a run's workers (0..1000; 0 turns
+	// it off). Default: 5.
+	BreakerFailures int `yaml:"breaker_failures"`
+	// BreakerCooldown is how long an open breaker lets nothing through
+	// before one probe; it doubles after each failed probe. Default: 5s.
+	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
+	// BreakerMaxCooldown caps the doubling cool-down. Default: 60s.
+	BreakerMaxCooldown time.Duration `yaml:"breaker_max_cooldown"`
+	// OutageLimit ends a run whose provider has been unavailable (breaker
+	// open) this long; 0 waits until upload.deadline. Default: 0.
+	OutageLimit time.Duration `yaml:"outage_limit"`
+	// ResendBudget is the retry budget's initial tokens: resends across a
+	// run are at most ResendBudget + ResendBudgetPercent% of first attempts
+	// (0..100000). Default: 10.
+	ResendBudget int `yaml:"resend_budget"`
+	// ResendBudgetPercent is the share of first attempts added to the
+	// budget, in percent (0..100). Default: 20.
+	ResendBudgetPercent int `yaml:"resend_budget_percent"`
 }
 
 // Retry tunes the retry decorator.
@@ -117,6 +136,13 @@ func Default(getenv func(string) string) *Config {
 			Deadline:       30 * time.Minute,
 			RequestTimeout: 60 * time.Second,
 			Lease:          30 * time.Second,
+
+			BreakerFailures:     5,
+			BreakerCooldown:     5 * time.Second,
+			BreakerMaxCooldown:  60 * time.Second,
+			OutageLimit:         0,
+			ResendBudget:        10,
+			ResendBudgetPercent: 20,
 		},
 		Retry: Retry{
 			MaxInCallRetries:   3,

@@ -94,6 +94,18 @@ func (c *Config) Validate() error {
 	positive("upload.deadline", c.Upload.Deadline)
 	positive("upload.request_timeout", c.Upload.RequestTimeout)
 	positive("upload.lease", c.Upload.Lease)
+	intRange("upload.breaker_failures", int64(c.Upload.BreakerFailures), 0, 1000)
+	positive("upload.breaker_cooldown", c.Upload.BreakerCooldown)
+	positive("upload.breaker_max_cooldown", c.Upload.BreakerMaxCooldown)
+	if c.Upload.BreakerCooldown > 0 && c.Upload.BreakerMaxCooldown > 0 && c.Upload.BreakerMaxCooldown < c.Upload.BreakerCooldown {
+		bad("upload.breaker_max_cooldown", c.Upload.BreakerMaxCooldown.String(),
+			fmt.Sprintf("must be at least upload.breaker_cooldown (%s)", c.Upload.BreakerCooldown))
+	}
+	if c.Upload.OutageLimit < 0 {
+		bad("upload.outage_limit", c.Upload.OutageLimit.String(), "must be 0 (wait until upload.deadline) or a positive duration such as 10m")
+	}
+	intRange("upload.resend_budget", int64(c.Upload.ResendBudget), 0, 100000)
+	intRange("upload.resend_budget_percent", int64(c.Upload.ResendBudgetPercent), 0, 100)
 
 	intRange("retry.max_in_call_retries", int64(c.Retry.MaxInCallRetries), 0, 100)
 	intRange("retry.max_per_tile_attempts", int64(c.Retry.MaxPerTileAttempts), 1, 1000)

@@ -5,56 +5,71 @@ import (
 	"sync"
 )
 
-// RetryBudget throttles retries across many calls, in the manner of gRPC's
-// retry throttling: a bucket of MaxTokens starts full; each failure takes
-// one token and each success gives back TokenRatio; retries are allowed only
-// while more than half the bucket is left. A failing dependency thus sees
-// retries fade out instead of multiplied load. Safe for concurrent use.
+// RetryBudget limits resends across every operation of a run with a token
+// bucket (seed 002's "tighten retries under congestion"; gRPC A6's retry
+// throttling in its additive form): the bucket starts with Initial tokens,
+// each first attempt deposits Ratio, each resend takes one whole token, and
+// a resend finding less than one is refused. Resends can thus never exceed
+// Initial + Ratio x first attempts, however many operations fail at once.
+// The bucket holds at most Max tokens, so a long quiet run does not save up
+// a burst that a later outage would spend. Safe for concurrent use.
+//
+// The HTTP uploader takes one per run: a batch whose resend is refused is
+// left open for the next run instead of resent.
 type RetryBudget struct {
-	mu     sync.Mutex
-	max    float64
-	ratio  float64
-	tokens float64
+	mu sync.Mutex
+	// Thousandths of a token, so that five deposits of 0.2 make exactly
+	// one token (float sums would fall short).
+	max, ratio, tokens int64
+	refused            int
 }
 
-// NewRetryBudget returns a full bucket. maxTokens must be in (0, 1000] and
-// tokenRatio in (0, maxTokens], as gRPC requires of its service config.
-func NewRetryBudget(maxTokens, tokenRatio float64) (*RetryBudget, error) {
-	if !(maxTokens > 0 && maxTokens <= 1000) {
-		return nil, fmt.Errorf("retry budget: max tokens %v, want (0, 1000]", maxTokens)
+const milli = 1000
+
+// NewRetryBudget returns a bucket holding initial tokens. initial must be
+// in [0, max], ratio in [0, 1] and max in [1, 1e6].
+func NewRetryBudget(initial, ratio, maxTokens float64) (*RetryBudget, error) {
+	if !(maxTokens >= 1 && maxTokens <= 1e6) {
+		return nil, fmt.Errorf("retry budget: max tokens %v, want 1..1000000", maxTokens)
 	}
-	if !(tokenRatio > 0 && tokenRatio <= maxTokens) {
-		return nil, fmt.Errorf("retry budget: token ratio %v, want (0, %v]", tokenRatio, maxTokens)
+	if !(initial >= 0 && initial <= maxTokens) {
+		return nil, fmt.Errorf("retry budget: initial tokens %v, want 0..%v", initial, maxTokens)
 	}
-	return &RetryBudget{max: maxTokens, ratio: tokenRatio, tokens: maxTokens}, nil
+	if !(ratio >= 0 && ratio <= 1) {
+		return nil, fmt.Errorf("retry budget: ratio %v, want 0..1", ratio)
+	}
+	return &RetryBudget{max: int64(maxTokens * milli), ratio: int64(ratio*milli + 0.5), tokens: int64(initial * milli)}, nil
 }
 
-// OnFailure records a failed attempt and reports whether a retry is still
-// allowed after it.
-func (b *RetryBudget) OnFailure() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.tokens = max(b.tokens-1, 0)
-	return b.tokens > b.max/2
-}
-
-// OnSuccess records a successful attempt.
-func (b *RetryBudget) OnSuccess() {
+// OnFirstAttempt deposits Ratio for an operation's first attempt.
+func (b *RetryBudget) OnFirstAttempt() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tokens = min(b.tokens+b.ratio, b.max)
 }
 
-// Allow reports whether a retry may be made now, without recording anything.
-func (b *RetryBudget) Allow() bool {
+// TryResend takes a token for one resend and reports whether there was one.
+func (b *RetryBudget) TryResend() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.tokens > b.max/2
+	if b.tokens < milli {
+		b.refused++
+		return false
+	}
+	b.tokens -= milli
+	return true
 }
 
-// Tokens is the current token count, for metrics.
+// Tokens is the current token count.
 func (b *RetryBudget) Tokens() float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.tokens
+	return float64(b.tokens) / milli
+}
+
+// Refused is how many resends TryResend refused.
+func (b *RetryBudget) Refused() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refused
 }

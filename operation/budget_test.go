@@ -5,65 +5,74 @@ import (
 	"testing"
 )
 
-func TestRetryBudgetThrottlesBelowHalfAndRecovers(t *testing.T) {
+func TestRetryBudgetAllowsInitialPlusRatioOfFirstAttempts(t *testing.T) {
 	t.Parallel()
-	b, err := NewRetryBudget(10, 0.5)
+	b, err := NewRetryBudget(10, 0.2, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 10 -> 9 .. 6 allowed (> 5); the 5th failure reaches 5: throttled.
-	for i := 1; i <= 4; i++ {
-		if !b.OnFailure() {
-			t.Fatalf("failure %d: throttled too early at %v tokens", i, b.Tokens())
+	for range 50 { // 10 + 50 x 0.2 = 20 resends
+		b.OnFirstAttempt()
+	}
+	n := 0
+	for b.TryResend() {
+		n++
+		if n > 1000 {
+			t.Fatal("budget never ran out")
 		}
 	}
-	if b.OnFailure() || b.Allow() {
-		t.Fatalf("at %v tokens retries should be throttled", b.Tokens())
+	if n != 20 || b.Refused() != 1 {
+		t.Fatalf("resends allowed = %d (refused %d), want 20 then a refusal", n, b.Refused())
 	}
-	for i := 0; i < 20; i++ {
-		b.OnFailure()
+	for range 5 { // one whole token again
+		b.OnFirstAttempt()
 	}
-	if b.Tokens() != 0 {
-		t.Fatalf("tokens = %v, want floor 0", b.Tokens())
+	if !b.TryResend() || b.TryResend() {
+		t.Fatalf("after 5 first attempts at ratio 0.2 exactly one resend should be allowed (tokens %v)", b.Tokens())
 	}
-	for i := 0; i < 11; i++ { // 0 -> 5.5
-		b.OnSuccess()
+}
+
+func TestRetryBudgetHoldsAtMostMax(t *testing.T) {
+	t.Parallel()
+	b, _ := NewRetryBudget(2, 1, 5)
+	for range 100 {
+		b.OnFirstAttempt()
 	}
-	if !b.Allow() {
-		t.Fatalf("at %v tokens retries should be allowed again", b.Tokens())
-	}
-	for i := 0; i < 100; i++ {
-		b.OnSuccess()
-	}
-	if b.Tokens() != 10 {
-		t.Fatalf("tokens = %v, want cap 10", b.Tokens())
+	if b.Tokens() != 5 {
+		t.Fatalf("tokens = %v, want the cap 5", b.Tokens())
 	}
 }
 
 func TestNewRetryBudgetRejectsBadSettings(t *testing.T) {
 	t.Parallel()
-	for _, c := range [][2]float64{{0, 0.1}, {-1, 0.1}, {1001, 1}, {10, 0}, {10, 11}} {
-		if _, err := NewRetryBudget(c[0], c[1]); err == nil {
-			t.Errorf("NewRetryBudget(%v, %v) accepted", c[0], c[1])
+	for _, c := range [][3]float64{{-1, 0.1, 10}, {11, 0.1, 10}, {1, -0.1, 10}, {1, 1.5, 10}, {0, 0.1, 0.5}, {0, 0.1, 2e6}} {
+		if _, err := NewRetryBudget(c[0], c[1], c[2]); err == nil {
+			t.Errorf("NewRetryBudget(%v, %v, %v) accepted", c[0], c[1], c[2])
 		}
 	}
 }
 
 func TestRetryBudgetIsSafeForConcurrentUse(t *testing.T) {
 	t.Parallel()
-	b, _ := NewRetryBudget(1000, 1)
+	b, _ := NewRetryBudget(100, 0, 100)
 	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
+	var mu sync.Mutex
+	allowed := 0
+	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 50; i++ {
-				b.OnFailure()
+			for range 50 {
+				if b.TryResend() {
+					mu.Lock()
+					allowed++
+					mu.Unlock()
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	if b.Tokens() != 600 {
-		t.Fatalf("tokens = %v, want 600 after 400 failures", b.Tokens())
+	if allowed != 100 {
+		t.Fatalf("allowed %d resends from 100 tokens", allowed)
 	}
 }

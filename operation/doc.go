@@ -53,10 +53,10 @@
 //
 // # Client side
 //
-// Do drives one operation ID through its attempts: the caller classifies
-// each attempt (AttemptClass) and says how long to wait (AttemptResult.Delay,
-// e.g. from Advise); Do retries only what is safe to retry, only with the
-// same ID, within MaxAttempts and the context's deadline. NewID mints IDs
-// (UUIDv7); ParseIdempotencyKey validates them; Advise, ParseRetryAfter and
-// ParseRetryExtension turn a server's answer into retry advice.
+// What tilectl's uploader uses: NewID mints IDs (UUIDv7);
+// ParseIdempotencyKey validates them; Advise, ParseRetryAfter and
+// ParseRetryExtension turn a server's answer into retry advice; Backoff and
+// Schedule bound the waits; RetryBudget limits resends across a run. The
+// attempt loop itself is the uploader's (retryablehttp with the contract's
+// CheckRetry), so this package has none.
 package operation

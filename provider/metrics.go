@@ -17,6 +17,10 @@ type metrics struct {
 	tiles    *prometheus.CounterVec
 	faults   *prometheus.CounterVec
 	replays  prometheus.Counter
+	// collected and gcErrors count operation records the GC deleted and
+	// GC runs that failed.
+	collected prometheus.Counter
+	gcErrors  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -32,8 +36,12 @@ func newMetrics() *metrics {
 			Name: "tileprovider_faults_injected_total", Help: "Faults injected, by kind."}, []string{"kind"}),
 		replays: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tileprovider_replays_total", Help: "Answers replayed for a known key."}),
+		collected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tileprovider_operation_records_collected_total", Help: "Expired operation records deleted by the GC."}),
+		gcErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tileprovider_operation_gc_errors_total", Help: "Operation GC runs that failed."}),
 	}
-	m.reg.MustRegister(m.requests, m.batches, m.tiles, m.faults, m.replays)
+	m.reg.MustRegister(m.requests, m.batches, m.tiles, m.faults, m.replays, m.collected, m.gcErrors)
 	return m
 }
 

@@ -59,6 +59,12 @@ type Config struct {
 	Limits         Limits
 	// Retention is how long a key is replayed. Default 24h.
 	Retention time.Duration
+	// GCEvery is how often operation records that expired more than
+	// Retention ago are deleted (operation.Table.GC), so the table does not
+	// grow without bound; a key older than Retention is still answered
+	// 422 IDEMPOTENCY_EXPIRED after its record is gone, by its UUIDv7
+	// time. Default 1m; negative: never (tests that collect by hand).
+	GCEvery time.Duration
 	// StrictSequencing enables Client-Id / Client-Sequence checking.
 	StrictSequencing bool
 	Faults           FaultConfig
@@ -94,6 +100,7 @@ type Server struct {
 	now     func() time.Time
 	callers map[string]string // token -> caller
 	allowed map[string]bool
+	stopGC  func() // stops the collector and waits for it
 }
 
 // New builds a server. It runs the operation table's crash recovery once,
@@ -126,7 +133,12 @@ func New(cfg Config) (*Server, error) {
 		callers: callers, metrics: newMetrics(),
 	}
 	s.tiles = &tileStore{pool: cfg.Pool, dir: cfg.StorageDir, noFsync: cfg.SkipFsync}
-	s.table = operation.NewTable(operation.NewPGStore(cfg.Pool), operation.TableOptions{Retention: cfg.Retention, Now: cfg.Now})
+	// IssuedAt: an ID whose record was collected is still known to be
+	// older than retention_seconds, and is refused rather than run as new
+	// (provider-api.md). The price: a client whose clock is behind by more
+	// than Retention has its new keys refused as expired.
+	s.table = operation.NewTable(operation.NewPGStore(cfg.Pool), operation.TableOptions{
+		Retention: cfg.Retention, Now: cfg.Now, IssuedAt: operation.UUIDv7IssuedAt})
 	if cfg.StrictSequencing {
 		s.seq = operation.NewSequencer(operation.NewPGSequenceStore(cfg.Pool), operation.SequencerOptions{Now: cfg.Now})
 	}
@@ -146,8 +158,46 @@ func New(cfg Config) (*Server, error) {
 	if _, err := s.table.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("new provider: %w", err)
 	}
+	s.stopGC = s.collect(cfg.GCEvery)
 	return s, nil
 }
+
+// DefaultGCEvery is Config.GCEvery's default.
+const DefaultGCEvery = time.Minute
+
+// collect runs the operation table's GC every interval until the returned
+// stop is called; each run is counted, and a failed one logged and retried
+// at the next tick.
+func (s *Server) collect(every time.Duration) (stop func()) {
+	if every < 0 {
+		return func() {}
+	}
+	if every == 0 {
+		every = DefaultGCEvery
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ticker := time.NewTicker(every)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer ticker.Stop()
+		s.table.CollectEvery(ctx, ticker.C, func(n int, err error) {
+			if err != nil {
+				if ctx.Err() == nil {
+					s.metrics.gcErrors.Inc()
+					s.log.Warn().Err(err).Msg("operation GC failed; retrying at the next tick")
+				}
+				return
+			}
+			s.metrics.collected.Add(float64(n))
+		})
+	}()
+	return func() { cancel(); <-done }
+}
+
+// Close stops the operation GC. The handler keeps working; call it once,
+// when the server is done.
+func (s *Server) Close() { s.stopGC() }
 
 // Table is the server's operation table (for tests that age records).
 func (s *Server) Table() *operation.Table { return s.table }
@@ -164,7 +214,9 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /v1/clients/{client_id}/state", s.route("clients.state", auth(operation.ClientStateHandler(s.seq, callerOf))))
 	}
 	mux.Handle("GET /debug/ledger", s.route("debug.ledger", auth(http.HandlerFunc(s.ledger))))
-	mux.Handle("GET /metrics", s.metrics.handler())
+	// Behind the token like /debug/ledger: the counters name routes,
+	// faults and volumes that are nobody else's business.
+	mux.Handle("GET /metrics", auth(s.metrics.handler()))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		operation.WriteError(w, http.StatusNotFound, "NOT_FOUND", "no such route", nil, nil)
 	})

@@ -101,7 +101,7 @@ func TestMetricsCountRequestsTilesAndFaults(t *testing.T) {
 	if a := post(t, p, "f1", operation.NewID(), []rawTile{tileN(rng, 0)}); a.Status != 503 || a.Header.Get("Retry-After") == "" {
 		t.Fatalf("injected 503: %d %v", a.Status, a.Header)
 	}
-	m := string(do(t, http.MethodGet, p.URL+"/metrics", "", "", nil, nil).Body)
+	m := string(do(t, http.MethodGet, p.URL+"/metrics", providertest.Token, "", nil, nil).Body)
 	for _, want := range []string{
 		`tileprovider_requests_total{route="tiles.batch",status="503"} 1`,
 		`tileprovider_faults_injected_total{kind="status_503"} 1`,
@@ -112,5 +112,18 @@ func TestMetricsCountRequestsTilesAndFaults(t *testing.T) {
 	}
 	if l := p.Ledger(t); l.Faults[provider.FaultStatus503] != 1 || len(l.FaultOps) != 1 {
 		t.Fatalf("ledger faults %v %v", l.Faults, l.FaultOps)
+	}
+}
+
+func TestMetricsNeedTheToken(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, nil)
+	for _, tok := range []string{"", "wrong-token"} {
+		if a := do(t, http.MethodGet, p.URL+"/metrics", tok, "", nil, nil); a.Status != http.StatusUnauthorized {
+			t.Errorf("/metrics with token %q: %d, want 401", tok, a.Status)
+		}
+	}
+	if a := do(t, http.MethodGet, p.URL+"/metrics", providertest.Token, "", nil, nil); a.Status != http.StatusOK {
+		t.Errorf("/metrics with the token: %d, want 200", a.Status)
 	}
 }

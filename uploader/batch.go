@@ -67,6 +67,12 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		log.Warn().Msg("tile bytes changed while sending; batch left open to be settled by asking the provider")
 		return errLeftOpen
 	}
+	if a.budgetSpent {
+		// Resending more would add to the load on a provider that is
+		// already failing; the next run settles the batch with its key.
+		log.Info().Int("attempts", a.attempts).Msg("resend budget spent; batch left open for the next run")
+		return errLeftOpen
+	}
 	ok2xx := a.status >= 200 && a.status < 300
 	if a.err != nil || !ok2xx {
 		perr := a.failure(opID, "upload batch")

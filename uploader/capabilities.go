@@ -3,6 +3,7 @@ package uploader
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -63,15 +64,32 @@ const (
 // capabilities reads GET /v1/capabilities once per run.
 func (u *HTTPTileUploader) capabilities(ctx context.Context) (Capabilities, error) {
 	var c Capabilities
-	a := u.do(ctx, http.MethodGet, "/v1/capabilities", "", nil, nil, func(b []byte) bool {
+	ex := &exchange{u: u, runCtx: ctx, accept: func(b []byte) bool {
 		return json.Unmarshal(b, &Capabilities{}) == nil
-	})
+	}}
+	if !u.answered.Load() {
+		ex.probeAttempts = probeAttempts
+	}
+	a := u.doExchange(ex, http.MethodGet, "/v1/capabilities", nil, nil)
+	switch {
+	case a.cancelled:
+	case a.status == 0 && a.err != nil:
+		var je *journalError
+		if !errors.As(a.err, &je) {
+			return c, &NoProviderError{URL: u.base.Redacted(), Problem: noAnswer(a.err), Err: a.err}
+		}
+	case a.status != 0 && (a.status < 300 || a.status >= 400) && a.bodyErr == nil:
+		if problem := notTheAPI(a.status, a.header.Get("Content-Type"), a.body); problem != "" {
+			return c, &NoProviderError{URL: u.base.Redacted(), Problem: problem}
+		}
+	}
 	if err := a.failure("", "read provider capabilities"); err != nil {
 		return c, err
 	}
 	if err := json.Unmarshal(a.body, &c); err != nil {
 		return c, &ProviderError{Status: a.status, Message: fmt.Sprintf("capabilities answer is not JSON: %v", err)}
 	}
+	u.answered.Store(true)
 	if c.APIVersion != "" && c.APIVersion != "v1" {
 		return c, &ProviderError{Status: a.status, Message: fmt.Sprintf("provider speaks API %q, this client v1", c.APIVersion)}
 	}

@@ -10,10 +10,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -83,6 +85,16 @@ type HTTPOptions struct {
 	// Sleep waits between resends. Default: a timer that ends early with
 	// ctx's error.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Breaker tunes the circuit breaker that all of this uploader's
+	// requests share (one uploader serves one run).
+	Breaker BreakerOptions
+	// ResendBudget is the retry budget's initial tokens: resends across
+	// the uploader's life are at most ResendBudget + ResendRatio x first
+	// attempts (see operation.RetryBudget). Default 10; negative means 0.
+	ResendBudget float64
+	// ResendRatio is the tokens each first attempt adds. Default 0.2;
+	// negative means 0.
+	ResendRatio float64
 }
 
 // Version is the client version in the default User-Agent; the build sets it.
@@ -94,6 +106,8 @@ const (
 	defaultMaxRetryDelay    = 5 * time.Minute
 	defaultMaxResponseBytes = 8 << 20
 	defaultConcurrency      = 4
+	defaultResendBudget     = 10
+	defaultResendRatio      = 0.2
 )
 
 // HTTPTileUploader uploads tiles to a provider that speaks provider-api.md.
@@ -114,6 +128,11 @@ type HTTPTileUploader struct {
 	ua       string
 	now      func() time.Time
 	sleep    func(ctx context.Context, d time.Duration) error
+	breaker  *breaker
+	budget   *operation.RetryBudget
+	// answered is set once the provider answered as the API: from then on
+	// a failure is an outage, given the full resends, not a wrong URL.
+	answered atomic.Bool
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)
@@ -156,6 +175,20 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 	}
 	if u.sleep == nil {
 		u.sleep = sleepCtx
+	}
+	u.breaker = newBreaker(opts.Breaker, u.now, u.sleep)
+	initial, ratio := opts.ResendBudget, opts.ResendRatio
+	if initial == 0 {
+		initial = defaultResendBudget
+	}
+	if ratio == 0 {
+		ratio = defaultResendRatio
+	}
+	initial, ratio = max(initial, 0), max(ratio, 0)
+	// The bucket holds at most what 10x the initial burst (or 100) allows,
+	// so a long healthy run does not bank a burst for a later outage.
+	if u.budget, err = operation.NewRetryBudget(initial, ratio, max(10*initial, 100)); err != nil {
+		return nil, fmt.Errorf("new HTTP uploader: %w", err)
 	}
 	u.client = buildClient(opts.HTTPClient, opts.InsecureSkipVerify, u.timeout)
 	if opts.InsecureSkipVerify {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,14 @@ type exchange struct {
 	lastBodyErr error
 	cancelled   bool // resending stopped because the run was cancelled
 	blobChanged atomic.Bool
+	// probe: the attempt on the wire is the breaker's half-open probe.
+	probe bool
+	// budgetSpent: a resend was refused by the run's retry budget.
+	budgetSpent bool
+	// probeAttempts, when > 0, is how many attempts a failure that shows
+	// no provider at all (no answer, or a 2xx that is not the API) may
+	// take: the first contact of a run fails fast on a wrong URL.
+	probeAttempts int
 }
 
 // answer is how an exchange ended.
@@ -51,6 +60,9 @@ type answer struct {
 	blobBad  bool // aborted because tile bytes changed
 	// cancelled: the run's context ended the exchange, not the provider.
 	cancelled bool
+	// budgetSpent: resending stopped because the run's retry budget was
+	// empty; the caller leaves the batch open for the next run.
+	budgetSpent bool
 }
 
 func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
@@ -60,7 +72,13 @@ func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == 
 // NoteSend) and stops the exchange if it fails.
 func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string, body *batchBody,
 	onAttempt func(context.Context) error, accept func([]byte) bool) answer {
-	ex := &exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}
+	return u.doExchange(&exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}, method, path, body, onAttempt)
+}
+
+// doExchange is do with the exchange made by the caller (the capabilities
+// probe sets its short fuse).
+func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *batchBody, onAttempt func(context.Context) error) answer {
+	runCtx, opID := ex.runCtx, ex.opID
 	// A batch already on the wire is allowed to finish when the run is
 	// cancelled (it is journaled either way); no further resend starts.
 	reqCtx := runCtx
@@ -103,6 +121,19 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 	if u.token != "" {
 		req.Header.Set("Authorization", "Bearer "+u.token)
 	}
+	// The breaker decides whether the first attempt may go at all; resends
+	// ask it again in checkRetry.
+	probe, err := u.breaker.acquire(runCtx)
+	if err != nil {
+		return answer{err: err, cancelled: runCtx.Err() != nil}
+	}
+	ex.probe = probe
+	defer func() {
+		if ex.probe {
+			u.breaker.abandon()
+		}
+	}()
+	u.budget.OnFirstAttempt()
 	rc := &retryablehttp.Client{
 		HTTPClient:   u.client,
 		Logger:       leveled{u.log.With().Str("op_id", opID).Logger()},
@@ -112,7 +143,7 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
 	}
 	resp, err := rc.Do(req)
-	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, blobBad: ex.blobChanged.Load(),
+	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, blobBad: ex.blobChanged.Load(), budgetSpent: ex.budgetSpent,
 		cancelled: ex.cancelled || (err != nil && runCtx.Err() != nil && errors.Is(err, runCtx.Err()))}
 	if resp != nil {
 		// checkRetry already read the body (capped) and put it back.
@@ -139,26 +170,54 @@ func (e *journalError) Unwrap() error { return e.err }
 // checkRetry applies provider-api.md: final 4xx are never resent; 409
 // PROCESSING, 429 and 5xx follow operation.Advise; a broken connection or a
 // lost 2xx answer is ambiguous, so the same key and body go again.
+//
+// Every attempt's result goes to the run's breaker; a resend waits its
+// backoff, then for the breaker, then takes a token from the run's retry
+// budget, and is not made when any of them says no.
 func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error) (bool, error) {
 	ex.attempts++
-	retry, cerr := ex.decide(resp, err)
-	if retry {
-		// No resend starts once the run is cancelled; an answer that came
-		// is still used.
-		if rerr := ex.runCtx.Err(); rerr != nil {
-			ex.cancelled = true
-			return false, rerr
-		}
+	if ex.runCtx.Err() == nil && !ex.blobChanged.Load() {
+		ex.u.breaker.record(ex.probe, err == nil && resp.StatusCode < 500)
+		ex.probe = false
 	}
-	return retry, cerr
+	retry, cerr := ex.decide(resp, err)
+	if !retry || ex.attempts > ex.u.resends {
+		return retry, cerr // retryablehttp stops at RetryMax by itself
+	}
+	// No resend starts once the run is cancelled; an answer that came
+	// is still used.
+	_ = ex.u.sleep(ex.runCtx, ex.wait)
+	if rerr := ex.runCtx.Err(); rerr != nil {
+		ex.cancelled = true
+		return false, rerr
+	}
+	probe, berr := ex.u.breaker.acquire(ex.runCtx)
+	if berr != nil {
+		ex.cancelled = ex.runCtx.Err() != nil
+		ex.giveUp = berr
+		return false, nil
+	}
+	if !ex.u.budget.TryResend() {
+		if probe {
+			ex.u.breaker.abandon()
+		}
+		ex.budgetSpent = true
+		ex.giveUp = errResendBudget
+		return false, nil
+	}
+	ex.probe = probe
+	return true, nil
 }
+
+// errResendBudget: the run's retry budget refused a resend.
+var errResendBudget = errors.New("the run's resend budget is spent (upload.resend_budget): resending no more in this run")
 
 func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 	if err != nil {
 		if isTimeout(err) {
 			ex.timeouts++
 		}
-		if ex.blobChanged.Load() || permanentTransport(err) {
+		if ex.blobChanged.Load() || permanentTransport(err) || ex.probeSpent() {
 			return false, err
 		}
 		return ex.schedule(transportAdvice(ex.attempts)), nil
@@ -172,12 +231,15 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 	}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		if rerr == nil && (ex.accept == nil || ex.accept(body)) {
+		if rerr == nil && (ex.accept == nil || ex.accept(body)) || ex.probeSpent() {
 			return false, nil
 		}
 		return ex.schedule(transportAdvice(ex.attempts)), nil
 	case resp.StatusCode < 400:
 		return false, nil // a redirect: refused, handled by the caller
+	}
+	if ex.probeSpent() && !json.Valid(body) {
+		return false, nil // an error page, not the API's error body
 	}
 	adv := operation.Advise(resp.StatusCode, resp.Header, body, ex.attempts, ex.u.now())
 	if !adv.Retry {
@@ -185,6 +247,9 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 	}
 	return ex.schedule(adv), nil
 }
+
+// probeSpent reports whether a probe has used its short fuse.
+func (ex *exchange) probeSpent() bool { return ex.probeAttempts > 0 && ex.attempts >= ex.probeAttempts }
 
 // schedule fits the advised wait into the cap and the run's deadline. A
 // wait that does not fit ends the exchange with a clear error instead of
@@ -204,10 +269,9 @@ func (ex *exchange) schedule(adv operation.Advice) bool {
 	return true
 }
 
-// backoff does the waiting itself through the injected Sleep (so tests
-// never sleep) and tells retryablehttp to wait no further.
+// backoff tells retryablehttp to wait no further: checkRetry already
+// waited through the injected Sleep (so tests never sleep) and the breaker.
 func (ex *exchange) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Duration {
-	_ = ex.u.sleep(ex.runCtx, ex.wait)
 	return 0
 }
 

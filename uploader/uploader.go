@@ -182,7 +182,7 @@ func (e *ProviderError) Unwrap() error { return e.Err }
 func statusHint(status int, code string) string {
 	switch {
 	case status == 401:
-		return "check TILECTL_PROVIDER_TOKEN"
+		return "check the provider token"
 	case status == 403:
 		return "the token has no rights to this flight"
 	case status == 413:

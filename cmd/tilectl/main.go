@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/cli/factory"
@@ -25,9 +23,16 @@ func main() { os.Exit(run()) }
 func run() int {
 	f := factory.New(version, commit)
 	defer f.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := exitcode.NotifyContext(context.Background(), func(code int) {
+		fmt.Fprintln(f.IOStreams.ErrOut, "tilectl: second signal: exiting now; run again to continue")
+		os.Exit(code)
+	})
 	defer stop()
 	err := root.Execute(ctx, f, nil)
+	if se := exitcode.Interruption(ctx); se != nil && err != nil && exitcode.Code(err) != se.Code() {
+		// The command stopped because of the signal, whatever it says.
+		err = exitcode.New(se.Code(), fmt.Errorf("%w: %w", se, err))
+	}
 	if msg := errorText(err); msg != "" {
 		fmt.Fprintln(f.IOStreams.ErrOut, "tilectl:", msg)
 	}

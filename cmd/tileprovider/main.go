@@ -44,6 +44,7 @@ func run(args []string) error {
 	maxBytes := fs.Int64("max-batch-bytes", 32<<20, "max_batch_bytes advertised and enforced")
 	maxTile := fs.Int64("max-tile-bytes", 4<<20, "max_tile_bytes advertised and enforced")
 	retention := fs.Duration("retention", 24*time.Hour, "how long an Idempotency-Key is replayed")
+	gcEvery := fs.Duration("gc-every", provider.DefaultGCEvery, "how often operation records expired for longer than --retention are deleted")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func run(args []string) error {
 		return err
 	}
 	srv, err := provider.New(provider.Config{
-		Pool: pool, StorageDir: *storage, Token: *token, StrictSequencing: *strict, Retention: *retention,
+		Pool: pool, StorageDir: *storage, Token: *token, StrictSequencing: *strict, Retention: *retention, GCEvery: *gcEvery,
 		Limits: provider.Limits{MaxBatchTiles: *maxTiles, MaxBatchBytes: *maxBytes, MaxTileBytes: *maxTile},
 		Faults: provider.FaultConfig{Rate: *rate, Seed: *seed, Kinds: fk, RejectTileIDs: splitList(*reject),
 			TransientRejectRate: *transient, Latency: *latency},
@@ -81,6 +82,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
 	hs := &http.Server{Addr: *listen, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()

@@ -58,6 +58,7 @@ func Start(tb testing.TB, edit func(*provider.Config)) *Provider {
 	if err != nil {
 		tb.Fatalf("providertest: %v", err)
 	}
+	tb.Cleanup(srv.Close)
 	hs := httptest.NewServer(srv.Handler())
 	tb.Cleanup(hs.Close)
 	return &Provider{URL: hs.URL, Server: srv, HTTP: hs, Pool: pool}

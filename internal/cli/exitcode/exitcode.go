@@ -57,6 +57,10 @@ func Code(err error) int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
+	var se *SignalError
+	if errors.As(err, &se) {
+		return se.Code()
+	}
 	switch {
 	case errors.Is(err, uploader.ErrFlightNotOnGround):
 		return NotOnGround

@@ -36,7 +36,10 @@ func New(f *factory.Factory) *cobra.Command {
 			"satellite provider over an unreliable link, so that each tile arrives exactly once.\n\n" +
 			"Configuration: defaults < config file < TILECTL_* environment < flags. The config file is\n" +
 			"--config, else $TILECTL_CONFIG, else the first found of $XDG_CONFIG_HOME/tilectl/config.yaml\n" +
-			"(~/.config/tilectl/config.yaml), /etc/tilectl/config.yaml. See 'tilectl config view'.",
+			"(~/.config/tilectl/config.yaml), /etc/tilectl/config.yaml. See 'tilectl config view'.\n\n" +
+			"Exit codes: 0 success; 1 failure; 2 usage or configuration; 3 upload-pending left tiles\n" +
+			"pending or given up; 4 flight not on_ground; 130 SIGINT;\n" +
+			"143 SIGTERM (in-flight batches are settled first; a second signal exits at once).",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       f.Version,

@@ -64,6 +64,12 @@ func uploadRun(ctx context.Context, opts *Options) error {
 			Msg("retry decorator bypassed: partial uploads are not retried and rejections are counted by the next retrying run")
 	}
 
+	if !opts.DryRun {
+		if err := requireToken(&cfg); err != nil {
+			return err
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, cfg.Upload.Deadline)
 	defer cancel()
 	if err := r.wire(ctx); err != nil {
@@ -92,6 +98,11 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	var firstErr error
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
+		if err != nil {
+			err = r.explain(err)
+			msg := err.Error()
+			fs.Error = &msg
+		}
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("upload-pending deadline of %s reached (raise --deadline or upload.deadline): %w", cfg.Upload.Deadline, err)
 			msg := err.Error()
@@ -108,6 +119,13 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		if ctx.Err() != nil {
 			break // the deadline ended the run: start no other flight
 		}
+	}
+	if se := exitcode.Interruption(ctx); se != nil {
+		// Every batch on the wire was let finish and settled; what is
+		// left stays pending for the next run.
+		msg := fmt.Sprintf("interrupted: %d tiles pending; run again to continue", sum.StillPending)
+		firstErr = exitcode.New(se.Code(), fmt.Errorf("%s (%s)", msg, se))
+		sum.Interrupted = true
 	}
 	return r.finish(&sum, firstErr)
 }
@@ -130,6 +148,13 @@ func (r *run) wire(ctx context.Context) error {
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
 		Now: r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
+		Breaker: uploader.BreakerOptions{
+			FailureThreshold: offIfZero(r.cfg.Upload.BreakerFailures),
+			Cooldown:         r.cfg.Upload.BreakerCooldown, MaxCooldown: r.cfg.Upload.BreakerMaxCooldown,
+			OutageLimit: r.cfg.Upload.OutageLimit, OnChange: r.breakerChanged,
+		},
+		ResendBudget: float64(offIfZero(r.cfg.Upload.ResendBudget)),
+		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
 	})
 	if err != nil {
 		return exitcode.UsageError(err)
@@ -152,6 +177,28 @@ func (r *run) wire(ctx context.Context) error {
 		r.rec = rec
 	}
 	return nil
+}
+
+// offIfZero maps a configuration's 0 ("none") to the uploader's negative
+// ("none"; its 0 means "the default").
+func offIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// breakerChanged logs the breaker's state changes: one line when the
+// provider becomes unavailable and one when it is back, however many
+// workers are waiting. A progress display renders from the same events.
+func (r *run) breakerChanged(e uploader.BreakerEvent) {
+	switch e.State {
+	case uploader.BreakerOpen:
+		r.log.Warn().Time("unavailable_since", e.Since).Time("next_probe_at", e.RetryAt).Int("openings", e.Openings).
+			Msg("provider unavailable; sending paused until a probe succeeds")
+	case uploader.BreakerClosed:
+		r.log.Info().Int("openings", e.Openings).Msg("provider available again; sending resumed")
+	}
 }
 
 // flights is --flight, or every on_ground flight with pending tiles.
@@ -278,6 +325,10 @@ func (r *run) heldByOthers(ctx context.Context, flightID string) (int, *time.Tim
 // prints the summary.
 func (r *run) finish(sum *Summary, runErr error) error {
 	switch {
+	case sum.Interrupted:
+		sum.Outcome, sum.ExitCode = "interrupted", exitcode.Code(runErr)
+		msg := runErr.Error()
+		sum.Error = &msg
 	case runErr != nil:
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomeFailure), exitcode.Code(runErr)
 		msg := runErr.Error()

@@ -15,8 +15,10 @@ import (
 //
 //	outcome             "success" (everything sent is uploaded, nothing left),
 //	                    "partial" (tiles still pending or given up),
-//	                    "failure" (a run-level error), "dry_run"
-//	exit_code           the process's exit code (0, 1, 3, 4 or 5)
+//	                    "failure" (a run-level error), "dry_run",
+//	                    "interrupted" (SIGINT or SIGTERM; batches in flight
+//	                    were settled, the rest is still pending)
+//	exit_code           the process's exit code (0, 1, 3, 4, 130 or 143)
 //	dry_run             true with --dry-run: nothing was sent or changed
 //	retry_decorator     false with --no-retry or upload.disable_retry_decorator
 //	uploaded            accepted + duplicate: tiles now safely at the provider
@@ -47,6 +49,8 @@ type Summary struct {
 	NextRetryAt    *time.Time      `json:"next_retry_at"`
 	Error          *string         `json:"error"`
 	Flights        []FlightSummary `json:"flights"`
+	// Interrupted: SIGINT or SIGTERM ended the run (outcome "interrupted").
+	Interrupted bool `json:"-"`
 }
 
 // Counts are the per-flight and total tile counts.

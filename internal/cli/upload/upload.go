@@ -84,9 +84,12 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			"flight with pending tiles, one after another). Partial batches are retried with\n" +
 			"exponential backoff; a tile rejected too often is given up for human review.\n\n" +
 			"Exit codes: 0 all uploaded; 3 tiles still pending or given up; 4 flight not\n" +
-			"on_ground; 2 usage or configuration; 1 other. Any number of runs may share a\n" +
-			"flight: each claims its own batches, under a lease (--lease) it renews while it\n" +
-			"works; a run that died leaves its batches to the next run once the lease ends.",
+			"on_ground; 2 usage or configuration; 1 other;\n" +
+			"130 SIGINT (Ctrl-C), 143 SIGTERM: batches on the wire were answered and settled\n" +
+			"first, the rest stays pending for the next run (a second signal exits at once).\n" +
+			"Any number of runs may share a flight: each claims its own batches, under a\n" +
+			"lease (--lease) it renews while it works; a run that died leaves its batches\n" +
+			"to the next run once the lease ends.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Changed = cmd.Flags().Changed

@@ -1,0 +1,132 @@
+package uploader
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stepClock is a fake clock whose Sleep moves time forward at once.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.t = c.t.Add(max(d, 0))
+	c.mu.Unlock()
+	return ctx.Err()
+}
+
+func TestBreakerOpensAfterThresholdProbesOnceAndDoublesItsCooldown(t *testing.T) {
+	t.Parallel()
+	clk := &stepClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	var events []BreakerEvent
+	b := newBreaker(BreakerOptions{FailureThreshold: 3, Cooldown: time.Second, MaxCooldown: 3 * time.Second,
+		OnChange: func(e BreakerEvent) { events = append(events, e) }}, clk.Now, clk.Sleep)
+	ctx := context.Background()
+	start := clk.Now()
+	for i := range 3 {
+		if probe, err := b.acquire(ctx); err != nil || probe {
+			t.Fatalf("closed breaker, request %d: probe=%v err=%v", i, probe, err)
+		}
+		b.record(false, false)
+	}
+	if len(events) != 1 || events[0].State != BreakerOpen || !events[0].Since.Equal(start) ||
+		!events[0].RetryAt.Equal(start.Add(time.Second)) || events[0].Openings != 1 {
+		t.Fatalf("events after 3 failures = %+v, want one open event since %s", events, start)
+	}
+	// The next request waits out the cool-down and is the probe.
+	probe, err := b.acquire(ctx)
+	if err != nil || !probe || clk.Now().Sub(start) != time.Second {
+		t.Fatalf("after cool-down: probe=%v err=%v waited %s, want the probe after 1s", probe, err, clk.Now().Sub(start))
+	}
+	// A failed probe reopens with twice the cool-down, then the cap.
+	b.record(true, false)
+	if probe, _ := b.acquire(ctx); !probe || clk.Now().Sub(start) != 3*time.Second {
+		t.Fatalf("second probe at %s, want 3s (1s + 2s)", clk.Now().Sub(start))
+	}
+	b.record(true, false)
+	if probe, _ := b.acquire(ctx); !probe || clk.Now().Sub(start) != 6*time.Second {
+		t.Fatalf("third probe at %s, want 6s (cool-down capped at 3s)", clk.Now().Sub(start))
+	}
+	b.record(true, true)
+	if probe, err := b.acquire(ctx); probe || err != nil {
+		t.Fatalf("after a good probe the breaker must be closed: probe=%v err=%v", probe, err)
+	}
+	last := events[len(events)-1]
+	if last.State != BreakerClosed || b.openingsSoFar() != 1 {
+		t.Fatalf("last event %+v, openings %d; want closed after one opening", last, b.openingsSoFar())
+	}
+}
+
+func TestBreakerLetsOneProbeThroughWhileOthersWait(t *testing.T) {
+	t.Parallel()
+	clk := &stepClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	b := newBreaker(BreakerOptions{FailureThreshold: 1, Cooldown: time.Second}, clk.Now, clk.Sleep)
+	b.record(false, false)
+	probe, err := b.acquire(context.Background())
+	if !probe || err != nil {
+		t.Fatalf("first waiter: probe=%v err=%v", probe, err)
+	}
+	got := make(chan bool, 4)
+	for range 4 {
+		go func() {
+			p, _ := b.acquire(context.Background())
+			got <- p
+		}()
+	}
+	select {
+	case <-got:
+		t.Fatal("a second request went while the probe was out")
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.record(true, true)
+	for range 4 {
+		if p := <-got; p {
+			t.Fatal("a request after the breaker closed was called a probe")
+		}
+	}
+}
+
+func TestBreakerGivesUpAtTheOutageLimit(t *testing.T) {
+	t.Parallel()
+	clk := &stepClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	b := newBreaker(BreakerOptions{FailureThreshold: 1, Cooldown: time.Second, OutageLimit: 10 * time.Second}, clk.Now, clk.Sleep)
+	start := clk.Now()
+	b.record(false, false)
+	for {
+		probe, err := b.acquire(context.Background())
+		var pu *ProviderUnavailableError
+		if errors.As(err, &pu) {
+			if !pu.Since.Equal(start) || clk.Now().Sub(start) != 10*time.Second {
+				t.Fatalf("gave up %s after the outage began (since %s), want at 10s", clk.Now().Sub(start), pu.Since)
+			}
+			return
+		}
+		if err != nil || !probe {
+			t.Fatalf("probe=%v err=%v", probe, err)
+		}
+		b.record(true, false)
+	}
+}
+
+func TestBreakerOffWithNegativeThreshold(t *testing.T) {
+	t.Parallel()
+	b := newBreaker(BreakerOptions{FailureThreshold: -1}, time.Now, sleepCtx)
+	for range 100 {
+		b.record(false, false)
+	}
+	if probe, err := b.acquire(context.Background()); probe || err != nil {
+		t.Fatalf("disabled breaker: probe=%v err=%v", probe, err)
+	}
+}
