@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrBatchMismatch is returned by OpenBatch when the operation ID is already
@@ -142,15 +143,17 @@ func clipIDs(ids []string) []string {
 func (s *Store) NoteSend(ctx context.Context, opID string) error {
 	// A count for people, not for safety: its commit need not wait for the
 	// disk, which keeps a durable commit off every send's critical path.
+	// The whole transaction is one pipelined round trip before every send.
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	upd := b.Queue(`UPDATE upload_batches SET sends = sends + 1,
+		lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
+		WHERE op_id = $1 AND owner_run IS NOT DISTINCT FROM $2`, opID, s.run.ID, s.leaseSecs())
+	b.Queue(`COMMIT`)
 	var rows int64
-	err := s.inRelaxedTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE upload_batches SET sends = sends + 1,
-			lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
-			WHERE op_id = $1 AND owner_run IS NOT DISTINCT FROM $2`, opID, s.run.ID, s.leaseSecs())
-		rows = tag.RowsAffected()
-		return err
-	})
-	if err != nil {
+	upd.Exec(func(tag pgconn.CommandTag) error { rows = tag.RowsAffected(); return nil })
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("note send of batch %s: %w", opID, err)
 	}
 	if rows == 0 {

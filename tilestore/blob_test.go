@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,5 +124,13 @@ func TestBlobStoreRefusesPathsThatLeaveTheRoot(t *testing.T) {
 	}
 	if _, _, err := b.Put("inside-link/ok.png", strings.NewReader("fine")); err != nil {
 		t.Errorf("a symlink that stays inside the root was refused: %v", err)
+	}
+	if f, err := b.Open("inside-link/ok.png"); err != nil {
+		t.Errorf("Open through a symlink that stays inside the root: %v", err)
+	} else {
+		f.Close()
+	}
+	if _, err := b.Open("F1/none.png"); !errors.Is(err, fs.ErrNotExist) || errors.Is(err, tilestore.ErrPathEscapesRoot) {
+		t.Errorf("Open of a missing blob: %v, want fs.ErrNotExist", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -18,6 +20,52 @@ func validateRejection(r Rejection) error {
 	}
 	if r.Reason == "" {
 		return fmt.Errorf("rejection of tile %s in %s has no reason", r.TileID, r.OpID)
+	}
+	if err := storableText(r.Reason, r.Message); err != nil {
+		return fmt.Errorf("rejection of tile %s in %s: %w", r.TileID, r.OpID, err)
+	}
+	return nil
+}
+
+// storableText refuses what Postgres refuses in a text column, so the
+// caller learns it before a transaction fails on it.
+func storableText(texts ...string) error {
+	for _, s := range texts {
+		if strings.ContainsRune(s, 0) {
+			return fmt.Errorf("text %q contains a NUL byte", s)
+		}
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("text %q is not valid UTF-8", strings.ToValidUTF8(s, "\uFFFD"))
+		}
+	}
+	return nil
+}
+
+// Validate reports what SettleBatch refuses before it reads the batch: an
+// empty operation ID, a malformed tile ID, a rejection of another
+// operation or without a reason, text Postgres cannot store. A settlement
+// built from any provider answer must pass it, or the batch could never
+// settle.
+func (st Settlement) Validate() error {
+	if st.OpID == "" {
+		return errors.New("operation ID is empty")
+	}
+	if err := validateTileIDs(st.Uploaded); err != nil {
+		return err
+	}
+	for _, r := range st.Rejections {
+		if r.OpID == "" {
+			r.OpID = st.OpID
+		}
+		if r.OpID != st.OpID {
+			return fmt.Errorf("rejection of tile %s belongs to operation %s", r.TileID, r.OpID)
+		}
+		if err := validateRejection(r); err != nil {
+			return err
+		}
+	}
+	if err := storableText(st.Detail); err != nil {
+		return fmt.Errorf("detail: %w", err)
 	}
 	return nil
 }
@@ -36,22 +84,13 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	if st.OpID == "" {
 		return errors.New("settle batch: operation ID is empty")
 	}
-	if err := validateTileIDs(st.Uploaded); err != nil {
+	if err := st.Validate(); err != nil {
 		return fmt.Errorf("settle batch %s: %w", st.OpID, err)
 	}
 	rejIDs := make([]string, len(st.Rejections))
 	reasons := make([]string, len(st.Rejections))
 	messages := make([]string, len(st.Rejections))
 	for i, r := range st.Rejections {
-		if r.OpID == "" {
-			r.OpID = st.OpID
-		}
-		if r.OpID != st.OpID {
-			return fmt.Errorf("settle batch %s: rejection of tile %s belongs to operation %s", st.OpID, r.TileID, r.OpID)
-		}
-		if err := validateRejection(r); err != nil {
-			return fmt.Errorf("settle batch %s: %w", st.OpID, err)
-		}
 		rejIDs[i], reasons[i], messages[i] = r.TileID, r.Reason, r.Message
 	}
 
@@ -84,23 +123,26 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		if err := checkMembers(st.OpID, members, st.Uploaded, rejIDs); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE tiles SET voting_status = 'uploaded', uploaded_at = coalesce(uploaded_at, now())
-			WHERE tile_id = ANY($1) AND voting_status <> 'uploaded'`, st.Uploaded); err != nil {
-			return fmt.Errorf("mark uploaded: %w", err)
+		// The writes go as one pipelined round trip.
+		w := &pgx.Batch{}
+		if len(st.Uploaded) > 0 {
+			w.Queue(`UPDATE tiles SET voting_status = 'uploaded', uploaded_at = coalesce(uploaded_at, now())
+			WHERE tile_id = ANY($1) AND voting_status <> 'uploaded'`, st.Uploaded)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO upload_rejections (op_id, tile_id, reason, message)
+		if len(rejIDs) > 0 {
+			w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
 			SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
 			  FROM unnest($2::text[], $3::text[], $4::text[]) AS u(tile_id, reason, message)
-			ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages); err != nil {
-			return fmt.Errorf("record rejections: %w", err)
+			ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE upload_batches
+		w.Queue(`UPDATE upload_batches
 			SET state = 'settled', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
-			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail); err != nil {
-			return err
+			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
+		w.Queue(`UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, st.OpID)
+		if err := tx.SendBatch(ctx, w).Close(); err != nil {
+			return fmt.Errorf("mark %d uploaded, record %d rejection(s): %w", len(st.Uploaded), len(rejIDs), err)
 		}
-		_, err = tx.Exec(ctx, `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, st.OpID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("settle batch %s: %w", st.OpID, err)

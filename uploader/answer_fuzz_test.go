@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/tilectl/tilectl/tilestore"
 )
 
 // FuzzClassifyAnswer feeds arbitrary 200 bodies to the answer check. Whatever
@@ -90,4 +92,50 @@ func uniqueNonEmpty(in []string) []string {
 		}
 	}
 	return out
+}
+
+// FuzzAnswerToSettlement follows a 200 body down the path production takes
+// to SettleBatch (classify, redact the token, name strangers) and checks
+// that the settlement passes tilestore's own validation: no answer a
+// provider sends, with any token, may keep a batch from ever settling, and
+// the token never reaches the store.
+func FuzzAnswerToSettlement(f *testing.F) {
+	const op = "01a1fd96-d4ec-7862-9880-7828ac203056"
+	for _, seed := range []string{
+		`{"op_id":"` + op + `","results":[{"tile_id":"a","status":"rejected","reason":"\u0000"},{"tile_id":"b","status":"accepted"}]}`,
+		`{"op_id":"` + op + `","results":[{"tile_id":"a","status":"rejected","reason":" \t","message":"\u0000tok-123456789"}]}`,
+		`{"op_id":"` + op + `","results":[{"tile_id":"\u0000","status":"accepted"},{"tile_id":"a","status":"rejected","reason":"tok-123456789"}]}`,
+		`{"op_id":"` + op + `","results":[{"tile_id":"a","status":"rejected","reason":"\u00e9"}]}`,
+	} {
+		f.Add(seed, "a,b,c", "tok-123456789")
+	}
+	f.Add(`{"op_id":"`+op+`","results":[{"tile_id":"a","status":"rejected","reason":"\u00e9"}]}`, "a", "\xc3")
+	f.Fuzz(func(t *testing.T, body, members, token string) {
+		ids := uniqueNonEmpty(strings.Split(members, ","))
+		for _, id := range ids {
+			if tilestore.ValidateTileID(id) != nil {
+				return // the batch's own IDs come from the store, already valid
+			}
+		}
+		u := &HTTPTileUploader{token: token}
+		st, accepted, duplicate, _ := u.settlement(op, ids, 200, []byte(body))
+		if err := st.Validate(); err != nil {
+			t.Fatalf("a settlement from this answer would never be stored: %v", err)
+		}
+		if len(st.Uploaded)+len(st.Rejections) != len(ids) || accepted+duplicate != len(st.Uploaded) {
+			t.Fatalf("uploaded %d + rejected %d != %d members", len(st.Uploaded), len(st.Rejections), len(ids))
+		}
+		if token == "" {
+			return
+		}
+		texts := []string{st.Detail}
+		for _, r := range st.Rejections {
+			texts = append(texts, r.Reason, r.Message)
+		}
+		for _, s := range texts {
+			if strings.Contains(s, token) {
+				t.Fatalf("token %q reaches the store in %q", token, s)
+			}
+		}
+	})
 }

@@ -42,15 +42,16 @@ func acceptBatchAnswer(b []byte) bool { _, ok := parseBatchAnswer(b); return ok 
 // are free for a new batch.
 var errBatchFailed = errors.New("batch failed; its tiles go into a new batch")
 
-// errLeftOpen: the batch could not be sent whole (its bytes changed) and
-// is still open. It does not end the run.
+// errLeftOpen: the batch was not answered in this run (its resend budget
+// was spent) and is still open. It does not end the run.
 var errLeftOpen = errors.New("batch left open")
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
-// and settles it from the answer. It returns a run-ending error only; a
-// batch it cannot settle is left open for the next run.
-func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, t *tally) error {
-	body, err := newBatchBody(opID, tiles, u.blobs)
+// whose tiles' verified bytes are data, and settles it from the answer. It
+// returns a run-ending error only; a batch it cannot settle is left open
+// for the next run.
+func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, data [][]byte, t *tally) error {
+	body, err := newBatchBody(opID, tiles, data)
 	if err != nil {
 		return err
 	}
@@ -59,14 +60,8 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	a := u.do(ctx, http.MethodPost, path, opID, body,
 		func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) }, acceptBatchAnswer)
 	t.transport(a.attempts-1, a.timeouts)
-	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
 
-	if a.blobBad {
-		// The provider never got a complete body from this attempt, but an
-		// earlier one may have run: the next run asks it before deciding.
-		log.Warn().Msg("tile bytes changed while sending; batch left open to be settled by asking the provider")
-		return errLeftOpen
-	}
+	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
 	if a.budgetSpent {
 		// Resending more would add to the load on a provider that is
 		// already failing; the next run settles the batch with its key.
@@ -128,18 +123,13 @@ func sizesOf(tiles []tilestore.Tile) map[string]int64 {
 // or duplicate; anything less clear is a protocol_error rejection.
 func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []string, sizes map[string]int64,
 	status int, body []byte, p BatchProgress, t *tally) error {
-	st, accepted, duplicate, strangers := classifyAnswer(opID, ids, status, body)
-	for i := range st.Rejections {
-		st.Rejections[i].Message = u.redact(st.Rejections[i].Message)
-		st.Rejections[i].Reason = u.redact(st.Rejections[i].Reason)
-	}
+	st, accepted, duplicate, strangers := u.settlement(opID, ids, status, body)
 	var bytes int64
 	for _, id := range st.Uploaded {
 		bytes += sizes[id]
 	}
-	if len(strangers) > 0 {
-		st.Detail = u.redact(fmt.Sprintf("answer named %d tile(s) not in the batch: %s", len(strangers), clip(strings.Join(strangers, ", "))))
-		u.log.Warn().Str("op_id", opID).Int("unknown_results", len(strangers)).Msg("provider answered for tiles that were not sent")
+	if strangers > 0 {
+		u.log.Warn().Str("op_id", opID).Int("unknown_results", strangers).Msg("provider answered for tiles that were not sent")
 	}
 	// The answer is in hand: record it even if the run was cancelled
 	// meanwhile, or the next run would have to ask again.
@@ -152,6 +142,22 @@ func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []s
 	p.Uploaded, p.Rejected = len(st.Uploaded), len(st.Rejections)
 	t.settled(p, accepted, duplicate, st.Rejections, bytes)
 	return nil
+}
+
+// settlement is what a 2xx body settles: classifyAnswer's verdict with the
+// token redacted from the provider's text. Whatever the body, it passes
+// tilestore.Settlement.Validate (FuzzAnswerToSettlement), so no answer can
+// keep a batch from settling.
+func (u *HTTPTileUploader) settlement(opID string, ids []string, status int, body []byte) (st tilestore.Settlement, accepted, duplicate, strangers int) {
+	st, accepted, duplicate, names := classifyAnswer(opID, ids, status, body)
+	for i := range st.Rejections {
+		st.Rejections[i].Message = u.redact(st.Rejections[i].Message)
+		st.Rejections[i].Reason = u.redact(st.Rejections[i].Reason)
+	}
+	if len(names) > 0 {
+		st.Detail = u.redact(fmt.Sprintf("answer named %d tile(s) not in the batch: %s", len(names), clip(strings.Join(names, ", "))))
+	}
+	return st, accepted, duplicate, len(names)
 }
 
 // classifyAnswer decides, from a 200 body, what happened to each tile of
@@ -200,11 +206,13 @@ func classifyAnswer(opID string, ids []string, status int, body []byte) (st tile
 		case rs[0].Status == string(TileDuplicate):
 			duplicate++
 		case rs[0].Status == string(TileRejected):
-			reason := rs[0].Reason
+			// Clean first, then default: a reason that cleans to nothing
+			// ("\u0000") must not reach the store empty.
+			reason := strings.TrimSpace(clip(rs[0].Reason))
 			if reason == "" {
 				reason = "rejected"
 			}
-			rej = &tilestore.Rejection{Reason: clip(reason), Message: clip(rs[0].Message)}
+			rej = &tilestore.Rejection{Reason: reason, Message: clip(rs[0].Message)}
 		default:
 			rej = &tilestore.Rejection{Reason: ReasonProtocolError, Message: fmt.Sprintf("unknown result status %q", clip(rs[0].Status))}
 		}
@@ -237,10 +245,12 @@ func cleanText(s string, limit int) string {
 }
 
 // redact removes the provider token from text a provider sent back, before
-// it is stored or logged.
+// it is stored or logged. Cutting a token that is not valid UTF-8 out of
+// valid text can split a character: the result is made valid again, so
+// redacted text stays storable.
 func (u *HTTPTileUploader) redact(s string) string {
-	if u.token == "" {
+	if u.token == "" || !strings.Contains(s, u.token) {
 		return s
 	}
-	return strings.ReplaceAll(s, u.token, "[redacted]")
+	return strings.ToValidUTF8(strings.ReplaceAll(s, u.token, "[redacted]"), "\uFFFD")
 }

@@ -5,13 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/textproto"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/tilectl/tilectl/tilestore"
@@ -56,22 +53,24 @@ func fingerprint(flightID string, ids, sums []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// errBlobChanged aborts a request whose tile bytes no longer match what was
-// verified and journaled: the provider must never get a complete body with
-// other bytes under this key.
-var errBlobChanged = errors.New("tile bytes changed on disk while sending")
-
-// batchBody writes one batch's multipart body. The boundary is derived from
-// the operation ID so every resend is byte-for-byte the same body.
+// batchBody is one batch's multipart body. The boundary is derived from
+// the operation ID and the tiles' bytes were read and verified once, before
+// the batch was journaled, so every resend is byte-for-byte the same body.
+// It is held as segments (framing, tile bytes, framing, ...) and read
+// straight from them: no copy into a body buffer, no goroutine per send.
 type batchBody struct {
-	opID     string
-	manifest []byte
-	tiles    []tilestore.Tile
-	blobs    BlobSource
-	length   int64
+	opID   string
+	segs   [][]byte
+	length int64
 }
 
-func newBatchBody(opID string, tiles []tilestore.Tile, blobs BlobSource) (*batchBody, error) {
+// newBatchBody lays out the body of tiles whose verified bytes are data
+// (in the same order). The framing is multipart.Writer's, written once
+// with empty parts; each tile's bytes go where its part's content starts.
+func newBatchBody(opID string, tiles []tilestore.Tile, data [][]byte) (*batchBody, error) {
+	if len(data) != len(tiles) {
+		return nil, fmt.Errorf("batch %s: %d tiles but %d verified blobs", opID, len(tiles), len(data))
+	}
 	m := manifest{Tiles: make([]manifestTile, len(tiles))}
 	for i, t := range tiles {
 		m.Tiles[i] = manifestEntry(t)
@@ -80,12 +79,44 @@ func newBatchBody(opID string, tiles []tilestore.Tile, blobs BlobSource) (*batch
 	if err != nil {
 		return nil, fmt.Errorf("encode manifest of batch %s: %w", opID, err)
 	}
-	b := &batchBody{opID: opID, manifest: mb, tiles: tiles, blobs: blobs}
-	var cw countingWriter
-	if err := b.write(&cw, func(_ io.Writer, t tilestore.Tile) error { cw.n += t.SizeBytes; return nil }); err != nil {
+	var frame bytes.Buffer
+	frame.Grow(len(mb) + 256 + len(tiles)*(200+2*len(opID)))
+	mw := multipart.NewWriter(&frame)
+	if err := mw.SetBoundary(boundaryFor(opID)); err != nil {
+		return nil, fmt.Errorf("batch %s boundary: %w", opID, err)
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="manifest"`)
+	h.Set("Content-Type", "application/json")
+	p, err := mw.CreatePart(h)
+	if err != nil {
 		return nil, err
 	}
-	b.length = cw.n
+	if _, err := p.Write(mb); err != nil {
+		return nil, err
+	}
+	cuts := make([]int, len(tiles))
+	for i, t := range tiles {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name=%q; filename=%q`, t.ID, t.ID))
+		h.Set("Content-Type", t.ContentType)
+		if _, err := mw.CreatePart(h); err != nil {
+			return nil, err
+		}
+		cuts[i] = frame.Len()
+	}
+	if err := mw.Close(); err != nil {
+		return nil, err
+	}
+	fb := frame.Bytes()
+	b := &batchBody{opID: opID, segs: make([][]byte, 0, 2*len(tiles)+1), length: int64(len(fb))}
+	prev := 0
+	for i, cut := range cuts {
+		b.segs = append(b.segs, fb[prev:cut], data[i])
+		b.length += int64(len(data[i]))
+		prev = cut
+	}
+	b.segs = append(b.segs, fb[prev:])
 	return b, nil
 }
 
@@ -102,40 +133,6 @@ func (b *batchBody) contentType() string {
 	return "multipart/form-data; boundary=" + boundaryFor(b.opID)
 }
 
-func (b *batchBody) write(w io.Writer, content func(io.Writer, tilestore.Tile) error) error {
-	mw := multipart.NewWriter(w)
-	if err := mw.SetBoundary(boundaryFor(b.opID)); err != nil {
-		return fmt.Errorf("batch %s boundary: %w", b.opID, err)
-	}
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="manifest"`)
-	h.Set("Content-Type", "application/json")
-	p, err := mw.CreatePart(h)
-	if err != nil {
-		return err
-	}
-	if _, err := p.Write(b.manifest); err != nil {
-		return err
-	}
-	for _, t := range b.tiles {
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name=%q; filename=%q`, t.ID, t.ID))
-		h.Set("Content-Type", t.ContentType)
-		p, err := mw.CreatePart(h)
-		if err != nil {
-			return err
-		}
-		if err := content(p, t); err != nil {
-			return err
-		}
-	}
-	return mw.Close()
-}
-
-type countingWriter struct{ n int64 }
-
-func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
-
 // partOverhead over-estimates the multipart framing and manifest entry of
 // one tile, so batches formed by estimate never exceed max_batch_bytes.
 func partOverhead(t tilestore.Tile) int64 {
@@ -145,67 +142,33 @@ func partOverhead(t tilestore.Tile) int64 {
 // bodyOverhead over-estimates the framing around the manifest.
 const bodyOverhead = 512
 
-var tileBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// streamTile copies a tile's bytes into the part only after they are read
-// whole and checked against the journaled size and sha256, so changed bytes
-// never reach the wire. Tiles are at most max_tile_bytes, so one buffer per
-// sending worker is the memory cost.
-func (b *batchBody) streamTile(part io.Writer, t tilestore.Tile) error {
-	f, err := b.blobs.Open(t.BlobPath)
-	if err != nil {
-		return fmt.Errorf("open blob of tile %s: %w", t.ID, errBlobChanged)
-	}
-	defer f.Close()
-	buf := tileBufs.Get().(*bytes.Buffer)
-	defer tileBufs.Put(buf)
-	buf.Reset()
-	// One byte more than expected reveals a file that grew.
-	if _, err := io.Copy(buf, io.LimitReader(f, t.SizeBytes+1)); err != nil {
-		return fmt.Errorf("read blob of tile %s: %w", t.ID, err)
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	if int64(buf.Len()) != t.SizeBytes || !strings.EqualFold(hex.EncodeToString(sum[:]), t.SHA256) {
-		return fmt.Errorf("tile %s: %w", t.ID, errBlobChanged)
-	}
-	_, err = part.Write(buf.Bytes())
-	return err
+// bodyReader is one attempt's request body: a read over the body's
+// segments. Its exact length makes the request carry a Content-Length, so a
+// server sees a cut-short body as incomplete, never as a smaller one.
+type bodyReader struct {
+	segs [][]byte // shared with the batchBody: never written
+	i    int      // the segment being read
+	off  int      // how far into it
+	left int64
 }
 
-// lazyBody is one attempt's request body. It starts streaming on the first
-// Read (retryablehttp opens a body once just to learn its length) and
-// reports its exact length so the request carries a Content-Length: a
-// server then sees a cut-short body as incomplete, never as a smaller one.
-type lazyBody struct {
-	b       *batchBody
-	onAbort func(error)
-	once    sync.Once
-	pr      *io.PipeReader
-}
+func (b *batchBody) reader() *bodyReader { return &bodyReader{segs: b.segs, left: b.length} }
 
-func (l *lazyBody) Len() int { return int(l.b.length) }
+func (r *bodyReader) Len() int { return int(r.left) }
 
-func (l *lazyBody) start() {
-	pr, pw := io.Pipe()
-	l.pr = pr
-	go func() {
-		err := l.b.write(pw, l.b.streamTile)
-		if err != nil && l.onAbort != nil && errors.Is(err, errBlobChanged) {
-			l.onAbort(err)
+func (r *bodyReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && r.i < len(r.segs) {
+		c := copy(p[n:], r.segs[r.i][r.off:])
+		n += c
+		r.off += c
+		if r.off == len(r.segs[r.i]) {
+			r.i, r.off = r.i+1, 0
 		}
-		pw.CloseWithError(err) // nil closes cleanly
-	}()
-}
-
-func (l *lazyBody) Read(p []byte) (int, error) {
-	l.once.Do(l.start)
-	return l.pr.Read(p)
-}
-
-func (l *lazyBody) Close() error {
-	l.once.Do(func() {}) // a body closed before any Read never starts
-	if l.pr != nil {
-		return l.pr.Close()
 	}
-	return nil
+	r.left -= int64(n)
+	if n == 0 && len(p) > 0 && r.i == len(r.segs) {
+		return 0, io.EOF
+	}
+	return n, nil
 }

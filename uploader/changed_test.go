@@ -40,22 +40,37 @@ func (c *changingBlobs) Open(rel string) (*os.File, error) {
 	return os.Open(alt)
 }
 
-func TestBytesChangedAfterVerificationNeverReachTheProviderWhole(t *testing.T) {
+// TestBytesChangedAfterVerificationNeverReachTheProvider: each blob is read
+// once, verified against its recorded sha256 and sent from that read, so
+// bytes that change on disk afterwards (every later open here returns
+// other bytes of the same size) never reach the provider, and every tile
+// the provider accepted carries exactly its recorded checksum.
+func TestBytesChangedAfterVerificationNeverReachTheProvider(t *testing.T) {
 	t.Parallel()
 	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
 	c := providertest.NewClient(t, "fw")
-	c.AddTiles(t, "fw", 3, 1024, 16)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
-		o.Blobs = &changingBlobs{root: c.Blobs.Root(), opens: map[string]int{}}
-	})
+	tiles := c.AddTiles(t, "fw", 3, 1024, 16)
+	blobs := &changingBlobs{root: c.Blobs.Root(), opens: map[string]int{}}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Blobs = blobs })
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.received()) != 0 || rep.Uploaded() != 0 {
-		t.Fatalf("provider got %d complete batches, report %+v; want none", len(f.received()), rep)
+	if rep.Uploaded() != 3 {
+		t.Fatalf("report %+v, want the 3 tiles uploaded from their one verified read", rep)
 	}
-	if open := openBatches(t, c, "fw"); len(open) != 1 {
-		t.Fatalf("open batches %d, want the aborted batch left for the next run to settle", len(open))
+	got := map[string]string{}
+	for _, b := range f.received() {
+		for id, data := range b.Bytes {
+			got[id] = providertest.SHA256(data)
+		}
+	}
+	for _, tl := range tiles {
+		if got[tl.ID] != tl.SHA256 {
+			t.Errorf("tile %s reached the provider with sha256 %s, recorded %s", tl.ID, got[tl.ID], tl.SHA256)
+		}
+		if n := blobs.opens[tl.BlobPath]; n != 1 {
+			t.Errorf("blob of %s opened %d times, want once", tl.ID, n)
+		}
 	}
 }

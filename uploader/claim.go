@@ -80,13 +80,15 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	if c.Batch.OpID == "" {
 		return true, nil
 	}
-	// The blobs are read after the claim, outside its transaction: a
-	// claim's row locks are held for milliseconds, not for disk reads.
+	// The blobs are read (once: the bytes checked are the bytes sent) after
+	// the claim, outside its transaction: a claim's row locks are held for
+	// milliseconds, not for disk reads.
 	send := c.Tiles[:0:0]
 	var local []tilestore.Rejection
 	rejOp := ""
+	tb := newTileBytes(c.Tiles)
 	for _, tl := range c.Tiles {
-		if r := verifyBlob(u.blobs, tl); r != nil {
+		if r := tb.read(u.blobs, tl); r != nil {
 			if r.local != nil {
 				return false, r.local // the batch stays open, its lease released at the end
 			}
@@ -113,7 +115,10 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	// worker ends the run is not sent (it stays open, to be resent under its
 	// key by the next run); one already on the wire finishes and its answer
 	// is recorded.
-	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, send, t); err != nil && !errors.Is(err, errLeftOpen) {
+	if err := stopCtx.Err(); err != nil {
+		return false, nil // the run ended while the blobs were read; the batch stays open
+	}
+	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, send, tb.data, t); err != nil && !errors.Is(err, errLeftOpen) {
 		return false, err
 	}
 	// A batch left open stays this run's until the run ends; the next run

@@ -41,11 +41,11 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		tiles, ok := u.resendable(flightID, b, members)
+		tiles, data, ok := u.resendable(flightID, b, members)
 		u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 			Msg("settling a batch an earlier run left open")
 		if ok {
-			err = u.sendBatch(ctx, flightID, b.OpID, tiles, t)
+			err = u.sendBatch(ctx, flightID, b.OpID, tiles, data, t)
 			if errors.Is(err, errBatchFailed) {
 				// An earlier run's key that can no longer be used (expired
 				// after a long outage, say) must not end this run: the
@@ -66,19 +66,29 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 	return len(open), nil
 }
 
-// resendable returns the batch's tiles in journaled order when every member
-// is still pending with the journaled sha256, its blob verifies, and they
-// rebuild the journaled fingerprint.
-func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, members map[string]tilestore.Tile) ([]tilestore.Tile, bool) {
+// resendable returns the batch's tiles in journaled order, with their
+// bytes read and verified once, when every member is still pending with
+// the journaled sha256, its blob verifies, and they rebuild the journaled
+// fingerprint.
+func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, members map[string]tilestore.Tile) ([]tilestore.Tile, [][]byte, bool) {
 	tiles := make([]tilestore.Tile, len(b.TileIDs))
 	for i, id := range b.TileIDs {
 		tl, ok := members[id]
-		if !ok || tl.SHA256 != b.SHA256s[i] || verifyBlob(u.blobs, tl) != nil {
-			return nil, false
+		if !ok || tl.SHA256 != b.SHA256s[i] {
+			return nil, nil, false
 		}
 		tiles[i] = tl
 	}
-	return tiles, fingerprint(flightID, b.TileIDs, b.SHA256s) == b.Fingerprint
+	if fingerprint(flightID, b.TileIDs, b.SHA256s) != b.Fingerprint {
+		return nil, nil, false
+	}
+	tb := newTileBytes(tiles)
+	for _, tl := range tiles {
+		if tb.read(u.blobs, tl) != nil {
+			return nil, nil, false
+		}
+	}
+	return tiles, tb.data, true
 }
 
 // loadMembers reads the open batches' tiles: directly when the store can,

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -37,7 +36,6 @@ type exchange struct {
 	timeouts    int
 	lastBodyErr error
 	cancelled   bool // resending stopped because the run was cancelled
-	blobChanged atomic.Bool
 	// probe: the attempt on the wire is the breaker's half-open probe.
 	probe bool
 	// budgetSpent: a resend was refused by the run's retry budget.
@@ -57,7 +55,6 @@ type answer struct {
 	err      error // transport error, or why resending stopped early
 	attempts int
 	timeouts int
-	blobBad  bool // aborted because tile bytes changed
 	// cancelled: the run's context ended the exchange, not the provider.
 	cancelled bool
 	// budgetSpent: resending stopped because the run's retry budget was
@@ -104,7 +101,7 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 					}
 				}
 			}
-			return &lazyBody{b: body, onAbort: func(error) { ex.blobChanged.Store(true) }}, nil
+			return body.reader(), nil
 		})
 	}
 	req, err := retryablehttp.NewRequestWithContext(reqCtx, method, u.endpoint(path), raw)
@@ -143,7 +140,7 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
 	}
 	resp, err := rc.Do(req)
-	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, blobBad: ex.blobChanged.Load(), budgetSpent: ex.budgetSpent,
+	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent,
 		cancelled: ex.cancelled || (err != nil && runCtx.Err() != nil && errors.Is(err, runCtx.Err()))}
 	if resp != nil {
 		// checkRetry already read the body (capped) and put it back.
@@ -176,7 +173,7 @@ func (e *journalError) Unwrap() error { return e.err }
 // budget, and is not made when any of them says no.
 func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error) (bool, error) {
 	ex.attempts++
-	if ex.runCtx.Err() == nil && !ex.blobChanged.Load() {
+	if ex.runCtx.Err() == nil {
 		ex.u.breaker.record(ex.probe, err == nil && resp.StatusCode < 500)
 		ex.probe = false
 	}
@@ -217,7 +214,7 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 		if isTimeout(err) {
 			ex.timeouts++
 		}
-		if ex.blobChanged.Load() || permanentTransport(err) || ex.probeSpent() {
+		if permanentTransport(err) || ex.probeSpent() {
 			return false, err
 		}
 		return ex.schedule(transportAdvice(ex.attempts)), nil

@@ -36,6 +36,10 @@ type Sink struct {
 	// Batches, Tiles and Replays count what the sink answered; BadParts
 	// counts parts whose size or sha256 did not match their manifest entry.
 	Batches, Tiles, Replays, BadParts atomic.Int64
+	// FirstBatch is closed when the first batch request arrives (its
+	// headers are in: the batch is on the wire).
+	FirstBatch chan struct{}
+	firstOnce  *sync.Once
 }
 
 type sinkOp struct {
@@ -54,7 +58,7 @@ const (
 // StartSink serves a Sink on loopback until the test ends.
 func StartSink(tb testing.TB) *Sink {
 	tb.Helper()
-	s := &Sink{ops: map[string]sinkOp{}, tiles: map[string]string{}}
+	s := &Sink{ops: map[string]sinkOp{}, tiles: map[string]string{}, FirstBatch: make(chan struct{}), firstOnce: &sync.Once{}}
 	hs := httptest.NewServer(s)
 	tb.Cleanup(hs.Close)
 	s.URL = hs.URL
@@ -65,6 +69,7 @@ func StartSink(tb testing.TB) *Sink {
 func (s *Sink) Reset() {
 	s.mu.Lock()
 	s.ops, s.tiles = map[string]sinkOp{}, map[string]string{}
+	s.FirstBatch, s.firstOnce = make(chan struct{}), &sync.Once{}
 	s.mu.Unlock()
 	s.Batches.Store(0)
 	s.Tiles.Store(0)
@@ -99,6 +104,9 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/operations/"):
 		s.operation(w, strings.TrimPrefix(p, "/v1/operations/"))
 	case r.Method == http.MethodPost && strings.HasPrefix(p, "/v1/flights/") && strings.HasSuffix(p, "/tiles:batch"):
+		s.mu.Lock()
+		s.firstOnce.Do(func() { close(s.FirstBatch) })
+		s.mu.Unlock()
 		s.batch(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "/v1/flights/"), "/tiles:batch"))
 	default:
 		sinkError(w, http.StatusNotFound, "NOT_FOUND", "no such endpoint")

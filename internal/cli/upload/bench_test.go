@@ -162,3 +162,78 @@ func benchResetSink(b *testing.B, c *providertest.Client, sink *providertest.Sin
 	}
 	sink.Reset()
 }
+
+// BenchmarkUploadPendingFirstBatch1M is the time from the start of
+// upload-pending (uploadRun) to its first batch arriving at the sink, for a
+// flight of TILECTL_BENCH_FIRST_BATCH_TILES (default 1,000,000) pending
+// tiles: the start must not cost time in proportion to the flight. Only
+// the first 2,000 tiles have blobs; the run is cancelled once the first
+// batch is on the wire.
+func BenchmarkUploadPendingFirstBatch1M(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("TILECTL_BENCH_FIRST_BATCH_TILES")); err == nil && v > 0 {
+		n = v
+	}
+	sink := providertest.StartSink(b)
+	c := providertest.NewClient(b, benchSinkFlight)
+	withBlobs := min(n, 2000)
+	tiles := c.AddTiles(b, benchSinkFlight, withBlobs, 1<<10, 12)
+	ctx := context.Background()
+	for start := withBlobs; start < n; start += 100_000 {
+		rows := make([]tilestore.Tile, 0, min(100_000, n-start))
+		for i := start; i < min(start+100_000, n); i++ {
+			t := tiles[i%withBlobs] // rows only: sorted after the tiles with blobs
+			t.ID = fmt.Sprintf("%s-x%07d", benchSinkFlight, i)
+			t.X, t.Y = int64(i%100000), int64(43079+i/100000)
+			t.BlobPath = fmt.Sprintf("%s/none/%d.png", benchSinkFlight, i)
+			rows = append(rows, t)
+		}
+		if _, err := c.Store.InsertTiles(ctx, rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := c.Store.Pool().Exec(ctx, `VACUUM ANALYZE tiles`); err != nil {
+		b.Fatal(err)
+	}
+	cfg := *config.Default(func(string) string { return "" })
+	cfg.DatabaseURL = c.URL
+	cfg.CacheDir = c.Blobs.Root()
+	cfg.ProviderURL = sink.URL
+	cfg.ProviderToken = config.NewSecret(providertest.Token)
+	cfg.FDRPath = filepath.Join(b.TempDir(), "fdr.ring")
+	var best time.Duration
+	for range b.N {
+		b.StopTimer()
+		benchResetSink(b, c, sink)
+		b.StartTimer()
+		rctx, cancel := context.WithCancel(ctx)
+		ios, _, _, _ := iostreams.Test()
+		opts := &Options{
+			IO:     ios,
+			Config: func() (*config.Config, error) { c := cfg; return &c, nil },
+			Logger: func() zerolog.Logger { return zerolog.New(io.Discard) },
+			Store:  func(context.Context) (*tilestore.Store, error) { return c.Store, nil },
+			Clock:  &instantClock{},
+			NewTicker: func(time.Duration) (<-chan time.Time, func()) {
+				return make(chan time.Time), func() {}
+			},
+			Version: "bench", Output: "json", FlightID: benchSinkFlight,
+		}
+		done := make(chan error, 1)
+		t0 := time.Now()
+		go func() { done <- uploadRun(rctx, opts) }()
+		select {
+		case <-sink.FirstBatch:
+		case err := <-done:
+			b.Fatalf("the run ended before its first batch: %v", err)
+		}
+		d := time.Since(t0)
+		cancel()
+		<-done
+		if best == 0 || d < best {
+			best = d
+		}
+	}
+	b.ReportMetric(float64(best.Microseconds())/1000, "first-batch-ms")
+	b.ReportMetric(float64(n), "tiles")
+}

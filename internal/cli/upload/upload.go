@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -61,6 +62,7 @@ type Options struct {
 	MetricsFile        string
 	InsecureSkipVerify bool
 	Output             string
+	CPUProfile         string // hidden --cpuprofile: where to write a CPU profile
 	// Changed reports whether the user set a flag; only those override the
 	// configuration. Nil means none did.
 	Changed func(flag string) bool
@@ -96,10 +98,19 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			if err := opts.validateFlags(); err != nil {
 				return exitcode.UsageError(err)
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
+			stopProfile, err := startCPUProfile(opts.CPUProfile, os.Getenv)
+			if err != nil {
+				return exitcode.UsageError(err)
 			}
-			return uploadRun(cmd.Context(), opts)
+			run := uploadRun
+			if runF != nil {
+				run = runF
+			}
+			err = run(cmd.Context(), opts)
+			if perr := stopProfile(); perr != nil && err == nil {
+				err = perr
+			}
+			return err
 		},
 	}
 	fl := cmd.Flags()
@@ -117,6 +128,8 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file (or set "+cpuProfileEnv+")")
+	_ = fl.MarkHidden("cpuprofile")
 	return cmd
 }
 
