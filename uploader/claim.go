@@ -63,7 +63,10 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
 		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(),
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			b, rs := pick(flightID, cands, lim)
+			// Checked again under the rows' locks: a tile another worker
+			// rejected after this claim read Exclude, and whose settlement
+			// committed before this claim's SELECT, must not go again.
+			b, rs := pick(flightID, t.unskipped(cands), lim)
 			t.skip(rs)
 			return b, rs
 		}})

@@ -54,6 +54,19 @@ func (t *tally) skip(rs []tilestore.Rejection) {
 	}
 }
 
+// unskipped returns the tiles of ts this call may still claim.
+func (t *tally) unskipped(ts []tilestore.Tile) []tilestore.Tile {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := ts[:0:0]
+	for _, tl := range ts {
+		if !t.skippedSeen[tl.ID] {
+			out = append(out, tl)
+		}
+	}
+	return out
+}
+
 // skippedIDs returns the tiles this call does not claim again.
 func (t *tally) skippedIDs() []string {
 	t.mu.Lock()

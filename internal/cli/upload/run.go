@@ -238,11 +238,10 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
 		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch}
-	if !r.decorate {
-		// Nothing counts in this run: it must not send a tile that the next
-		// count gives up (the decorator gives such tiles up before sending).
-		req.MaxAttempts = r.retry.MaxPerTileAttempts
-	}
+	// A run must not send a tile that the next count gives up: without the
+	// decorator nothing counts in this run, and with it another run sharing
+	// the flight may have recorded a rejection this run has not counted.
+	req.MaxAttempts = r.retry.MaxPerTileAttempts
 	rep, err := up.UploadPendingTiles(ctx, req)
 	p.finish()
 	if rep.FlightID == "" {
