@@ -72,6 +72,10 @@ type Upload struct {
 	// it; another run settles it only after that (a run that died). Renewed
 	// every third of it. Default: 30s.
 	Lease time.Duration `yaml:"lease"`
+	// MetricsFile, when set, is where upload-pending writes its Prometheus
+	// text-format metrics at the end of a run (for node_exporter's textfile
+	// collector: a *.prom file in its directory). Default: unset.
+	MetricsFile string `yaml:"metrics_file"`
 	// BreakerFailures is how many failures in a row (no answer, or a 5xx)
 	// open the circuit breaker shared by a run's workers (0..1000; 0 turns
 	// it off). Default: 5.

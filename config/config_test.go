@@ -52,6 +52,7 @@ func TestDefaultsAreValidAndDocumented(t *testing.T) {
 		"upload.disable_retry_decorator": "false",
 		"upload.request_timeout":         "1m0s",
 		"upload.lease":                   "30s",
+		"upload.metrics_file":            "",
 		"upload.breaker_failures":        "5",
 		"upload.breaker_cooldown":        "5s",
 		"upload.breaker_max_cooldown":    "1m0s",

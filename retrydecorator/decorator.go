@@ -26,22 +26,52 @@ import (
 
 // RejectionCounter is the part of *tilestore.Store the decorator needs.
 //
-// CountRejections must, in one transaction, add every uncounted rejection of
-// the flight to its tile's upload_attempts, mark those rejections counted,
-// move tiles at maxAttempts to upload_giveup, call beforeCommit with them,
-// and commit only if beforeCommit returned nil. PendingSummary counts the
-// flight's uploadable tiles.
+// CountRejectionsUpTo must, in one transaction, take the first maxTiles
+// tiles (tile_id order) with uncounted rejections of the flight, add those
+// rejections to their tiles' upload_attempts, mark them counted, move tiles
+// at maxAttempts to upload_giveup (with the next give-up Generation), call
+// beforeCommit with them, and commit only if beforeCommit returned nil.
+// PendingSummary counts the flight's uploadable tiles.
 type RejectionCounter interface {
-	CountRejections(ctx context.Context, flightID string, maxAttempts int,
+	CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
 		beforeCommit func(ctx context.Context, gaveUp []tilestore.GiveUp) error) (tilestore.CountResult, error)
 	PendingSummary(ctx context.Context, flightID string) (tiles int, bytes int64, err error)
 }
 
-// GiveUpRecorder is the part of *fdr.Recorder the decorator needs. Append
-// with a Key already in the ring must return the existing record and write
-// nothing.
+// GiveUpRecorder is the flight data recorder as the decorator needs it:
+// *fdr.Recorder through RingRecorder. Begin takes the ring's write lock,
+// taking a free one even after ctx ended but waiting for a busy one only
+// while ctx allows. Capacity is the ring's record area in bytes.
 type GiveUpRecorder interface {
-	Append(ctx context.Context, e fdr.Entry) (fdr.Record, error)
+	Begin(ctx context.Context) (GiveUpBatch, error)
+	Capacity() int64
+}
+
+// GiveUpBatch is the ring held for writing (*fdr.Batch). Append with a Key
+// already in the ring must return the existing record and write nothing;
+// Append must refuse, and Sync must fail, with fdr.ErrBatchOverflow when
+// a record the batch returned would be, or was, overwritten; Sync makes
+// every record durable; Written counts the records and bytes the batch
+// wrote; Release lets other writers in.
+type GiveUpBatch interface {
+	Append(e fdr.Entry) (fdr.Record, error)
+	Sync() error
+	Written() (records int, bytes int64)
+	Release()
+}
+
+// RingRecorder is an *fdr.Recorder as a GiveUpRecorder.
+type RingRecorder struct{ *fdr.Recorder }
+
+var _ GiveUpRecorder = RingRecorder{}
+
+// Begin is fdr.Recorder.Begin.
+func (r RingRecorder) Begin(ctx context.Context) (GiveUpBatch, error) {
+	b, err := r.Recorder.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Clock is the decorator's time. Sleep must return ctx.Err() as soon as ctx

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ type memTile struct {
 	size     int64
 	reason   string
 	message  string
+	giveups  int // give-up generation
 }
 
 // memStore models the tilestore semantics the decorator relies on:
@@ -110,7 +112,7 @@ func (s *memStore) tile(id string) memTile {
 	return *s.tiles[id]
 }
 
-func (s *memStore) CountRejections(ctx context.Context, flightID string, maxAttempts int,
+func (s *memStore) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
 	beforeCommit func(ctx context.Context, gaveUp []tilestore.GiveUp) error) (tilestore.CountResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -118,9 +120,28 @@ func (s *memStore) CountRejections(ctx context.Context, flightID string, maxAtte
 	if err := ctx.Err(); err != nil {
 		return tilestore.CountResult{}, err
 	}
+	// The first maxTiles tiles, in tile ID order, with uncounted rejections.
+	var picked []string
+	for _, r := range s.uncounted {
+		if !slices.Contains(picked, r.TileID) {
+			picked = append(picked, r.TileID)
+		}
+	}
+	sort.Strings(picked)
+	if maxTiles > 0 && len(picked) > maxTiles {
+		picked = picked[:maxTiles]
+	}
+	var counting, left []tilestore.Rejection
+	for _, r := range s.uncounted {
+		if slices.Contains(picked, r.TileID) {
+			counting = append(counting, r)
+		} else {
+			left = append(left, r)
+		}
+	}
 	res := tilestore.CountResult{Attempts: map[string]int{}}
 	next := map[string]memTile{}
-	for _, r := range s.uncounted {
+	for _, r := range counting {
 		t, ok := next[r.TileID]
 		if !ok {
 			t = *s.tiles[r.TileID]
@@ -140,9 +161,11 @@ func (s *memStore) CountRejections(ctx context.Context, flightID string, maxAtte
 		res.Attempts[id] = t.attempts
 		if t.attempts >= maxAttempts && t.status.Uploadable() {
 			t.status = tilestore.StatusUploadGiveup
+			t.giveups++
 			next[id] = t
 			res.GaveUp = append(res.GaveUp, tilestore.GiveUp{TileID: id, FlightID: flightID,
-				Attempts: t.attempts, LastReason: t.reason, LastMessage: t.message, GaveUpAt: s.now()})
+				Attempts: t.attempts, LastReason: t.reason, LastMessage: t.message, GaveUpAt: s.now(),
+				Generation: t.giveups})
 		}
 	}
 	if len(res.GaveUp) > 0 && beforeCommit != nil {
@@ -158,7 +181,7 @@ func (s *memStore) CountRejections(ctx context.Context, flightID string, maxAtte
 	for id, t := range next {
 		*s.tiles[id] = t
 	}
-	s.uncounted = nil
+	s.uncounted = left
 	return res, nil
 }
 
@@ -206,21 +229,40 @@ func scriptedInner(st *memStore, reject func(call int, id string) bool) *fakeInn
 	return f
 }
 
-// memRecorder is an FDR recorder that dedupes on Key like fdr.Recorder.
+// memRecorder is an FDR recorder that dedupes on Key like fdr.Recorder;
+// a record is durable once its batch synced.
 type memRecorder struct {
 	mu         sync.Mutex
 	records    []fdr.Record
 	durable    []bool
 	appends    int
+	syncs      int
 	AppendFunc func(ctx context.Context, e fdr.Entry) error // optional failure
 }
 
-func (r *memRecorder) Append(ctx context.Context, e fdr.Entry) (fdr.Record, error) {
+var _ GiveUpRecorder = (*memRecorder)(nil)
+
+func (r *memRecorder) Capacity() int64 { return fdr.DefaultCapacity }
+
+func (r *memRecorder) Begin(ctx context.Context) (GiveUpBatch, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	return &memBatch{r: r, ctx: ctx}, nil
+}
+
+// memBatch holds memRecorder's lock, as fdr.Batch holds the ring's.
+type memBatch struct {
+	r        *memRecorder
+	ctx      context.Context
+	wrote    []int // indexes in r.records
+	bytes    int64
+	released bool
+}
+
+func (b *memBatch) Append(e fdr.Entry) (fdr.Record, error) {
+	r := b.r
 	r.appends++
 	if r.AppendFunc != nil {
-		if err := r.AppendFunc(ctx, e); err != nil {
+		if err := r.AppendFunc(b.ctx, e); err != nil {
 			return fdr.Record{}, err
 		}
 	}
@@ -234,9 +276,28 @@ func (r *memRecorder) Append(ctx context.Context, e fdr.Entry) (fdr.Record, erro
 		return fdr.Record{}, err
 	}
 	rec := fdr.Record{Seq: uint64(len(r.records) + 1), Kind: e.Kind, Key: e.Key, Time: t0, Payload: payload}
+	b.wrote = append(b.wrote, len(r.records))
+	b.bytes += int64(32 + len(e.Kind) + len(e.Key) + len(payload))
 	r.records = append(r.records, rec)
-	r.durable = append(r.durable, e.Durable)
+	r.durable = append(r.durable, false)
 	return rec, nil
+}
+
+func (b *memBatch) Sync() error {
+	b.r.syncs++
+	for _, i := range b.wrote {
+		b.r.durable[i] = true
+	}
+	return nil
+}
+
+func (b *memBatch) Written() (int, int64) { return len(b.wrote), b.bytes }
+
+func (b *memBatch) Release() {
+	if !b.released {
+		b.released = true
+		b.r.mu.Unlock()
+	}
 }
 
 // fakeClock records sleeps and advances time by them.

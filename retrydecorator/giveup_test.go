@@ -41,8 +41,8 @@ func TestTileAtMaxAttemptsGivesUpWithOneDurableFDRRecordAndOneErrorLog(t *testin
 		t.Fatalf("FDR records %+v (durable %v), want exactly one durable record", r.rec.records, r.rec.durable)
 	}
 	rec := r.rec.records[0]
-	if rec.Kind != "c11.upload.giveup" || rec.Key != "giveup/bad/5" {
-		t.Errorf("record kind %q key %q, want c11.upload.giveup giveup/bad/5", rec.Kind, rec.Key)
+	if rec.Kind != "c11.upload.giveup" || rec.Key != "giveup/bad/1" {
+		t.Errorf("record kind %q key %q, want c11.upload.giveup giveup/bad/1 (the first give-up of tile bad)", rec.Kind, rec.Key)
 	}
 	var p map[string]any
 	if err := json.Unmarshal(rec.Payload, &p); err != nil {
@@ -94,8 +94,8 @@ func TestGiveUpCrashBetweenFDRWriteAndCommitLeavesExactlyOneRecord(t *testing.T)
 	if s := st.tile("bad"); s.status != tilestore.StatusUploadGiveup || s.attempts != 5 {
 		t.Errorf("after run 2 tile is %+v, want upload_giveup with 5", s)
 	}
-	if r.rec.appends != 2 || len(r.rec.records) != 1 || r.rec.records[0].Key != "giveup/bad/5" {
-		t.Errorf("appends %d records %+v, want 2 appends and one record giveup/bad/5", r.rec.appends, r.rec.records)
+	if r.rec.appends != 2 || len(r.rec.records) != 1 || r.rec.records[0].Key != "giveup/bad/1" {
+		t.Errorf("appends %d records %+v, want 2 appends and one record giveup/bad/1", r.rec.appends, r.rec.records)
 	}
 	if n := len(r.logs.withMessage(t, "error", "upload_giveup")); n != 1 {
 		t.Errorf("ERROR give-up logged %d times, want 1", n)

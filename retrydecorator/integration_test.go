@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
-	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
@@ -216,19 +215,33 @@ func TestRealStoreGiveUpAfterCrashBeforeCommitIsRecordedOnce(t *testing.T) {
 	}
 }
 
-// testRecorder wraps the recorder under test with a hook after each append.
+// testRecorder wraps the recorder under test with a hook after each
+// batch of records is on disk (and before the store commits).
 type testRecorder struct {
 	GiveUpRecorder
 	afterAppend func()
 	count       func(t *testing.T, kind string) int
 }
 
-func (r *testRecorder) Append(ctx context.Context, e fdr.Entry) (fdr.Record, error) {
-	rec, err := r.GiveUpRecorder.Append(ctx, e)
-	if err == nil && r.afterAppend != nil {
-		r.afterAppend()
+func (r *testRecorder) Begin(ctx context.Context) (GiveUpBatch, error) {
+	b, err := r.GiveUpRecorder.Begin(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return rec, err
+	return &testBatch{GiveUpBatch: b, after: r.afterAppend}, nil
+}
+
+type testBatch struct {
+	GiveUpBatch
+	after func()
+}
+
+func (b *testBatch) Sync() error {
+	err := b.GiveUpBatch.Sync()
+	if err == nil && b.after != nil {
+		b.after()
+	}
+	return err
 }
 
 // BenchmarkDecoratorSuccessOverheadPostgres is the decorator's overhead on the

@@ -7,7 +7,7 @@ import (
 	"github.com/tilectl/tilectl/fdr"
 )
 
-var _ GiveUpRecorder = (*fdr.Recorder)(nil)
+var _ GiveUpRecorder = RingRecorder{}
 
 // newTestRecorder is a real fdr.Recorder on a temp file; count reads the
 // file back, as a safety officer's tool would.
@@ -19,7 +19,7 @@ func newTestRecorder(t *testing.T) *testRecorder {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rec.Close() })
-	return &testRecorder{GiveUpRecorder: rec, count: func(t *testing.T, kind string) int {
+	return &testRecorder{GiveUpRecorder: RingRecorder{rec}, count: func(t *testing.T, kind string) int {
 		t.Helper()
 		recs, _, err := fdr.ReadFile(path)
 		if err != nil {

@@ -13,8 +13,11 @@ type aggregate struct {
 	flightID string
 	r        uploader.UploadBatchReport
 	calls    int
-	givenUp  int            // give-ups counted by the decorator
-	at       map[string]int // tile ID -> index in r.Rejections
+	givenUp  int // give-ups counted by the decorator
+	// fdrRecords and fdrBytes are the give-up records the decorator wrote.
+	fdrRecords int
+	fdrBytes   int64
+	at         map[string]int // tile ID -> index in r.Rejections
 }
 
 func (a *aggregate) add(rep uploader.UploadBatchReport) {
@@ -64,6 +67,8 @@ func (a *aggregate) report() uploader.UploadBatchReport {
 		r.FlightID = a.flightID
 	}
 	r.GivenUp += a.givenUp
+	r.FDRRecords += a.fdrRecords
+	r.FDRBytes += a.fdrBytes
 	return r
 }
 

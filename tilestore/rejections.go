@@ -8,18 +8,28 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// countRejectionsSQL does all of CountRejections' writes in one statement.
-// unc locks the flight's uncounted rejections and their tiles in tile_id
+// countRejectionsSQL does all of CountRejectionsUpTo's writes in one
+// statement. pick takes the first $3 tiles (all when NULL) with uncounted
+// rejections; unc locks the flight's uncounted rejections and their tiles in tile_id
 // order, so a concurrent count waits and then finds nothing left to count;
 // per sums them per tile and picks the newest one's reason; mark sets
 // counted_at; upd adds the counts and moves uploadable tiles that reached
-// the budget ($2) to upload_giveup. old_status is read under the lock, so
+// the budget ($2) to upload_giveup. generation names the give-up: a tile
+// leaves upload_giveup only by a requeue, so until requeues exist every
+// give-up is its tile's first; with them it is requeues + 1 (a requeue
+// must count up and never reset that number). old_status is read under the lock, so
 // "gave up now" is exact: the status changed in this statement.
 const countRejectionsSQL = `
-WITH unc AS (
-    SELECT r.op_id, r.tile_id, r.reason, r.message, r.rejected_at, t.voting_status AS old_status
+WITH pick AS (
+    SELECT DISTINCT r.tile_id
       FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
      WHERE r.counted_at IS NULL AND t.flight_id = $1
+     ORDER BY r.tile_id
+     LIMIT $3
+), unc AS (
+    SELECT r.op_id, r.tile_id, r.reason, r.message, r.rejected_at, t.voting_status AS old_status
+      FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
+     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id IN (SELECT tile_id FROM pick)
      ORDER BY r.tile_id, r.op_id
        FOR UPDATE OF r, t
 ), per AS (
@@ -46,9 +56,9 @@ WITH unc AS (
     RETURNING t.tile_id, t.flight_id, t.upload_attempts, per.n,
               t.voting_status = 'upload_giveup' AND per.old_status IN ('pending', 'trusted') AS gave_up,
               coalesce(t.last_rejection_reason, '') AS reason, coalesce(t.last_rejection_message, '') AS message,
-              t.gave_up_at
+              t.gave_up_at, 1 AS generation
 )
-SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up_at FROM upd ORDER BY tile_id`
+SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up_at, generation FROM upd ORDER BY tile_id`
 
 // uncountedExistSQL reads the partial index of uncounted rejections.
 const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
@@ -66,11 +76,29 @@ const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN
 // that writes an idempotent record per give-up writes it exactly once.
 func (s *Store) CountRejections(ctx context.Context, flightID string, maxAttempts int,
 	beforeCommit func(ctx context.Context, gaveUp []GiveUp) error) (CountResult, error) {
+	return s.CountRejectionsUpTo(ctx, flightID, maxAttempts, 0, beforeCommit)
+}
+
+// CountRejectionsUpTo is CountRejections for the first maxTiles tiles (in
+// tile_id order) that have uncounted rejections; 0 means all of them. It
+// counted every tile there was when len(result.Attempts) < maxTiles. Each
+// call is one transaction: a caller that must write a record per give-up
+// before the commit (the flight data recorder, whose ring holds only so
+// many) bounds with maxTiles what one commit depends on.
+func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
+	beforeCommit func(ctx context.Context, gaveUp []GiveUp) error) (CountResult, error) {
 	if err := ValidateFlightID(flightID); err != nil {
 		return CountResult{}, err
 	}
 	if maxAttempts < 1 {
 		return CountResult{}, fmt.Errorf("count rejections of flight %s: max attempts must be at least 1, got %d", flightID, maxAttempts)
+	}
+	if maxTiles < 0 {
+		return CountResult{}, fmt.Errorf("count rejections of flight %s: max tiles must be 0 (all) or more, got %d", flightID, maxTiles)
+	}
+	var limit *int
+	if maxTiles > 0 {
+		limit = &maxTiles
 	}
 	// The common case, nothing to count, costs one read and no
 	// transaction (the decorator counts before and after every inner call).
@@ -86,7 +114,7 @@ func (s *Store) CountRejections(ctx context.Context, flightID string, maxAttempt
 	var res CountResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = CountResult{Attempts: map[string]int{}}
-		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts)
+		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit)
 		if err != nil {
 			return err
 		}
@@ -94,7 +122,7 @@ func (s *Store) CountRejections(ctx context.Context, flightID string, maxAttempt
 		var n int
 		var gaveUp bool
 		var gaveUpAt *time.Time
-		_, err = pgx.ForEachRow(rows, []any{&g.TileID, &g.FlightID, &g.Attempts, &n, &gaveUp, &g.LastReason, &g.LastMessage, &gaveUpAt}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&g.TileID, &g.FlightID, &g.Attempts, &n, &gaveUp, &g.LastReason, &g.LastMessage, &gaveUpAt, &g.Generation}, func() error {
 			res.Counted += n
 			res.Attempts[g.TileID] = g.Attempts
 			if gaveUp {

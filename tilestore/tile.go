@@ -89,6 +89,11 @@ type GiveUp struct {
 	LastReason  string
 	LastMessage string
 	GaveUpAt    time.Time
+	// Generation numbers the tile's give-ups: 1 for its first, one more
+	// each time it gives up again after being moved back to pending (a
+	// requeue). It names this give-up (the FDR key), whatever the attempt
+	// count it happened at.
+	Generation int
 }
 
 // Rejection is one answer that rejected one tile: a provider's rejection in a

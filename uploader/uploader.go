@@ -129,6 +129,12 @@ type UploadBatchReport struct {
 	Rejections  []PerTileStatus `json:"rejections,omitempty"`
 	Started     time.Time       `json:"started"`
 	Finished    time.Time       `json:"finished"`
+
+	// FDRRecords and FDRBytes are the give-up records the retry decorator
+	// wrote to the flight data recorder and their size in the ring: more
+	// bytes than the ring's capacity means the oldest were overwritten.
+	FDRRecords int   `json:"fdr_records"`
+	FDRBytes   int64 `json:"fdr_bytes"`
 }
 
 // Uploaded is how many tiles are now safely at the provider.

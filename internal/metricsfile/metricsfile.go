@@ -3,8 +3,12 @@
 // collector or a CI artefact).
 //
 // It promises: the file is replaced atomically (a temp file in the same
-// directory, fsynced, renamed over the target), is mode 0600, and no temp
-// file is left behind whether the write succeeds or fails.
+// directory, fsynced, renamed over the target), is mode 0644 so that
+// node_exporter, running as another user, can read it (it holds counts,
+// never the token), and no temp file is left behind whether the write
+// succeeds or fails. Per-flight series carry a flight label
+// (tilectl_upload_*, tilectl_last_run_*); the run-wide tilectl_* series
+// without it are kept for dashboards that use them.
 package metricsfile
 
 import (
@@ -41,6 +45,7 @@ type Metrics struct {
 	timeouts prometheus.Counter
 	replayed prometheus.Counter
 	latency  prometheus.Histogram
+	flights  flightSeries
 }
 
 // New returns a collector with every series present at zero, so a file from
@@ -70,6 +75,7 @@ func New() *Metrics {
 		}),
 	}
 	m.reg.MustRegister(m.tiles, m.retries, m.giveups, m.timeouts, m.replayed, m.latency)
+	m.flights = newFlightSeries(m.reg)
 	for _, o := range []string{OutcomeAccepted, OutcomeDuplicate, OutcomeRejected, OutcomeGivenUp} {
 		m.tiles.WithLabelValues(o)
 	}
@@ -106,7 +112,7 @@ func (m *Metrics) Encode() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteFile replaces path with the metrics, atomically, mode 0600.
+// WriteFile replaces path with the metrics, atomically, mode 0644.
 func (m *Metrics) WriteFile(path string) error {
 	b, err := m.Encode()
 	if err != nil {
@@ -131,8 +137,9 @@ func writeAtomic(path string, b []byte) (err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
-	// CreateTemp already makes 0600; say so for readers and umask-proofing.
-	if err = f.Chmod(0o600); err != nil {
+	// CreateTemp makes 0600; node_exporter's textfile collector runs as
+	// its own user and must read the file.
+	if err = f.Chmod(0o644); err != nil {
 		return fmt.Errorf("write metrics file %s: %w", path, err)
 	}
 	if _, err = f.Write(b); err != nil {

@@ -14,7 +14,7 @@ func TestWriteFileHasEverySeriesAndLeavesNoTempFile(t *testing.T) {
 	m := New()
 	m.Add(Counts{Accepted: 7, Duplicate: 2, Rejected: 3, GivenUp: 1, Retries: 2, Timeouts: 4, Replayed: 5})
 	m.ObserveBatch(300 * time.Millisecond)
-	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.WriteFile(path); err != nil {
@@ -45,8 +45,8 @@ func TestWriteFileHasEverySeriesAndLeavesNoTempFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Mode().Perm() != 0o600 {
-		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", st.Mode().Perm())
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {

@@ -156,7 +156,7 @@ func TestMetricsFileThatCannotBeWrittenExitsOneAfterTheUpload(t *testing.T) {
 	res := r.run(func(o *Options) {
 		jsonOut(o)
 		o.FlightID, o.MetricsFile = "F1", r.dir+"/missing-dir/m.prom"
-	})
+	}, "metrics-file")
 	if res.code != exitcode.Failure {
 		t.Fatalf("exit %d (%v), want 1", res.code, res.err)
 	}

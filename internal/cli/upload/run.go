@@ -165,9 +165,13 @@ func (r *run) wire(ctx context.Context) error {
 		if open == nil {
 			log := r.log
 			open = func(path string, capacity int64) (GiveUpRecorder, error) {
-				return fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
+				rec, err := fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
 					log.Warn().Str("fdr_path", path).Msgf(format, args...)
 				}})
+				if err != nil {
+					return nil, err
+				}
+				return retrydecorator.RingRecorder{Recorder: rec}, nil
 			}
 		}
 		rec, err := open(r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
@@ -264,6 +268,10 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		if herr != nil {
 			r.log.Warn().Err(herr).Msg("list other runs' leases")
 		}
+		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
+			RejectedTiles: len(rep.Rejections), Rejections: rep.Rejected, GivenUp: rep.GivenUp, Bytes: rep.Bytes,
+			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
+			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 		fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
@@ -339,8 +347,8 @@ func (r *run) finish(sum *Summary, runErr error) error {
 	default:
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomeSuccess), exitcode.OK
 	}
-	if r.opts.MetricsFile != "" && !r.opts.DryRun {
-		if err := r.metrics.WriteFile(r.opts.MetricsFile); err != nil {
+	if r.cfg.Upload.MetricsFile != "" && !r.opts.DryRun {
+		if err := r.metrics.WriteFile(r.cfg.Upload.MetricsFile); err != nil {
 			r.log.Error().Err(err).Msg("write metrics file")
 			if runErr == nil { // the upload went as reported, its outputs did not: exit 1
 				runErr = err

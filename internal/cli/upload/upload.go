@@ -125,7 +125,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.DurationVar(&opts.BackoffCap, "backoff-cap", 0, "longest wait between retries (default from config retry.backoff_cap)")
 	fl.DurationVar(&opts.Deadline, "deadline", 0, "bound on the whole run (default from config upload.deadline)")
 	fl.DurationVar(&opts.Lease, "lease", 0, "how long this run's open batches stay its own after it last renewed them (default from config upload.lease)")
-	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end")
+	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file (or set "+cpuProfileEnv+")")
@@ -166,6 +166,7 @@ var configFlags = []struct {
 	{"max-per-tile-attempts", "retry.max_per_tile_attempts", func(o *Options) string { return strconv.Itoa(o.MaxPerTileAttempts) }},
 	{"backoff-base", "retry.backoff_base", func(o *Options) string { return o.BackoffBase.String() }},
 	{"backoff-cap", "retry.backoff_cap", func(o *Options) string { return o.BackoffCap.String() }},
+	{"metrics-file", "upload.metrics_file", func(o *Options) string { return o.MetricsFile }},
 }
 
 // settings is the configuration with the user's flags applied, validated

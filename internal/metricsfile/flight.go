@@ -1,0 +1,82 @@
+package metricsfile
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Results of tilectl_upload_tiles_total's result label. rejected counts
+// tiles the provider rejected at least once in the run (its rejection
+// events are tilectl_upload_rejections_total).
+const (
+	ResultAccepted  = "accepted"
+	ResultDuplicate = "duplicate"
+	ResultRejected  = "rejected"
+	ResultGivenUp   = "given_up"
+)
+
+// FlightRun is one flight's part of a finished run.
+type FlightRun struct {
+	Flight                                      string
+	Accepted, Duplicate, RejectedTiles, GivenUp int
+	Rejections                                  int
+	Bytes                                       int64
+	Duration                                    time.Duration
+	Finished                                    time.Time
+	Success                                     bool
+}
+
+// flightSeries are the per-flight series node_exporter's textfile
+// collector serves: an alert can say which flight is stuck.
+type flightSeries struct {
+	tiles      *prometheus.CounterVec
+	rejections *prometheus.CounterVec
+	bytes      *prometheus.CounterVec
+	duration   *prometheus.GaugeVec
+	lastRun    *prometheus.GaugeVec
+	success    *prometheus.GaugeVec
+}
+
+func newFlightSeries(reg *prometheus.Registry) flightSeries {
+	f := flightSeries{
+		tiles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tilectl_upload_tiles_total", Help: "Tiles by result in the flight's last upload-pending run.",
+		}, []string{"flight", "result"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tilectl_upload_rejections_total", Help: "Rejection events (a tile may be rejected more than once) in the flight's last run.",
+		}, []string{"flight"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tilectl_upload_bytes_total", Help: "Bytes sent for the flight in its last run.",
+		}, []string{"flight"}),
+		duration: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tilectl_upload_duration_seconds", Help: "How long the flight's last run took.",
+		}, []string{"flight"}),
+		lastRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tilectl_last_run_timestamp_seconds", Help: "When the flight's last run ended (Unix time).",
+		}, []string{"flight"}),
+		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tilectl_last_run_success", Help: "1 when the flight's last run uploaded everything, else 0.",
+		}, []string{"flight"}),
+	}
+	reg.MustRegister(f.tiles, f.rejections, f.bytes, f.duration, f.lastRun, f.success)
+	return f
+}
+
+// AddFlight records one flight's part of the run.
+func (m *Metrics) AddFlight(r FlightRun) {
+	f := m.flights
+	for result, n := range map[string]int{ResultAccepted: r.Accepted, ResultDuplicate: r.Duplicate,
+		ResultRejected: r.RejectedTiles, ResultGivenUp: r.GivenUp} {
+		f.tiles.WithLabelValues(r.Flight, result).Add(float64(n))
+	}
+	f.rejections.WithLabelValues(r.Flight).Add(float64(r.Rejections))
+	f.bytes.WithLabelValues(r.Flight).Add(float64(r.Bytes))
+	f.duration.WithLabelValues(r.Flight).Set(r.Duration.Seconds())
+	f.lastRun.WithLabelValues(r.Flight).Set(float64(r.Finished.UnixNano()) / 1e9)
+	success := 0.0
+	if r.Success {
+		success = 1
+	}
+	f.success.WithLabelValues(r.Flight).Set(success)
+}
