@@ -29,7 +29,7 @@ help:
 	@echo "make bench       every benchmark, then the table of performance targets"
 	@echo "make lint        gofmt -l, go vet, go mod tidy -diff, no conflict markers"
 	@echo "make fuzz-short  a short run of every fuzz target"
-	@echo "make chaos       seeded soak: faults, SIGKILLs, DB breaks (SEED= ROUNDS= TILES= FAULT_RATE=)"
+	@echo "make chaos       seeded soak: faults, SIGKILLs, DB breaks and restarts, provider crashes (SEED= ROUNDS= TILES= FAULT_RATE=)"
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tilectl ./cmd/tilectl
@@ -68,14 +68,16 @@ fuzz-short:
 	@FUZZTIME=$${FUZZTIME:-300000x} scripts/fuzz.sh
 
 # The seeded chaos soak (docs/chaos.md): injected faults, SIGKILLs of
-# tilectl, broken database connections, invariants checked after each round.
-# A two-round version runs in make test (internal/chaos).
+# tilectl, broken database connections, database restarts and provider
+# crashes, invariants checked after each round. It starts its own throwaway
+# PostgreSQL cluster (so it can restart it). A two-round version runs in
+# make test (internal/chaos).
 SEED ?=
 ROUNDS ?= 10
 TILES ?= 60
 FAULT_RATE ?= 0.3
 chaos:
-	@$(call with_pg,SEED=$(SEED) ROUNDS=$(ROUNDS) TILES=$(TILES) FAULT_RATE=$(FAULT_RATE) $(GO) run ./cmd/tilechaos)
+	@SEED=$(SEED) ROUNDS=$(ROUNDS) TILES=$(TILES) FAULT_RATE=$(FAULT_RATE) $(GO) run ./cmd/tilechaos
 
 clean:
 	rm -rf bin demo-run $(BENCH_OUT) bench.json

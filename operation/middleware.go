@@ -188,18 +188,47 @@ func runOwner(ctx context.Context, t *Table, o MiddlewareOptions, tk *Ticket, ne
 	}
 	if o.Policy.Idem && o.Transient(out.Status) {
 		// Not an outcome worth keeping: free the ID so the retry runs again.
-		_ = tk.Abandon(finishCtx)
+		_ = untilStored(finishCtx, tk.Abandon)
 		writeOutcome(w, out, false)
 		return
 	}
-	if _, err := tk.Seal(finishCtx, out); err != nil && !errors.Is(err, ErrNotOwner) {
-		_ = tk.Abandon(finishCtx)
+	if err := untilStored(finishCtx, func(ctx context.Context) error { _, err := tk.Seal(ctx, out); return err }); err != nil && !errors.Is(err, ErrNotOwner) {
+		_ = untilStored(finishCtx, tk.Abandon)
 		WriteError(w, http.StatusInternalServerError, CodeInternalError, "the outcome could not be recorded", nil, nil)
 		return
 	}
 	// Sealed, or a cancel won the race: the handler's answer is still the
 	// truth about this execution.
 	writeOutcome(w, out, false)
+}
+
+// finishRetryFor bounds how long an owner keeps trying to record how its
+// execution ended while the store is unavailable.
+const finishRetryFor = 30 * time.Second
+
+// untilStored runs an owner's Seal or Abandon until the store takes it,
+// ErrNotOwner says another decided, or finishRetryFor passes. An owner
+// that gave up at the first store error (a database restart) left its
+// record Live in a process that lives on, and every resend of the key was
+// answered 409 IDEMPOTENCY_PROCESSING until the process restarted: found by
+// the chaos soak's database restarts.
+func untilStored(ctx context.Context, finish func(context.Context) error) error {
+	deadline := time.Now().Add(finishRetryFor)
+	delay := 20 * time.Millisecond
+	for {
+		err := finish(ctx)
+		if err == nil || errors.Is(err, ErrNotOwner) || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 func writeOutcome(w http.ResponseWriter, out Outcome, replayed bool) {

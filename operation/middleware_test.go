@@ -230,3 +230,37 @@ func TestMiddlewareScopedByCaller(t *testing.T) { // http.scope
 		t.Fatalf("two callers, one key: %d %d, runs %d", a.status, b.status, s.runs.Load())
 	}
 }
+
+// flakyFinish is a Store whose Finish fails a number of times first, as a
+// database that is restarting does.
+type flakyFinish struct {
+	operation.Store
+	failures atomic.Int32
+}
+
+func (f *flakyFinish) Finish(ctx context.Context, k operation.Key, gen uint64, fin operation.Finish) (operation.Record, error) {
+	if f.failures.Add(-1) >= 0 {
+		return operation.Record{}, io.ErrUnexpectedEOF
+	}
+	return f.Store.Finish(ctx, k, gen, fin)
+}
+
+// An owner whose Seal meets a store that is briefly down (a database
+// restart) seals once it is back, instead of leaving its record Live and
+// every resend answered 409 IDEMPOTENCY_PROCESSING while the process lives.
+func TestOwnerSealsItsOutcomeOnceTheStoreIsBack(t *testing.T) {
+	store := &flakyFinish{Store: operation.NewMemoryStore()}
+	store.failures.Store(3)
+	s := newMWServer(t, store, operation.Policy{Persist: true, Idem: true}, 50*time.Millisecond)
+	first := s.post(key1, `{"a":1}`)
+	if first.status != http.StatusOK {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	again := s.post(key1, `{"a":1}`)
+	if again.status != http.StatusOK || !bytes.Equal(again.body, first.body) || again.header.Get(operation.HeaderIdempotentReplayed) != "true" {
+		t.Fatalf("resend: %d %s (replayed %q), want the sealed answer again", again.status, again.body, again.header.Get(operation.HeaderIdempotentReplayed))
+	}
+	if n := s.runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+}

@@ -132,6 +132,8 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	flightID := r.PathValue("flight_id")
 	opID, _ := operation.ParseIdempotencyKey(r.Header.Get(operation.HeaderIdempotencyKey))
+	s.metrics.running.Inc()
+	defer s.metrics.running.Dec()
 	if s.cfg.BeforeRun != nil {
 		s.cfg.BeforeRun(opID)
 	}

@@ -21,6 +21,9 @@ type metrics struct {
 	// GC runs that failed.
 	collected prometheus.Counter
 	gcErrors  prometheus.Counter
+	// running is the batches executing now (key live, tiles being
+	// checked and stored): the chaos soak crashes things while it is > 0.
+	running prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -40,8 +43,10 @@ func newMetrics() *metrics {
 			Name: "tileprovider_operation_records_collected_total", Help: "Expired operation records deleted by the GC."}),
 		gcErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tileprovider_operation_gc_errors_total", Help: "Operation GC runs that failed."}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tileprovider_batches_running", Help: "Batches executing now (replays not included)."}),
 	}
-	m.reg.MustRegister(m.requests, m.batches, m.tiles, m.faults, m.replays, m.collected, m.gcErrors)
+	m.reg.MustRegister(m.requests, m.batches, m.tiles, m.faults, m.replays, m.collected, m.gcErrors, m.running)
 	return m
 }
 

@@ -4,7 +4,8 @@
 // It promises: the inner uploader is called at most 1+MaxInCallRetries
 // times per call, in a loop (never recursion); every rejection the inner
 // uploader recorded is counted exactly once, in one store transaction per
-// count; a tile that reaches MaxPerTileAttempts moves to upload_giveup in
+// count; a tile that reaches MaxPerTileAttempts (or is rejected
+// tilestore.ReasonTooLarge, which no retry can help) moves to upload_giveup in
 // that same transaction, and its durable flight-data record is written
 // before the transaction commits, under a key that makes a rewrite after a
 // crash a no-op; a cancelled context ends a backoff sleep at once. It reports

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -173,6 +175,78 @@ func (b *BlobStore) Sync() error {
 }
 
 func (b *BlobStore) put(rel string, r io.Reader, durable bool) (size int64, sha256hex string, err error) {
+	local, err := b.localPath(rel)
+	if err != nil {
+		return 0, "", err
+	}
+	size, sha256hex, refused, err := b.putInRoot(local, rel, r, durable)
+	if !refused {
+		return size, sha256hex, err
+	}
+	// os.Root refused the directory or the temporary file before anything
+	// was read from r (an escape, or an absolute symlink that points back
+	// inside): Resolve decides, as it always did.
+	return b.putResolved(rel, r, durable)
+}
+
+// putInRoot is put through the os.Root: the directories, the temporary
+// file and the rename are all confined to the cache by the kernel-facing
+// API, with no Lstat per path component. refused reports an error that
+// came before r was read, for put to retry the old way.
+func (b *BlobStore) putInRoot(local, rel string, r io.Reader, durable bool) (size int64, sha256hex string, refused bool, err error) {
+	// A symlink at the blob's own path would only be replaced by the
+	// rename, never followed; still, it is refused like any other way out.
+	if st, err := b.dir.Lstat(local); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		return 0, "", true, nil
+	}
+	dir := filepath.Dir(local)
+	if err := b.dir.MkdirAll(dir, 0o700); err != nil {
+		return 0, "", true, err
+	}
+	var tmp *os.File
+	var tmpName string
+	for range 100 {
+		tmpName = filepath.Join(dir, ".put-"+strconv.FormatUint(rand.Uint64(), 36))
+		tmp, err = b.dir.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, "", true, err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			_ = b.dir.Remove(tmpName)
+		}
+	}()
+	h := sha256.New()
+	if size, err = io.Copy(tmp, io.TeeReader(r, h)); err != nil {
+		return 0, "", false, fmt.Errorf("put blob %s: write: %w", rel, err)
+	}
+	if durable {
+		if err = tmp.Sync(); err != nil {
+			return 0, "", false, fmt.Errorf("put blob %s: sync: %w", rel, err)
+		}
+	}
+	if err = tmp.Close(); err != nil {
+		return 0, "", false, fmt.Errorf("put blob %s: close: %w", rel, err)
+	}
+	if err = b.dir.Rename(tmpName, local); err != nil {
+		return 0, "", false, fmt.Errorf("put blob %s: rename: %w", rel, err)
+	}
+	if durable { // the rename is durable only once its directory is synced
+		if d, derr := b.dir.Open(dir); derr == nil {
+			_ = d.Sync()
+			d.Close()
+		}
+	}
+	return size, hex.EncodeToString(h.Sum(nil)), false, nil
+}
+
+// putResolved is put by resolving the path first (Resolve, twice).
+func (b *BlobStore) putResolved(rel string, r io.Reader, durable bool) (size int64, sha256hex string, err error) {
 	p, err := b.Resolve(rel)
 	if err != nil {
 		return 0, "", err

@@ -14,7 +14,7 @@ import (
 // order, so a concurrent count waits and then finds nothing left to count;
 // per sums them per tile and picks the newest one's reason; mark sets
 // counted_at; upd adds the counts and moves uploadable tiles that reached
-// the budget ($2) to upload_giveup. generation names the give-up: a tile
+// the budget ($2), or were rejected too_large ($4), to upload_giveup. generation names the give-up: a tile
 // leaves upload_giveup only by a requeue, so until requeues exist every
 // give-up is its tile's first; with them it is requeues + 1 (a requeue
 // must count up and never reset that number). old_status is read under the lock, so
@@ -37,7 +37,8 @@ WITH pick AS (
            (array_agg(reason ORDER BY rejected_at DESC, op_id DESC))[1] AS reason,
            (array_agg(message ORDER BY rejected_at DESC, op_id DESC))[1] AS message,
            max(rejected_at) AS rejected_at,
-           min(old_status) AS old_status
+           min(old_status) AS old_status,
+           bool_or(reason = $4) AS final
       FROM unc GROUP BY tile_id
 ), mark AS (
     UPDATE upload_rejections r SET counted_at = now()
@@ -48,9 +49,9 @@ WITH pick AS (
            last_rejection_reason = per.reason,
            last_rejection_message = per.message,
            last_rejected_at = per.rejected_at,
-           voting_status = CASE WHEN t.upload_attempts + per.n >= $2 AND t.voting_status IN ('pending', 'trusted')
+           voting_status = CASE WHEN (t.upload_attempts + per.n >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
                                 THEN 'upload_giveup' ELSE t.voting_status END,
-           gave_up_at = CASE WHEN t.upload_attempts + per.n >= $2 AND t.voting_status IN ('pending', 'trusted')
+           gave_up_at = CASE WHEN (t.upload_attempts + per.n >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
                              THEN now() ELSE t.gave_up_at END
       FROM per WHERE t.tile_id = per.tile_id
     RETURNING t.tile_id, t.flight_id, t.upload_attempts, per.n,
@@ -60,13 +61,20 @@ WITH pick AS (
 )
 SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up_at, generation FROM upd ORDER BY tile_id`
 
+// ReasonTooLarge is the rejection reason of a tile over the provider's
+// limits. Retrying the same bytes can never help, so counting such a
+// rejection gives the tile up at once, whatever its attempts; `tiles
+// requeue` brings it back once the provider raises its limits.
+const ReasonTooLarge = "too_large"
+
 // uncountedExistSQL reads the partial index of uncounted rejections.
 const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
 	WHERE r.counted_at IS NULL AND t.flight_id = $1)`
 
 // CountRejections adds the flight's uncounted rejections to their tiles'
 // upload_attempts, exactly once each, and moves uploadable tiles whose
-// attempts reach maxAttempts to upload_giveup, all in one transaction.
+// attempts reach maxAttempts, or with a ReasonTooLarge rejection among
+// those counted, to upload_giveup, all in one transaction.
 //
 // If any tile gave up and beforeCommit is not nil, it is called inside the
 // transaction, before commit, with the give-ups (tile_id order); if it
@@ -114,7 +122,7 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	var res CountResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = CountResult{Attempts: map[string]int{}}
-		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit)
+		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit, ReasonTooLarge)
 		if err != nil {
 			return err
 		}

@@ -139,16 +139,24 @@ func pick(flightID string, cands []tilestore.Tile, lim limits) (tilestore.Batch,
 	var bytes int64 = bodyOverhead
 	full := false
 	rejOp := ""
+	tooLarge := func(tl tilestore.Tile, why string) {
+		if rejOp == "" {
+			rejOp = operation.NewID()
+		}
+		rejs = append(rejs, tilestore.Rejection{OpID: rejOp, TileID: tl.ID, Reason: tilestore.ReasonTooLarge, Message: why})
+	}
 	for _, tl := range cands {
-		if tl.SizeBytes > lim.tileBytes {
-			if rejOp == "" {
-				rejOp = operation.NewID()
-			}
-			rejs = append(rejs, tilestore.Rejection{OpID: rejOp, TileID: tl.ID, Reason: "too_large",
-				Message: fmt.Sprintf("%d bytes is over the provider's max_tile_bytes", tl.SizeBytes)})
+		// A tile that cannot fit is never sent: no batch could carry it.
+		cost := tl.SizeBytes + partOverhead(tl)
+		switch {
+		case tl.SizeBytes > lim.tileBytes:
+			tooLarge(tl, fmt.Sprintf("%d bytes is over the provider's max_tile_bytes of %d", tl.SizeBytes, lim.tileBytes))
+			continue
+		case bodyOverhead+cost > lim.bytes:
+			tooLarge(tl, fmt.Sprintf("%d bytes (%d with its request framing) is over the provider's max_batch_bytes of %d even alone in a batch",
+				tl.SizeBytes, bodyOverhead+cost, lim.bytes))
 			continue
 		}
-		cost := tl.SizeBytes + partOverhead(tl)
 		if full || (len(members) > 0 && (len(members) >= lim.tiles || bytes+cost > lim.bytes)) {
 			full = true
 			continue

@@ -11,7 +11,13 @@ import (
 // candidate is a group of pending tiles a dry run sized for one batch.
 type candidate struct {
 	tiles    []tilestore.Tile
-	tooLarge []tilestore.Tile
+	tooLarge []unfit
+}
+
+// unfit is a tile that cannot fit the provider's limits, and why.
+type unfit struct {
+	tile tilestore.Tile
+	why  string
 }
 
 // UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
@@ -104,11 +110,19 @@ func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim lim
 		if skip[tl.ID] {
 			continue
 		}
-		if tl.SizeBytes > lim.tileBytes {
-			cur.tooLarge = append(cur.tooLarge, tl)
+		// A tile that cannot fit is never sent: no batch could carry it.
+		cost := tl.SizeBytes + partOverhead(tl)
+		switch {
+		case tl.SizeBytes > lim.tileBytes:
+			cur.tooLarge = append(cur.tooLarge, unfit{tl, fmt.Sprintf(
+				"%d bytes is over the provider's max_tile_bytes of %d", tl.SizeBytes, lim.tileBytes)})
+			continue
+		case bodyOverhead+cost > lim.bytes:
+			cur.tooLarge = append(cur.tooLarge, unfit{tl, fmt.Sprintf(
+				"%d bytes (%d with its request framing) is over the provider's max_batch_bytes of %d even alone in a batch",
+				tl.SizeBytes, bodyOverhead+cost, lim.bytes)})
 			continue
 		}
-		cost := tl.SizeBytes + partOverhead(tl)
 		if len(cur.tiles) > 0 && (len(cur.tiles) >= lim.tiles || curBytes+cost > lim.bytes) {
 			if !flush() {
 				return ctx.Err()

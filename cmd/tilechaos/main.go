@@ -1,6 +1,7 @@
 // Command tilechaos soaks tilectl against the reference provider with
-// faults, SIGKILLs and broken database connections, and checks that no tile
-// was stored twice, lost or miscounted. See docs/chaos.md.
+// faults, SIGKILLs, broken database connections, database restarts and
+// provider crashes, and checks that no tile was stored twice, lost or
+// miscounted. See docs/chaos.md.
 //
 // Every flag may also come from the environment: SEED, ROUNDS, TILES,
 // FAULT_RATE, MAX_RUNS. A run is repeated with the seed it prints.

@@ -1,13 +1,15 @@
 // Package chaos is a seeded soak of tilectl against the reference provider:
 // it runs the real binaries, injects provider faults, SIGKILLs tilectl at
-// random moments and breaks its database connections, then checks from
+// random moments, breaks its database connections, restarts the database
+// (a throwaway cluster it starts itself) and SIGKILLs and restarts the
+// provider while batches run, then checks from
 // the provider's own records, tilectl's database and its FDR file that no
 // tile was stored twice, lost, or counted wrongly.
 //
 // It promises: the same Config.Seed replays the same flights, faults, kill
 // and break schedule (timing-dependent interleavings aside); every
-// violation is reported with what was seen; and the scratch databases it
-// creates are dropped when it ends.
+// violation is reported with what was seen; and the throwaway cluster it
+// starts is stopped and deleted when it ends.
 package chaos
 
 import (
@@ -35,9 +37,6 @@ type Config struct {
 	MaxRunsPerRound int
 	// TilectlBin and ProviderBin are the binaries; empty means build them.
 	TilectlBin, ProviderBin string
-	// AdminURL may CREATE DATABASE. Default: TILECTL_TEST_DATABASE_URL,
-	// else DefaultAdminURL.
-	AdminURL string
 	// WorkDir holds flights, the cache, the FDR and provider storage.
 	// Default: a temporary directory, removed at the end.
 	WorkDir string
@@ -63,12 +62,6 @@ func (c *Config) defaults() {
 	if c.MaxRunsPerRound <= 0 {
 		c.MaxRunsPerRound = 40
 	}
-	if c.AdminURL == "" {
-		c.AdminURL = os.Getenv("TILECTL_TEST_DATABASE_URL")
-	}
-	if c.AdminURL == "" {
-		c.AdminURL = DefaultAdminURL
-	}
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -90,6 +83,11 @@ type Report struct {
 	Uploaded   int
 	GivenUp    int
 	Took       time.Duration
+
+	// DBRestarts and ProviderKills landed while a run was going; the
+	// MidBatch ones while a batch was executing at the provider.
+	DBRestarts, DBRestartsMidBatch       int
+	ProviderKills, ProviderKillsMidBatch int
 }
 
 // Run soaks tilectl as cfg says. It returns an error when the soak could
@@ -115,16 +113,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		cfg.TilectlBin, cfg.ProviderBin = tc, tp
 	}
-	dbs, err := createDatabases(ctx, cfg.AdminURL)
+	fmt.Fprintf(cfg.Log, "starting a throwaway PostgreSQL cluster...\n")
+	cl, err := startCluster(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := dbs.drop(); err != nil {
-			fmt.Fprintf(cfg.Log, "warning: %v\n", err)
-		}
-	}()
-	s := &soak{cfg: cfg, dbs: dbs, rep: rep, chk: newChecker()}
+	defer cl.stop() // its databases go with it
+	dbs, err := createDatabases(ctx, cl.adminURL())
+	if err != nil {
+		return nil, err
+	}
+	s := &soak{cfg: cfg, dbs: dbs, rep: rep, chk: newChecker(), cluster: cl}
 	if err := s.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -135,6 +134,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	s.chk.check("db-connection-broken-at-least-once", rep.DBBreaks > 0,
 		"no tilectl database backend was terminated during the soak")
+	s.chk.check("db-restarted-and-provider-crashed-mid-run", rep.DBRestarts > 0 && rep.ProviderKills > 0,
+		"%d database restart(s) and %d provider crash(es) landed mid-run; want at least one of each",
+		rep.DBRestarts, rep.ProviderKills)
 	rep.Checked, rep.Violations = s.chk.checked, s.chk.violations
 	rep.Took = time.Since(start)
 	return rep, nil

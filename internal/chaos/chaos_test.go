@@ -15,8 +15,10 @@ type testLog struct{ t *testing.T }
 func (w testLog) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 // TestChaosShortKeepsEveryInvariant runs a two-round soak (about 40 tiles)
-// with faults, SIGKILLs and a broken database connection, and fails on any
-// violation. SEED=n repeats a failing run.
+// with faults, SIGKILLs, a broken database connection, database restarts
+// and provider crashes mid-batch, and fails on any violation (among them
+// db-restarted-and-provider-crashed-mid-run and the budget invariant of
+// issue 9 item 1). SEED=n repeats a failing run.
 func TestChaosShortKeepsEveryInvariant(t *testing.T) {
 	seed := uint64(20261121)
 	if s, err := strconv.ParseUint(os.Getenv("SEED"), 10, 64); err == nil && s != 0 {
@@ -52,6 +54,10 @@ func TestChaosShortKeepsEveryInvariant(t *testing.T) {
 	}
 	if rep.DBBreaks == 0 {
 		t.Errorf("SEED=%d: no database connection was broken", seed)
+	}
+	if rep.DBRestartsMidBatch == 0 || rep.ProviderKillsMidBatch == 0 {
+		t.Errorf("SEED=%d: %d database restart(s) and %d provider crash(es) caught a batch executing; want at least one of each",
+			seed, rep.DBRestartsMidBatch, rep.ProviderKillsMidBatch)
 	}
 	faults := 0
 	for _, n := range rep.Faults {

@@ -31,7 +31,7 @@ func (s *soak) checkRound(ctx context.Context, flight string, faults faultStats,
 	}
 	before := len(s.chk.violations)
 	s.chk.checkRound(roundFacts{FlightID: flight, Victims: victims, Client: cv, Provider: pv, Faults: faults,
-		SealedOK: sealed, JournalState: journal})
+		SealedOK: sealed, JournalState: journal, Budget: tileBudget})
 	for _, t := range cv.Tiles {
 		switch t.Status {
 		case "uploaded":

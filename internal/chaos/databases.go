@@ -6,20 +6,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// DefaultAdminURL is used when TILECTL_TEST_DATABASE_URL is not set.
-const DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // clientAppName is the application_name put on tilectl's database URL, so
 // the soak can find (and terminate) exactly tilectl's backends.
 const clientAppName = "tilectl_chaos_client"
 
 // databases are the two scratch databases of one soak: tilectl's and the
-// provider's. Both are dropped by drop.
+// provider's, in the soak's throwaway cluster.
 type databases struct {
 	adminURL string
 	client   string // database names
@@ -43,30 +39,10 @@ func createDatabases(ctx context.Context, adminURL string) (*databases, error) {
 	defer conn.Close(ctx)
 	for _, name := range []string{d.client, d.provider} {
 		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			d.drop()
 			return nil, fmt.Errorf("create database %s: %w", name, err)
 		}
 	}
 	return d, nil
-}
-
-// drop removes both databases, closing any session still on them. It uses
-// its own context so a cancelled soak still cleans up.
-func (d *databases) drop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, d.adminURL)
-	if err != nil {
-		return fmt.Errorf("drop scratch databases: %w", err)
-	}
-	defer conn.Close(ctx)
-	var first error
-	for _, name := range []string{d.client, d.provider} {
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil && first == nil {
-			first = fmt.Errorf("drop database %s: %w", name, err)
-		}
-	}
-	return first
 }
 
 // url returns the admin URL pointed at database name, with application_name

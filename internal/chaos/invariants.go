@@ -23,6 +23,7 @@ const (
 	invSealedSettled   = "provider-sealed-batch-settled-by-client"
 	invNoOpenBatch     = "no-open-batch-after-round"
 	invVictimGivenUp   = "damaged-or-poison-tile-given-up"
+	invBudget          = "tile-rejected-by-at-most-budget-keys"
 )
 
 // checker evaluates invariants and tallies them.
@@ -86,6 +87,8 @@ type roundFacts struct {
 	Victims      []string
 	SealedOK     []string          // every op the provider sealed with 200
 	JournalState map[string]string // every op in tilectl's journal -> state
+	// Budget is upload-pending's --max-per-tile-attempts.
+	Budget int
 }
 
 // checkRound evaluates every invariant over f.
@@ -186,6 +189,8 @@ func (c *checker) checkRound(f roundFacts) {
 			"FDR has %d give-up record(s) for tile %s, which is %q", n, id, t.Status)
 	}
 
+	c.checkBudget(f, members)
+
 	c.check("provider-metrics-agree-with-ledger", maps.Equal(f.Faults.ByKind, f.Faults.MetricsByKind),
 		"the provider's ledger counts faults %v, its /metrics %v", f.Faults.ByKind, f.Faults.MetricsByKind)
 	for _, id := range f.Victims {
@@ -208,5 +213,47 @@ func (c *checker) checkRound(f roundFacts) {
 	for _, op := range f.SealedOK {
 		st := f.JournalState[op]
 		c.check(invSealedSettled, st == "settled", "the provider sealed a 200 for %s but tilectl's journal has it %q", op, st)
+	}
+}
+
+// checkBudget: for each tile, the distinct keys whose answer rejected it
+// (the provider's sealed answer for any journaled batch, settled or not,
+// and local rejections) are at most the budget. A tile at its budget is
+// never sent again (issue 9 item 1).
+func (c *checker) checkBudget(f roundFacts, members map[string]map[string]bool) {
+	keys := map[string]map[string]bool{}
+	add := func(tile, op string) {
+		if keys[tile] == nil {
+			keys[tile] = map[string]bool{}
+		}
+		keys[tile][op] = true
+	}
+	for _, b := range f.Client.Batches {
+		op, known := f.Provider.Ops[b.OpID]
+		if !known || op.State != "sealed" || op.Status == nil || *op.Status != 200 {
+			continue
+		}
+		rej, err := rejectedBy(b.TileIDs, op.Body)
+		if err != nil {
+			continue // reported by invRejectionsMatch
+		}
+		for id := range rej {
+			add(id, b.OpID)
+		}
+	}
+	for _, r := range f.Client.Rejections {
+		if !members[r.OpID][r.TileID] {
+			add(r.TileID, r.OpID)
+		}
+	}
+	ids := make([]string, 0, len(f.Client.Tiles))
+	for id := range f.Client.Tiles {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		ops := slices.Sorted(maps.Keys(keys[id]))
+		c.check(invBudget, len(ops) <= f.Budget,
+			"tile %s was rejected under %d distinct keys %v, over the budget of %d", id, len(ops), ops, f.Budget)
 	}
 }

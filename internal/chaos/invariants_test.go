@@ -46,6 +46,7 @@ func cleanFacts() roundFacts {
 		Faults:       faultStats{OpsByKind: map[string][]string{"cut_body": {"op1"}}},
 		SealedOK:     []string{"op1", "op2"},
 		JournalState: map[string]string{"op1": "settled", "op2": "settled"},
+		Budget:       2,
 	}
 }
 
@@ -71,7 +72,7 @@ func TestCheckRoundPassesACleanRound(t *testing.T) {
 		t.Fatalf("violations on a clean round: %v", c.violations)
 	}
 	for _, inv := range []string{invStoredOnce, invTerminal, invUploadedHeld, invAttempts, invRejectionsMatch,
-		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp} {
+		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp, invBudget} {
 		if c.checked[inv] == 0 {
 			t.Errorf("invariant %s was never evaluated", inv)
 		}
@@ -109,6 +110,13 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 		{"sealed op unknown to the client", func(f *roundFacts) { f.SealedOK = append(f.SealedOK, "op9") }, invSealedSettled},
 		{"poison tile uploaded", func(f *roundFacts) { f.Victims = append(f.Victims, "t1") }, invVictimGivenUp},
 		{"batch left open", func(f *roundFacts) { f.Client.Batches[1].State = "open" }, invNoOpenBatch},
+		{"tile at its budget sent and rejected again", func(f *roundFacts) {
+			b := clientBatch{OpID: "op3", TileIDs: []string{"t2"}, SHA256s: []string{"a2"}, State: "settled"}
+			b.Fingerprint = fingerprintFor(f.FlightID, b)
+			f.Client.Batches = append(f.Client.Batches, b)
+			f.Provider.Ops["op3"] = providerOp{OpID: "op3", State: "sealed", Status: i32(200), Fingerprint: b.Fingerprint,
+				Body: []byte(`{"op_id":"op3","results":[{"tile_id":"t2","status":"rejected","reason":"decode_error"}]}`)}
+		}, invBudget},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

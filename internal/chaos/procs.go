@@ -64,13 +64,40 @@ type providerProc struct {
 	stderr *syncBuffer
 	done   chan struct{}
 	err    error
+	// bin and args start it again on the same port and storage.
+	bin   string
+	args  []string
+	token string
 }
 
 func startProvider(ctx context.Context, bin string, args []string, base, token string) (*providerProc, error) {
+	var last error
+	// A restart may find the database still coming back from its own
+	// restart: the provider then exits at once, and is started again.
+	for attempt := 0; attempt < 20; attempt++ {
+		p, err := startProviderOnce(ctx, bin, args, base, token)
+		if err == nil || ctx.Err() != nil {
+			return p, err
+		}
+		last = err
+		time.Sleep(250 * time.Millisecond)
+	}
+	return nil, last
+}
+
+// crashAndRestart SIGKILLs the provider mid-whatever-it-is-doing and starts
+// a new one with the same arguments (same port, database and storage).
+func (p *providerProc) crashAndRestart(ctx context.Context) (*providerProc, error) {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	return startProvider(ctx, p.bin, p.args, p.base, p.token)
+}
+
+func startProviderOnce(ctx context.Context, bin string, args []string, base, token string) (*providerProc, error) {
 	cmd := exec.Command(bin, args...)
 	// The token goes in the environment: flags show up in ps.
 	cmd.Env = append(os.Environ(), "TILEPROVIDER_TOKEN="+token)
-	p := &providerProc{cmd: cmd, base: base, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &providerProc{cmd: cmd, base: base, stderr: &syncBuffer{}, done: make(chan struct{}), bin: bin, args: args, token: token}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
@@ -131,11 +158,28 @@ func tail(b []byte, n int) []byte {
 type runPlan struct {
 	killAfter  time.Duration // 0: let it finish
 	breakAfter time.Duration // 0: leave its database connections alone
+	// dbRestartAfter restarts the database (-m immediate) and
+	// providerKillAfter SIGKILLs and restarts the provider, while the run
+	// goes on; 0: not in this run.
+	dbRestartAfter, providerKillAfter time.Duration
 	// breakUntilHit retries the break every 20 ms until it terminates at
 	// least one backend.
 	breakUntilHit bool
 	hardLimit     time.Duration // killed (and reported hung) past this
 }
+
+// runHooks are what the plan's faults do. restartDB and killProvider get
+// a context that ends with the run: they may wait for a better moment
+// (a batch running at the provider) and report whether they acted.
+type runHooks struct {
+	breakConns   func(context.Context) (int, error)
+	restartDB    func(run context.Context) (hit, error)
+	killProvider func(run context.Context) (hit, error)
+}
+
+// hit says whether a fault landed while the run was going, and whether it
+// caught a batch executing at the provider.
+type hit struct{ landed, midBatch bool }
 
 // runResult is how one tilectl run ended.
 type runResult struct {
@@ -146,12 +190,17 @@ type runResult struct {
 	stdout []byte
 	stderr []byte
 	took   time.Duration
+
+	// dbRestarts and providerKills landed while the run was going; the
+	// midBatch ones while a batch was executing at the provider.
+	dbRestarts, providerKills         int
+	dbRestartsMidBatch, killsMidBatch int
 }
 
-// runTilectl runs tilectl with args and env, applying plan. breakConns is
-// called at plan.breakAfter.
-func runTilectl(ctx context.Context, bin string, env, args []string, plan runPlan,
-	breakConns func(context.Context) (int, error)) (runResult, error) {
+// runTilectl runs tilectl with args and env, applying plan through hooks.
+// A database restart or provider crash runs beside the run; runTilectl
+// returns when both the run and they have finished.
+func runTilectl(ctx context.Context, bin string, env, args []string, plan runPlan, hooks runHooks) (runResult, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
@@ -164,12 +213,52 @@ func runTilectl(ctx context.Context, bin string, env, args []string, plan runPla
 	go func() { done <- cmd.Wait() }()
 
 	var res runResult
-	var killC, breakC <-chan time.Time
+	var killC, breakC, dbC, provC <-chan time.Time
 	if plan.killAfter > 0 {
 		killC = time.After(plan.killAfter)
 	}
 	if plan.breakAfter > 0 {
 		breakC = time.After(plan.breakAfter)
+	}
+	if plan.dbRestartAfter > 0 {
+		dbC = time.After(plan.dbRestartAfter)
+	}
+	if plan.providerKillAfter > 0 {
+		provC = time.After(plan.providerKillAfter)
+	}
+	type hookResult struct {
+		db  bool
+		hit hit
+		err error
+	}
+	runCtx, endRun := context.WithCancel(ctx)
+	defer endRun()
+	hookDone := make(chan hookResult, 2)
+	pending := 0
+	var hookErr error
+	took := func(r hookResult) {
+		switch {
+		case r.err != nil:
+			if hookErr == nil {
+				hookErr = r.err
+			}
+		case r.db && r.hit.landed:
+			res.dbRestarts++
+			if r.hit.midBatch {
+				res.dbRestartsMidBatch++
+			}
+		case r.hit.landed:
+			res.providerKills++
+			if r.hit.midBatch {
+				res.killsMidBatch++
+			}
+		}
+	}
+	waitHooks := func() {
+		endRun()
+		for ; pending > 0; pending-- {
+			took(<-hookDone)
+		}
 	}
 	hard := time.After(plan.hardLimit)
 	var waitErr error
@@ -178,17 +267,25 @@ loop:
 		select {
 		case waitErr = <-done:
 			break loop
+		case <-dbC:
+			dbC = nil
+			pending++
+			go func() { h, err := hooks.restartDB(runCtx); hookDone <- hookResult{db: true, hit: h, err: err} }()
+		case <-provC:
+			provC = nil
+			pending++
+			go func() { h, err := hooks.killProvider(runCtx); hookDone <- hookResult{hit: h, err: err} }()
+		case r := <-hookDone:
+			pending--
+			took(r)
 		case <-killC:
 			res.killed = true
 			_ = cmd.Process.Kill()
 			killC = nil
 		case <-breakC:
-			n, err := breakConns(ctx)
-			if err != nil {
-				_ = cmd.Process.Kill()
-				<-done
-				return runResult{}, err
-			}
+			// A break that cannot connect (the database is restarting)
+			// terminated nothing.
+			n, _ := hooks.breakConns(ctx)
 			res.breaks += n
 			breakC = nil
 			if n == 0 && plan.breakUntilHit {
@@ -201,10 +298,15 @@ loop:
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			<-done
+			waitHooks()
 			return runResult{}, ctx.Err()
 		}
 	}
 	res.took = time.Since(start)
+	waitHooks()
+	if hookErr != nil {
+		return res, hookErr
+	}
 	res.stdout, res.stderr = stdout.Bytes(), stderr.Bytes()
 	res.exit = cmd.ProcessState.ExitCode()
 	var ee *exec.ExitError

@@ -121,8 +121,27 @@ type faultStats struct {
 	Replays       int                 // answers replayed for a known key
 }
 
+func newFaultStats() faultStats {
+	return faultStats{ByKind: map[string]int{}, MetricsByKind: map[string]int{}, OpsByKind: map[string][]string{}}
+}
+
+// merge adds what another provider incarnation counted.
+func (fs *faultStats) merge(o faultStats) {
+	for k, v := range o.ByKind {
+		fs.ByKind[k] += v
+	}
+	for k, v := range o.MetricsByKind {
+		fs.MetricsByKind[k] += v
+	}
+	for k, ops := range o.OpsByKind {
+		fs.OpsByKind[k] = append(fs.OpsByKind[k], ops...)
+	}
+	fs.Conflicts += o.Conflicts
+	fs.Replays += o.Replays
+}
+
 func scrapeFaults(ctx context.Context, base, token string) (faultStats, error) {
-	fs := faultStats{ByKind: map[string]int{}, MetricsByKind: map[string]int{}, OpsByKind: map[string][]string{}}
+	fs := newFaultStats()
 	metrics, err := get(ctx, base+"/metrics", token)
 	if err != nil {
 		return fs, err

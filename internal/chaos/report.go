@@ -18,6 +18,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("upload-pending runs", r.Runs)
 	row("SIGKILLs", r.Kills)
 	row("DB connection breaks", r.DBBreaks)
+	row("DB restarts (-m immediate), mid-batch", fmt.Sprintf("%d, %d", r.DBRestarts, r.DBRestartsMidBatch))
+	row("provider SIGKILLs + restarts, mid-batch", fmt.Sprintf("%d, %d", r.ProviderKills, r.ProviderKillsMidBatch))
 	row("exit codes (unkilled runs)", joinCounts(intKeys(r.ExitCodes)))
 	row("tiles uploaded / given up", fmt.Sprintf("%d / %d", r.Uploaded, r.GivenUp))
 	total := 0

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"maps"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +37,16 @@ type soak struct {
 	// runTime is the longest a finished run took (at least 1.2 s): kill
 	// moments are drawn within it.
 	runTime time.Duration
+	// cluster is the soak's own Postgres, restarted under the runs.
+	cluster *cluster
+	// faultMu serialises a database restart and a provider crash, so a
+	// provider never restarts against a database that is down.
+	faultMu sync.Mutex
+	// prov is the round's provider (replaced when it is crashed), and
+	// faults what its incarnations counted (read before each crash).
+	prov     *providerProc
+	provBase string
+	faults   faultStats
 }
 
 func (s *soak) setup(ctx context.Context) error {
@@ -68,7 +80,7 @@ func (s *soak) setup(ctx context.Context) error {
 // tilectl runs a tilectl command to completion (no chaos) with the soak's
 // environment; providerURL is not needed for these commands.
 func (s *soak) tilectl(ctx context.Context, args ...string) ([]byte, error) {
-	res, err := runTilectl(ctx, s.cfg.TilectlBin, s.env, args, runPlan{hardLimit: 2 * time.Minute}, nil)
+	res, err := runTilectl(ctx, s.cfg.TilectlBin, s.env, args, runPlan{hardLimit: 2 * time.Minute}, runHooks{})
 	if err != nil {
 		return nil, err
 	}
@@ -115,15 +127,18 @@ func (s *soak) round(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	runErr := s.uploadUntilSettled(ctx, flight, prov)
-	faults, scrapeErr := scrapeFaults(ctx, prov.base, s.token)
-	prov.stop()
+	s.prov, s.provBase, s.faults = prov, prov.base, newFaultStats()
+	runErr := s.uploadUntilSettled(ctx, flight)
+	last, scrapeErr := scrapeFaults(ctx, s.prov.base, s.token)
+	s.prov.stop()
 	if runErr != nil {
 		return runErr
 	}
 	if scrapeErr != nil {
 		return fmt.Errorf("read the provider's fault counts: %w", scrapeErr)
 	}
+	faults := s.faults
+	faults.merge(last)
 	for k, v := range faults.ByKind {
 		s.rep.Faults[k] += v
 	}
@@ -188,6 +203,80 @@ func (s *soak) blobPath(rel string) string {
 		return nil
 	})
 	return found
+}
+
+// batchWait bounds how long a crash waits for a batch to be executing at
+// the provider before it strikes anyway.
+const batchWait = 1500 * time.Millisecond
+
+// waitForRunningBatch polls the provider's tileprovider_batches_running
+// gauge until a batch is executing (true), the run ends or batchWait
+// passes (false).
+func (s *soak) waitForRunningBatch(run context.Context) bool {
+	ctx, cancel := context.WithTimeout(run, batchWait)
+	defer cancel()
+	for {
+		if b, err := get(ctx, s.provBase+"/metrics", s.token); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if name, _, v, ok := parseMetricLine(line); ok && name == "tileprovider_batches_running" && v > 0 {
+					return true
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// restartDB restarts the soak's Postgres as a crash would (-m immediate),
+// preferably while a batch is executing at the provider, under whatever
+// tilectl is doing. It does nothing when the run ended first.
+func (s *soak) restartDB(run context.Context) (hit, error) {
+	mid := s.waitForRunningBatch(run)
+	if run.Err() != nil {
+		return hit{}, nil
+	}
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	return hit{landed: true, midBatch: mid}, s.cluster.restart(context.WithoutCancel(run))
+}
+
+// crashProvider reads the provider's counters (they die with it), then,
+// preferably while a batch is executing, SIGKILLs it and starts it again
+// on the same port, database and storage. It does nothing when the run
+// ended first.
+func (s *soak) crashProvider(run context.Context) (hit, error) {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	ctx := context.WithoutCancel(run)
+	var fs faultStats
+	var err error
+	// Batches are still flowing: a fault injected between the read of
+	// /metrics and of /debug/ledger makes them differ, so read again
+	// until they agree (a real disagreement stays and is reported).
+	for attempt := 0; attempt < 10; attempt++ {
+		if fs, err = scrapeFaults(ctx, s.prov.base, s.token); err == nil && maps.Equal(fs.ByKind, fs.MetricsByKind) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return hit{}, fmt.Errorf("read the provider's counters before crashing it: %w", err)
+	}
+	s.faults.merge(fs)
+	mid := s.waitForRunningBatch(run)
+	if run.Err() != nil {
+		return hit{}, nil
+	}
+	p, err := s.prov.crashAndRestart(ctx)
+	if err != nil {
+		return hit{}, fmt.Errorf("restart the provider after SIGKILL: %w", err)
+	}
+	s.prov = p
+	return hit{landed: true, midBatch: mid}, nil
 }
 
 func (s *soak) startProvider(ctx context.Context, n int, poison []string) (*providerProc, error) {

@@ -25,15 +25,18 @@ const runLease = time.Second
 // well past it counts as hung.
 const runDeadline = 20 * time.Second
 
+// tileBudget is each run's --max-per-tile-attempts.
+const tileBudget = 3
+
 // uploadUntilSettled runs upload-pending, SIGKILLing some runs at seeded
 // random moments and breaking the database connections of others, until a
 // run ends 0 or 3 with nothing pending and no open batch.
-func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *providerProc) error {
-	env := append(append([]string(nil), s.env...), "TILECTL_PROVIDER_URL="+prov.base)
+func (s *soak) uploadUntilSettled(ctx context.Context, flight string) error {
+	env := append(append([]string(nil), s.env...), "TILECTL_PROVIDER_URL="+s.prov.base)
 	args := []string{"upload-pending", "--flight", flight, "-o", "json",
 		"--batch-size", "6", "--concurrency", "2",
 		"--backoff-base", "10ms", "--backoff-cap", "50ms",
-		"--max-per-tile-attempts", "3",
+		"--max-per-tile-attempts", fmt.Sprint(tileBudget),
 		"--lease", runLease.String(),
 		"--deadline", runDeadline.String()}
 	maxRuns := s.cfg.MaxRunsPerRound
@@ -42,6 +45,10 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *prov
 	// count). Later runs in the first half of the budget are killed
 	// sometimes; none in the second half, so every round converges.
 	wantKills, landed := 1+s.rng.IntN(3), 0
+	// Likewise each round lands one database restart and one provider
+	// crash mid-run first, and more now and then in the first half.
+	dbLanded, provLanded := 0, 0
+	hooks := runHooks{breakConns: s.dbs.breakClientConnections, restartDB: s.restartDB, killProvider: s.crashProvider}
 	for run := 1; ; run++ {
 		if run > maxRuns {
 			s.chk.check("round-settles-within-max-runs", false,
@@ -53,6 +60,17 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *prov
 		// draws does not depend on what earlier runs did.
 		killRoll, killFrac := s.rng.Float64(), s.rng.Float64()
 		breakRoll, breakAt := s.rng.Float64(), time.Duration(20+s.rng.IntN(400))*time.Millisecond
+		dbRoll, dbFrac := s.rng.Float64(), s.rng.Float64()
+		provRoll, provFrac := s.rng.Float64(), s.rng.Float64()
+		// Armed early in the run (within 200 ms, or anywhere now and
+		// then once one has landed); the hook then waits for a batch to
+		// be executing at the provider before it strikes.
+		if run <= maxRuns/2 && (dbLanded == 0 || dbRoll < 0.1) {
+			plan.dbRestartAfter = 5*time.Millisecond + time.Duration(dbFrac*float64(200*time.Millisecond))
+		}
+		if run <= maxRuns/2 && (provLanded == 0 || provRoll < 0.1) {
+			plan.providerKillAfter = 5*time.Millisecond + time.Duration(provFrac*float64(200*time.Millisecond))
+		}
 		if run <= maxRuns/2 && (landed < wantKills || killRoll < 0.25) {
 			// A random moment within the longest whole run so far, so
 			// kills fall anywhere in a run; one that comes too late
@@ -68,17 +86,23 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *prov
 			// break time comes.
 			plan.breakAfter, plan.breakUntilHit = min(breakAt, 50*time.Millisecond), true
 		}
-		res, err := runTilectl(ctx, s.cfg.TilectlBin, env, args, plan, s.dbs.breakClientConnections)
+		res, err := runTilectl(ctx, s.cfg.TilectlBin, env, args, plan, hooks)
 		if err != nil {
 			return err
 		}
 		select {
-		case <-prov.done:
-			return fmt.Errorf("the provider exited during the round (%v):\n%s", prov.err, tail(prov.stderr.Bytes(), 2000))
+		case <-s.prov.done:
+			return fmt.Errorf("the provider exited during the round (%v):\n%s", s.prov.err, tail(s.prov.stderr.Bytes(), 2000))
 		default:
 		}
 		s.rep.Runs++
 		s.rep.DBBreaks += res.breaks
+		s.rep.DBRestarts += res.dbRestarts
+		s.rep.ProviderKills += res.providerKills
+		s.rep.DBRestartsMidBatch += res.dbRestartsMidBatch
+		s.rep.ProviderKillsMidBatch += res.killsMidBatch
+		dbLanded += res.dbRestarts
+		provLanded += res.providerKills
 		if res.killed {
 			s.rep.Kills++
 			landed++
@@ -88,7 +112,8 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, prov *prov
 				s.runTime = max(s.runTime, res.took)
 			}
 		}
-		fmt.Fprintf(s.cfg.Log, "  run %2d: exit %3d killed=%-5v breaks=%d %v\n", run, res.exit, res.killed, res.breaks, res.took.Round(time.Millisecond))
+		fmt.Fprintf(s.cfg.Log, "  run %2d: exit %3d killed=%-5v breaks=%d db-restarts=%d provider-kills=%d %v\n",
+			run, res.exit, res.killed, res.breaks, res.dbRestarts, res.providerKills, res.took.Round(time.Millisecond))
 		s.chk.check("run-ends-by-its-deadline", !res.hung, "an upload-pending run of %s was still going %v after start", flight, plan.hardLimit)
 		if res.killed {
 			continue

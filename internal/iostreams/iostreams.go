@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/term"
 )
@@ -20,6 +21,10 @@ type IOStreams struct {
 
 	stdoutTTY bool
 	stderrTTY bool
+
+	statusOnce sync.Once
+	status     *StatusLine
+	errWidth   func() int
 }
 
 // System returns the process's streams, with TTY flags from the real file
@@ -31,7 +36,27 @@ func System() *IOStreams {
 		ErrOut:    os.Stderr,
 		stdoutTTY: isTerminal(os.Stdout),
 		stderrTTY: isTerminal(os.Stderr),
+		errWidth:  terminalWidth(os.Stderr),
 	}
+}
+
+// StatusLine is stderr's status line when stderr is a terminal, else nil.
+// While it is in use, logs must reach stderr through LogWriter.
+func (s *IOStreams) StatusLine() *StatusLine {
+	if !s.stderrTTY {
+		return nil
+	}
+	s.statusOnce.Do(func() { s.status = NewStatusLine(s.ErrOut, s.errWidth) })
+	return s.status
+}
+
+// LogWriter is where log lines go: through the status line on a terminal
+// (so they print above the progress display), stderr itself otherwise.
+func (s *IOStreams) LogWriter() io.Writer {
+	if sl := s.StatusLine(); sl != nil {
+		return sl
+	}
+	return s.ErrOut
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -90,6 +90,10 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 	return c, nil
 }
 
+// Durations in logs carry their unit ("30m0s", "2.5s"), in the console and
+// in JSON alike: a bare 1800000 reads as anything.
+func init() { zerolog.DurationFieldFormat = zerolog.DurationFormatString }
+
 func (f *Factory) newLogger() zerolog.Logger {
 	level, format := zerolog.InfoLevel, "auto"
 	if c, err := f.Config(); err == nil {
@@ -98,7 +102,7 @@ func (f *Factory) newLogger() zerolog.Logger {
 		}
 		format = c.LogFormat
 	}
-	w := f.IOStreams.ErrOut
+	w := f.IOStreams.LogWriter()
 	if format == "console" || (format == "auto" && f.IOStreams.IsStderrTTY()) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}

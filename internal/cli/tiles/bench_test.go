@@ -3,14 +3,19 @@ package tiles
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tilectl/tilectl/tilestore"
 )
@@ -73,4 +78,57 @@ func BenchmarkImport10k(b *testing.B) {
 		}
 	}
 	benchImport(b, dir, side*side)
+}
+
+// BenchmarkImport16KiB10k: `tiles import` of 10,000 distinct tiles of
+// about 16 KiB (a valid PNG header, then noise) as a new flight each
+// iteration (issue #11: at least 5,000 tiles/s). It also reports the
+// largest Go heap seen during the import (sampled every 5 ms).
+func BenchmarkImport16KiB10k(b *testing.B) {
+	dir := b.TempDir()
+	var head bytes.Buffer
+	if err := png.Encode(&head, image.NewNRGBA(image.Rect(0, 0, 1, 1))); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(16, 10))
+	const side = 100
+	for x := 0; x < side; x++ {
+		if err := os.MkdirAll(filepath.Join(dir, "14", strconv.Itoa(x)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for y := 0; y < side; y++ {
+			data := make([]byte, head.Len()+16<<10)
+			copy(data, head.Bytes())
+			for i := head.Len(); i < len(data); i += 8 {
+				binary.LittleEndian.PutUint64(data[i:], rng.Uint64())
+			}
+			if err := os.WriteFile(filepath.Join(dir, "14", strconv.Itoa(x), strconv.Itoa(y)+".png"), data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		var m runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				runtime.ReadMemStats(&m)
+				if m.HeapInuse > peak.Load() {
+					peak.Store(m.HeapInuse)
+				}
+			}
+		}
+	}()
+	benchImport(b, dir, side*side)
+	close(stop)
+	<-sampled
+	b.ReportMetric(float64(peak.Load())/(1<<20), "MB-heap-peak")
 }

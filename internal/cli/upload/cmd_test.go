@@ -113,8 +113,8 @@ func TestUnknownFlightExitsOne(t *testing.T) {
 func TestProgressLogsOnEachTickWhenNotATerminal(t *testing.T) {
 	var logs bytes.Buffer
 	tick := make(chan time.Time)
-	p := newProgress("F1", 10, 1000, false, &bytes.Buffer{}, zerolog.New(&logs),
-		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, metricsfile.New())
+	p := newProgress("F1", 10, 1000, nil, false, zerolog.New(&logs),
+		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, metricsfile.New(), time.Now)
 	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 3, Latency: time.Second})
 	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1})
 	tick <- time.Now() // received by the logging goroutine
@@ -127,14 +127,24 @@ func TestProgressLogsOnEachTickWhenNotATerminal(t *testing.T) {
 	}
 }
 
-func TestProgressDrawsABarOnATerminal(t *testing.T) {
+func TestProgressDrawsTileCountsAndACountdownOnATerminal(t *testing.T) {
 	var errOut bytes.Buffer
-	p := newProgress("F1", 10, 1000, true, &errOut, zerolog.Nop(),
-		func(time.Duration) (<-chan time.Time, func()) { t.Fatal("ticker used on a terminal"); return nil, nil }, metricsfile.New())
-	p.batch(uploader.BatchProgress{Tiles: 10, Bytes: 1000, Uploaded: 10})
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.Nop(),
+		func(time.Duration) (<-chan time.Time, func()) { t.Fatal("log ticker used on a terminal"); return nil, nil },
+		metricsfile.New(), func() time.Time { return now })
+	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 4})
+	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1, Sleep: 4 * time.Second, Pending: 6, Rejected: 2})
+	if got := p.line(); !strings.Contains(got, "4/10 tiles") || !strings.Contains(got, "retrying in 4s (6 pending, 2 rejected)") {
+		t.Errorf("status %q, want the tile count and the countdown", got)
+	}
+	now = now.Add(3 * time.Second)
+	if got := p.line(); !strings.Contains(got, "retrying in 1s") {
+		t.Errorf("status %q, want the countdown at 1s", got)
+	}
 	p.finish()
-	if !strings.Contains(errOut.String(), "F1: 10/10 tiles") {
-		t.Errorf("stderr %q lacks the bar's description", errOut.String())
+	if !strings.HasSuffix(errOut.String(), "\r\x1b[K") {
+		t.Errorf("stderr %q does not end by erasing the status line", errOut.String())
 	}
 }
 

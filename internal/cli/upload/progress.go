@@ -2,14 +2,14 @@ package upload
 
 import (
 	"fmt"
-	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/schollz/progressbar/v3"
 
+	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/tilestore"
@@ -17,44 +17,57 @@ import (
 )
 
 // progressLogEvery is how often progress is logged when stderr is not a
-// terminal.
-const progressLogEvery = 5 * time.Second
+// terminal; redrawEvery is how often the status line is redrawn on one
+// (often enough for a countdown in seconds to tick smoothly).
+const (
+	progressLogEvery = 5 * time.Second
+	redrawEvery      = 250 * time.Millisecond
+)
 
-// progress follows one flight's upload: a bar on a terminal, periodic INFO
-// lines otherwise. Its methods are safe for concurrent use (batches settle
-// on several goroutines).
+// progress follows one flight's upload: a status line on a terminal (tile
+// count, bar, bytes, rate and the state, such as "retrying in 4s (37
+// pending, 12 rejected)"), periodic INFO lines otherwise, nothing with
+// --quiet. Its methods are safe for concurrent use (batches settle on
+// several goroutines).
 type progress struct {
 	flightID   string
 	totalTiles int
 	totalBytes int64
 	metrics    *metricsfile.Metrics
+	now        func() time.Time
+	started    time.Time
 
-	tiles, retries, giveups atomic.Int64
-	bytes                   atomic.Int64
+	tiles, retries, giveups, rejections atomic.Int64
+	bytes                               atomic.Int64
 
-	bar  *progressbar.ProgressBar
-	log  zerolog.Logger
-	stop func()
-	done chan struct{}
-	wg   sync.WaitGroup
+	mu    sync.Mutex
+	state   string        // "" while uploading
+	until   time.Time     // a countdown's end, shown in the state
+	dynamic func() string // a state computed at each redraw
+
+	status *iostreams.StatusLine // nil off a terminal
+	log    zerolog.Logger
+	quiet  bool
+	stop   func()
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
-func newProgress(flightID string, tiles int, bytes int64, tty bool, errOut io.Writer, log zerolog.Logger,
-	ticker func(time.Duration) (<-chan time.Time, func()), m *metricsfile.Metrics) *progress {
-	p := &progress{flightID: flightID, totalTiles: tiles, totalBytes: bytes, metrics: m, log: log, done: make(chan struct{})}
-	if tty {
-		p.bar = progressbar.NewOptions64(max(bytes, 1),
-			progressbar.OptionSetWriter(errOut),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetDescription(p.describe()),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
+func newProgress(flightID string, tiles int, bytes int64, status *iostreams.StatusLine, quiet bool, log zerolog.Logger,
+	ticker func(time.Duration) (<-chan time.Time, func()), m *metricsfile.Metrics, now func() time.Time) *progress {
+	p := &progress{flightID: flightID, totalTiles: tiles, totalBytes: bytes, metrics: m, log: log, quiet: quiet,
+		status: status, now: now, started: now(), done: make(chan struct{}), stop: func() {}}
+	if quiet {
 		return p
 	}
-	c, stop := ticker(progressLogEvery)
-	p.stop = stop
+	var c <-chan time.Time
+	if status != nil {
+		t := time.NewTicker(redrawEvery)
+		c, p.stop = t.C, t.Stop
+		p.redraw()
+	} else {
+		c, p.stop = ticker(progressLogEvery)
+	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -63,16 +76,66 @@ func newProgress(flightID string, tiles int, bytes int64, tty bool, errOut io.Wr
 			case <-p.done:
 				return
 			case <-c:
-				p.logLine()
+				if p.status != nil {
+					p.redraw()
+				} else {
+					p.logLine()
+				}
 			}
 		}
 	}()
 	return p
 }
 
-func (p *progress) describe() string {
-	return fmt.Sprintf("%s: %d/%d tiles, %d retries, %d given up",
-		p.flightID, p.tiles.Load(), p.totalTiles, p.retries.Load(), p.giveups.Load())
+// line is the status line's text.
+func (p *progress) line() string {
+	done, total := p.tiles.Load(), int64(p.totalTiles)
+	const width = 20
+	filled := 0
+	if total > 0 {
+		filled = int(min(done, total) * width / total)
+	}
+	bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
+	if filled > 0 && filled < width {
+		bar = strings.Repeat("=", filled-1) + ">" + strings.Repeat(" ", width-filled)
+	}
+	elapsed := p.now().Sub(p.started)
+	rate := "-"
+	if elapsed > 0 {
+		rate = iostreams.HumanBytes(int64(float64(p.bytes.Load())/elapsed.Seconds())) + "/s"
+	}
+	return fmt.Sprintf("%s [%s] %d/%d tiles  %s/%s  %s  %s", p.flightID, bar, done, total,
+		iostreams.HumanBytes(p.bytes.Load()), iostreams.HumanBytes(p.totalBytes), rate, p.stateText())
+}
+
+func (p *progress) stateText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.dynamic != nil:
+		return p.dynamic()
+	case p.state == "":
+		return "uploading"
+	case p.until.IsZero():
+		return p.state
+	}
+	left := max(p.until.Sub(p.now()), 0).Round(time.Second)
+	return fmt.Sprintf(p.state, left)
+}
+
+// setState shows format (with %s for the countdown to until, when until is
+// not zero); "" is "uploading".
+func (p *progress) setState(format string, until time.Time) {
+	p.mu.Lock()
+	p.state, p.until, p.dynamic = format, until, nil
+	p.mu.Unlock()
+	p.redraw()
+}
+
+func (p *progress) redraw() {
+	if p.status != nil && !p.quiet {
+		p.status.Set(p.line())
+	}
 }
 
 func (p *progress) logLine() {
@@ -80,15 +143,17 @@ func (p *progress) logLine() {
 		Int64("tiles_done", p.tiles.Load()).Int("tiles_total", p.totalTiles).
 		Int64("bytes_done", p.bytes.Load()).Int64("bytes_total", p.totalBytes).
 		Int64("retries", p.retries.Load()).Int64("given_up", p.giveups.Load()).
+		Str("state", p.stateText()).
 		Msg("upload progress")
 }
 
 // batch is the uploader's Request.Progress. Only uploaded tiles advance the
-// bar, so a retried tile is counted once, when it finally goes through.
+// count, so a retried tile is counted once, when it finally goes through.
 func (p *progress) batch(b uploader.BatchProgress) {
 	if b.Latency > 0 {
 		p.metrics.ObserveBatch(b.Latency)
 	}
+	p.rejections.Add(int64(b.Rejected))
 	if b.Uploaded == 0 {
 		return
 	}
@@ -98,35 +163,48 @@ func (p *progress) batch(b uploader.BatchProgress) {
 		done = b.Bytes * int64(b.Uploaded) / int64(b.Tiles)
 	}
 	p.bytes.Add(done)
-	if p.bar != nil {
-		p.bar.Describe(p.describe())
-		_ = p.bar.Add64(done)
+	p.mu.Lock()
+	if p.until.IsZero() || !p.now().Before(p.until) {
+		p.state, p.until = "", time.Time{} // a batch settled: sending again
 	}
+	p.mu.Unlock()
 }
 
 func (p *progress) hooks() retrydecorator.Hooks {
 	return retrydecorator.Hooks{
-		OnRetry: func(retrydecorator.RetryEvent) {
+		OnRetry: func(e retrydecorator.RetryEvent) {
 			p.retries.Add(1)
-			if p.bar != nil {
-				p.bar.Describe(p.describe())
-			}
+			p.setState(fmt.Sprintf("retrying in %%s (%d pending, %d rejected)", e.Pending, e.Rejected), p.now().Add(e.Sleep))
 		},
 		OnGiveUp: func(tilestore.GiveUp) {
 			p.giveups.Add(1)
-			if p.bar != nil {
-				p.bar.Describe(p.describe())
-			}
 		},
 	}
 }
 
-func (p *progress) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-		return
+// breaker renders the circuit breaker's state changes.
+func (p *progress) breaker(e uploader.BreakerEvent) {
+	switch e.State {
+	case uploader.BreakerOpen:
+		since := e.Since
+		p.mu.Lock()
+		p.dynamic = func() string {
+			return fmt.Sprintf("provider unavailable for %s, retrying", max(p.now().Sub(since), 0).Round(time.Second))
+		}
+		p.mu.Unlock()
+		p.redraw()
+	case uploader.BreakerClosed:
+		p.setState("", time.Time{})
 	}
+}
+
+// finish stops the display and erases the status line, so the summary
+// that follows starts on a line of its own.
+func (p *progress) finish() {
 	close(p.done)
 	p.stop()
 	p.wg.Wait()
+	if p.status != nil {
+		p.status.Clear()
+	}
 }

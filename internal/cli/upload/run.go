@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,6 +39,7 @@ type run struct {
 	metrics   *metricsfile.Metrics
 	tty       bool
 	newTicker func(time.Duration) (<-chan time.Time, func())
+	progress  atomic.Pointer[progress] // the flight being uploaded, for breaker events
 }
 
 func uploadRun(ctx context.Context, opts *Options) error {
@@ -52,6 +54,9 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	r := &run{opts: opts, cfg: cfg, retry: rc, log: opts.Logger(), metrics: metricsfile.New(),
 		decorate: !opts.NoRetry && !cfg.Upload.DisableRetryDecorator,
 		tty:      opts.IO.IsStderrTTY(), newTicker: opts.NewTicker}
+	if opts.Quiet {
+		r.log = r.log.Level(zerolog.ErrorLevel)
+	}
 	if r.newTicker == nil {
 		r.newTicker = func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
@@ -196,6 +201,9 @@ func offIfZero(n int) int {
 // provider becomes unavailable and one when it is back, however many
 // workers are waiting. A progress display renders from the same events.
 func (r *run) breakerChanged(e uploader.BreakerEvent) {
+	if p := r.progress.Load(); p != nil {
+		p.breaker(e)
+	}
 	switch e.State {
 	case uploader.BreakerOpen:
 		r.log.Warn().Time("unavailable_since", e.Since).Time("next_probe_at", e.RetryAt).Int("openings", e.Openings).
@@ -235,7 +243,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	if err != nil {
 		return failed(err)
 	}
-	p := newProgress(id, tiles, bytes, r.tty, r.opts.IO.ErrOut, r.log, r.newTicker, r.metrics)
+	p := newProgress(id, tiles, bytes, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
+	r.progress.Store(p)
+	defer r.progress.Store(nil)
 	up := r.inner
 	if r.decorate && !r.opts.DryRun {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())

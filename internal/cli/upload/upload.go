@@ -62,6 +62,8 @@ type Options struct {
 	MetricsFile        string
 	InsecureSkipVerify bool
 	Output             string
+	// Quiet shows only errors and the summary: no progress, no INFO/WARN.
+	Quiet bool
 	CPUProfile         string // hidden --cpuprofile: where to write a CPU profile
 	// Changed reports whether the user set a flag; only those override the
 	// configuration. Nil means none did.
@@ -128,6 +130,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "show only errors and the summary (no progress, no info or warning logs)")
 	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file (or set "+cpuProfileEnv+")")
 	_ = fl.MarkHidden("cpuprofile")
 	return cmd

@@ -326,7 +326,7 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 	}{
 		// defaults: 3 retries, backoff 2 s..60 s, request timeout 60 s:
 		// (2+4+8) s + 4 x 60 s = 4m14s
-		{"fits", 30 * time.Minute, `"worst_case":254000`},
+		{"fits", 30 * time.Minute, `"worst_case":"4m14s"`},
 		{"exceeds", 2 * time.Minute, "worst case exceeds --deadline"},
 	}
 	for _, tc := range cases {

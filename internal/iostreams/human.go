@@ -1,0 +1,32 @@
+package iostreams
+
+import (
+	"fmt"
+	"time"
+)
+
+// HumanBytes is n in binary units for people ("1.5 MiB"); JSON keeps raw
+// numbers.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// HumanDuration rounds d for people: "850ms", "4s", "1m3s".
+func HumanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
