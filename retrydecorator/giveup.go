@@ -105,9 +105,9 @@ func (u *IdempotentRetryTileUploader) countChunk(ctx context.Context, flightID s
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), countTimeout)
 	defer cancel()
 	// The wait for the ring's lock is not: it ends with the run.
-	lctx, lcancel := context.WithCancel(cctx)
-	defer lcancel()
-	defer context.AfterFunc(ctx, lcancel)()
+	lctx, lcancel := context.WithCancelCause(cctx)
+	defer lcancel(nil)
+	defer context.AfterFunc(ctx, func() { lcancel(context.Cause(ctx)) })()
 	b, err := u.rec.Begin(lctx)
 	if err != nil {
 		return 0, 0, res, fmt.Errorf("flight data recorder: %w", err)

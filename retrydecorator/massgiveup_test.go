@@ -70,6 +70,7 @@ func givenUpCount(t *testing.T, st *tilestore.Store, fl string) int {
 }
 
 func TestOneHundredFiftyThousandGiveUpsInOneCountCommitInChunksWithOneSyncEach(t *testing.T) {
+	t.Parallel() // with the other mass test: each is mostly Postgres work
 	const fl, n = "FM", 150_000
 	st := massRejected(t, fl, n)
 	ring, _ := openRing(t, fdr.DefaultCapacity)
@@ -188,6 +189,7 @@ func (s *commitLog) CountRejectionsUpTo(ctx context.Context, flightID string, ma
 }
 
 func TestNoGiveUpCommitsAfterItsRecordWasOverwrittenInASmallRing(t *testing.T) {
+	t.Parallel()
 	const fl, n = "FS", 40_000
 	const capacity = 256 << 10
 	st := massRejected(t, fl, n)

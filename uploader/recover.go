@@ -49,8 +49,8 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 			if errors.Is(err, errBatchFailed) {
 				// An earlier run's key that can no longer be used (expired
 				// after a long outage, say) must not end this run: the
-				// batch is failed and its tiles go into new batches, where
-				// the provider answers duplicate for those it holds.
+				// batch is failed; before its tiles go into new batches the
+				// provider is asked which it holds (lookUpAmbiguous).
 				u.log.Warn().Str("op_id", b.OpID).Err(err).Msg("an earlier run's batch could not be settled under its key")
 				err = nil
 			}
@@ -140,8 +140,9 @@ type operationState struct {
 
 // resolveByState settles an open batch from the provider's record of it:
 // sealed applies the stored outcome; absent, expired or indeterminate fail
-// the batch (its tiles form a new one, and the provider answers duplicate
-// for those it holds); live is asked again, within the run's deadline.
+// the batch (the provider is then asked which of its tiles it holds, and
+// only the others form a new batch: lookUpAmbiguous); live is asked again,
+// within the run's deadline.
 func (u *HTTPTileUploader) resolveByState(ctx context.Context, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
 	path := "/v1/operations/" + url.PathEscape(b.OpID)
 	for asked := 1; ; asked++ {

@@ -71,6 +71,14 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			return finish(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
 		}
 	}
+	// Tiles an earlier batch may have stored without settling them are
+	// asked about before they could travel under a new key; those without
+	// a clear answer wait for the next run.
+	unclear, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
+	if err != nil {
+		return finish(err)
+	}
+	t.skipIDs(unclear)
 	if req.MaxAttempts > 0 {
 		// Each claim leaves these out itself (Claim.MaxAttempts), also when
 		// another run's rejection brings a tile to its budget mid-run.

@@ -41,15 +41,24 @@ func (t *tally) local(rs []tilestore.Rejection) {
 // skip keeps rs's tiles out of this call's later claims. Call it before
 // the commit that records the rejections.
 func (t *tally) skip(rs []tilestore.Rejection) {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.TileID
+	}
+	t.skipIDs(ids)
+}
+
+// skipIDs keeps the tiles out of this call's later claims.
+func (t *tally) skipIDs(ids []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.skippedSeen == nil {
 		t.skippedSeen = map[string]bool{}
 	}
-	for _, r := range rs {
-		if !t.skippedSeen[r.TileID] {
-			t.skippedSeen[r.TileID] = true
-			t.skipped = append(t.skipped, r.TileID)
+	for _, id := range ids {
+		if !t.skippedSeen[id] {
+			t.skippedSeen[id] = true
+			t.skipped = append(t.skipped, id)
 		}
 	}
 }
@@ -72,6 +81,14 @@ func (t *tally) skippedIDs() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.skipped[:len(t.skipped):len(t.skipped)]
+}
+
+// held counts tiles the provider already held when asked: duplicates that
+// did not travel again.
+func (t *tally) held(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.Duplicate += n
 }
 
 func (t *tally) transport(resends, timeouts int) {

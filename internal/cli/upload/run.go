@@ -101,6 +101,8 @@ func uploadRun(ctx context.Context, opts *Options) error {
 
 	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}}
 	var firstErr error
+	var fdrRecords int
+	var fdrBytes int64
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
 		if err != nil {
@@ -115,6 +117,7 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		}
 		sum.Flights = append(sum.Flights, fs)
 		sum.add(fs.Counts)
+		fdrRecords, fdrBytes = fdrRecords+fs.fdrRecords, fdrBytes+fs.fdrBytes
 		if fs.NextRetryAt != nil && (sum.NextRetryAt == nil || fs.NextRetryAt.After(*sum.NextRetryAt)) {
 			sum.NextRetryAt = fs.NextRetryAt
 		}
@@ -131,6 +134,9 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		msg := fmt.Sprintf("interrupted: %d tiles pending; run again to continue", sum.StillPending)
 		firstErr = exitcode.New(se.Code(), fmt.Errorf("%s (%s)", msg, se))
 		sum.Interrupted = true
+	}
+	if r.rec != nil {
+		sum.FDR = fdrSummary(r.cfg.FDRPath, r.rec.Capacity(), fdrRecords, fdrBytes)
 	}
 	return r.finish(&sum, firstErr)
 }
@@ -262,6 +268,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		rep.FlightID = id
 	}
 	pendingBytes := bytes
+	var awaiting *int64 // give-ups of the flight after the run
 	if !r.opts.DryRun {
 		// The run's context may be past its deadline; the count still helps.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -273,6 +280,10 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			rep.GivenUp = max(rep.GivenUp, n)
 		} else {
 			r.log.Warn().Err(gerr).Msg("read the status of this run's rejected tiles")
+		}
+		if fc, ferr := r.store.FlightCounts(cctx, id); ferr == nil && len(fc) == 1 {
+			n := fc[0].ByStatus[tilestore.StatusUploadGiveup]
+			awaiting = &n
 		}
 		cancel()
 		if herr != nil {
@@ -288,7 +299,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		fs.HeldByOtherRuns, fs.HeldUntil = held, until
 		return fs, err
 	}
-	return flightSummary(rep, pendingBytes, err, r.opts.DryRun), err
+	fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
+	fs.GiveUpsAwaitingReview = awaiting
+	return fs, err
 }
 
 // rejectedNowGivenUp counts the tiles this run saw rejected that are now

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -22,9 +23,11 @@ import (
 //	dry_run             true with --dry-run: nothing was sent or changed
 //	retry_decorator     false with --no-retry or upload.disable_retry_decorator
 //	uploaded            accepted + duplicate: tiles now safely at the provider
-//	accepted, duplicate, rejected, given_up
-//	                    tile counts (rejected counts each rejection, so a tile
-//	                    rejected on two passes counts twice)
+//	accepted, duplicate, given_up
+//	                    tile counts
+//	rejected            rejection events: a tile rejected on two passes
+//	                    counts twice
+//	rejected_tiles      tiles rejected at least once in the run
 //	still_pending       tiles still waiting for upload after the run
 //	still_pending_bytes their bytes
 //	retries             in-call retries made by the decorator
@@ -37,9 +40,13 @@ import (
 //	                    null; if that run died, a run after it finishes them
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
+//	fdr                 what the run wrote to the flight data recorder
+//	                    (FDRSummary), or null without the retry decorator
 //	flights             one object per flight, in order, with flight_id,
 //	                    outcome, the counts above, next_retry_at, error,
-//	                    started and finished
+//	                    started, finished, elapsed_seconds and
+//	                    give_ups_awaiting_review (every upload_giveup tile of
+//	                    the flight after the run; null if not counted)
 type Summary struct {
 	Outcome        string          `json:"outcome"`
 	ExitCode       int             `json:"exit_code"`
@@ -51,6 +58,8 @@ type Summary struct {
 	Flights        []FlightSummary `json:"flights"`
 	// Interrupted: SIGINT or SIGTERM ended the run (outcome "interrupted").
 	Interrupted bool `json:"-"`
+	// FDR is what the run wrote to the flight data recorder: see FDRSummary.
+	FDR *FDRSummary `json:"fdr"`
 }
 
 // Counts are the per-flight and total tile counts.
@@ -59,6 +68,7 @@ type Counts struct {
 	Accepted          int   `json:"accepted"`
 	Duplicate         int   `json:"duplicate"`
 	Rejected          int   `json:"rejected"`
+	RejectedTiles     int   `json:"rejected_tiles"`
 	GivenUp           int   `json:"given_up"`
 	StillPending      int   `json:"still_pending"`
 	StillPendingBytes int64 `json:"still_pending_bytes"`
@@ -75,6 +85,7 @@ func (c *Counts) add(o Counts) {
 	c.Accepted += o.Accepted
 	c.Duplicate += o.Duplicate
 	c.Rejected += o.Rejected
+	c.RejectedTiles += o.RejectedTiles
 	c.GivenUp += o.GivenUp
 	c.StillPending += o.StillPending
 	c.StillPendingBytes += o.StillPendingBytes
@@ -93,10 +104,19 @@ type FlightSummary struct {
 	Counts
 	HeldByOtherRuns int        `json:"held_by_other_runs"`
 	HeldUntil       *time.Time `json:"held_until"`
-	NextRetryAt     *time.Time `json:"next_retry_at"`
-	Error           *string    `json:"error"`
-	Started         time.Time  `json:"started"`
-	Finished        time.Time  `json:"finished"`
+	NextRetryAt *time.Time `json:"next_retry_at"`
+	Error       *string    `json:"error"`
+	Started     time.Time  `json:"started"`
+	Finished    time.Time  `json:"finished"`
+	// ElapsedSeconds is Finished - Started.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// GiveUpsAwaitingReview is every tile of the flight in upload_giveup
+	// after the run, this run's and earlier ones'; null when it could not
+	// be counted.
+	GiveUpsAwaitingReview *int64 `json:"give_ups_awaiting_review"`
+
+	fdrRecords int // give-up records the decorator wrote (Summary.FDR)
+	fdrBytes   int64
 }
 
 func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error, dryRun bool) FlightSummary {
@@ -105,13 +125,18 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 		Outcome:  string(rep.Outcome),
 		Counts: Counts{
 			Uploaded: rep.Uploaded(), Accepted: rep.Accepted, Duplicate: rep.Duplicate,
-			Rejected: rep.Rejected, GivenUp: rep.GivenUp, StillPending: rep.Pending,
+			Rejected: rep.Rejected, RejectedTiles: len(rep.Rejections), GivenUp: rep.GivenUp, StillPending: rep.Pending,
 			StillPendingBytes: pendingBytes, Retries: rep.RetryCount, Batches: rep.Batches,
 			Bytes: rep.Bytes, Resends: rep.Resends, Replayed: rep.Replayed, Timeouts: rep.Timeouts,
 		},
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
 		Finished:    rep.Finished,
+		fdrRecords:  rep.FDRRecords,
+		fdrBytes:    rep.FDRBytes,
+	}
+	if !rep.Started.IsZero() && rep.Finished.After(rep.Started) {
+		fs.ElapsedSeconds = rep.Finished.Sub(rep.Started).Seconds()
 	}
 	switch {
 	case err != nil:
@@ -143,18 +168,30 @@ func (s *Summary) writeText(w io.Writer) error {
 	}
 	for _, f := range s.Flights {
 		if s.DryRun && f.Error == nil {
-			p("flight %s (dry run): would send %d tiles, %d bytes, in %d batches; nothing was sent or changed\n",
-				f.FlightID, f.StillPending, f.Bytes, f.Batches)
+			p("flight %s (dry run): would send %d tiles, %s, in %d batches; nothing was sent or changed\n",
+				f.FlightID, f.StillPending, iostreams.HumanBytes(f.Bytes), f.Batches)
 			continue
 		}
-		p("flight %s: %s: %d uploaded (%d accepted, %d duplicate), %d rejected, %d given up, %d still pending; %d retries, %d batches, %d bytes\n",
-			f.FlightID, f.Outcome, f.Uploaded, f.Accepted, f.Duplicate, f.Rejected, f.GivenUp, f.StillPending,
-			f.Retries, f.Batches, f.Bytes)
+		elapsed := f.Finished.Sub(f.Started)
+		p("flight %s: %s in %s: %d uploaded (%d accepted, %d duplicate), %d given up, %d still pending (%s)\n",
+			f.FlightID, f.Outcome, iostreams.HumanDuration(elapsed), f.Uploaded, f.Accepted, f.Duplicate,
+			f.GivenUp, f.StillPending, iostreams.HumanBytes(f.StillPendingBytes))
+		// Events, then the tiles behind them: "12 rejections (5 tiles)".
+		batches := fmt.Sprintf("%d batches", f.Batches)
+		if f.Batches == 1 {
+			batches = "1 batch"
+		}
+		p("  %s (%s); %s; %s sent%s\n", plural(f.Rejected, "rejection"), plural(f.RejectedTiles, "tile"), batches,
+			iostreams.HumanBytes(f.Bytes), rates(f, elapsed))
+		if f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0 {
+			earlier := max(*f.GiveUpsAwaitingReview-int64(f.GivenUp), 0)
+			p("  %d given-up tiles of this flight await review (%d from earlier runs)\n", *f.GiveUpsAwaitingReview, earlier)
+		}
 		if f.Error != nil {
 			p("  error: %s\n", *f.Error)
 		}
-		if f.NextRetryAt != nil {
-			p("  run upload-pending again after %s\n", f.NextRetryAt.Format(time.RFC3339))
+		if next := nextStep(s, f); next != "" {
+			p("  next: %s\n", next)
 		}
 		if f.HeldByOtherRuns > 0 && f.HeldUntil != nil {
 			p("  %d tiles are in batches of other runs (see 'tilectl status'); if those runs died, a run after %s finishes them\n",
@@ -165,11 +202,44 @@ func (s *Summary) writeText(w io.Writer) error {
 		p("no on_ground flight has pending tiles\n")
 	}
 	if len(s.Flights) > 1 {
-		p("total: %s: %d uploaded, %d rejected, %d given up, %d still pending, %d retries\n",
-			s.Outcome, s.Uploaded, s.Rejected, s.GivenUp, s.StillPending, s.Retries)
+		p("total: %s: %d uploaded, %d given up, %d still pending; %s, %d retries, %s sent\n",
+			s.Outcome, s.Uploaded, s.GivenUp, s.StillPending, plural(s.Rejected, "rejection"), s.Retries, iostreams.HumanBytes(s.Bytes))
 	}
-	if s.GivenUp > 0 {
-		p("given-up tiles need human review: see 'tilectl status' and the flight data recorder\n")
+	if f := s.FDR; f != nil && f.RingTooSmall {
+		p("flight data recorder too small: this run wrote %d give-up records (%d bytes) to %s, whose ring holds %d bytes, "+
+			"so its oldest records were overwritten (each was in the ring when its give-up was committed); "+
+			"set fdr_capacity_bytes to %d and move the old ring file aside (a ring's size is fixed when its file is created)\n",
+			f.Records, f.Bytes, f.Path, f.CapacityBytes, *f.SuggestedCapacityBytes)
 	}
 	return err
+}
+
+func rates(f FlightSummary, elapsed time.Duration) string {
+	if elapsed <= 0 || f.Uploaded == 0 {
+		return ""
+	}
+	sec := elapsed.Seconds()
+	return fmt.Sprintf(" at %s/s, %.1f tiles/s", iostreams.HumanBytes(int64(float64(f.Bytes)/sec)), float64(f.Uploaded)/sec)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// nextStep is what the operator does now, or "" when nothing is left.
+func nextStep(s *Summary, f FlightSummary) string {
+	switch {
+	case s.Interrupted:
+		return "run upload-pending again to continue"
+	case f.GivenUp > 0 || (f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0):
+		return fmt.Sprintf("review the given-up tiles: tilectl status --flight %s", f.FlightID)
+	case f.StillPending > 0 && f.NextRetryAt != nil:
+		return "run upload-pending again after " + f.NextRetryAt.Format(time.RFC3339) + " (a timer that runs it periodically does this)"
+	case f.StillPending > 0 && f.Error == nil:
+		return "run upload-pending again"
+	}
+	return ""
 }

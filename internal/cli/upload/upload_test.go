@@ -42,8 +42,8 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	}
 	m := decodeSummary(t, res.stdout)
 	wantKeys := []string{"outcome", "exit_code", "dry_run", "retry_decorator", "uploaded", "accepted", "duplicate",
-		"rejected", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
-		"replayed", "timeouts", "next_retry_at", "error", "flights"}
+		"rejected", "rejected_tiles", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
+		"replayed", "timeouts", "next_retry_at", "error", "flights", "fdr"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)
@@ -218,7 +218,7 @@ func TestNoRetryBypassesTheDecoratorAndLogsIt(t *testing.T) {
 	if r.prov.postCount() != 1 || len(r.clock.sleeps) != 0 {
 		t.Errorf("posts %d sleeps %v, want one batch and no retry", r.prov.postCount(), r.clock.sleeps)
 	}
-	if !strings.Contains(res.stdout, "flight F1: partial: 2 uploaded") {
+	if !strings.Contains(res.stdout, "flight F1: partial in ") || !strings.Contains(res.stdout, ": 2 uploaded") {
 		t.Errorf("text summary:\n%s", res.stdout)
 	}
 }

@@ -1,0 +1,44 @@
+package tilestore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ambiguousPendingSQL finds the flight's uploadable tiles that travelled
+// under a key whose answer settled nothing clear for them: members of a
+// failed batch, or tiles an answer rejected with one of the reasons in $2
+// (an omitted or unclear result).
+const ambiguousPendingSQL = `
+WITH cand AS (
+    SELECT unnest(tile_ids) AS tile_id FROM upload_batches WHERE flight_id = $1 AND state = 'failed'
+    UNION
+    SELECT r.tile_id FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
+     WHERE t.flight_id = $1 AND r.reason = ANY($2)
+)
+SELECT ` + tileColumns + ` FROM tiles
+ WHERE flight_id = $1 AND voting_status IN ('pending', 'trusted') AND tile_id IN (SELECT tile_id FROM cand)
+ ORDER BY tile_id`
+
+// AmbiguousPending returns, in tile_id order, the flight's uploadable tiles
+// that an earlier batch may have stored although its key settled nothing
+// for them: members of a failed batch (its key expired, conflicted, or the
+// provider reported the operation absent or indeterminate), and tiles
+// rejected with one of unclearReasons. The uploader asks the provider about
+// these before sending them under a new key.
+func (s *Store) AmbiguousPending(ctx context.Context, flightID string, unclearReasons []string) ([]Tile, error) {
+	if err := ValidateFlightID(flightID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, ambiguousPendingSQL, flightID, unclearReasons)
+	if err != nil {
+		return nil, fmt.Errorf("tiles of flight %s whose earlier batch left them unsettled: %w", flightID, err)
+	}
+	tiles, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tile, error) { return scanTile(r) })
+	if err != nil {
+		return nil, fmt.Errorf("tiles of flight %s whose earlier batch left them unsettled: %w", flightID, err)
+	}
+	return tiles, nil
+}

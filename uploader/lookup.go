@@ -1,0 +1,133 @@
+package uploader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// tileRecord is GET /v1/flights/{flight_id}/tiles/{tile_id}.
+type tileRecord struct {
+	TileID string `json:"tile_id"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// lookup verdicts.
+type held int
+
+const (
+	heldSame    held = iota // the provider holds these exact bytes
+	heldNot                 // it does not (404), or holds other bytes: send
+	heldUnknown             // no clear answer: do not send under a new key now
+)
+
+// lookUpAmbiguous asks the provider about the pending tiles an earlier
+// batch may have stored without settling them (tilestore.AmbiguousPending),
+// workers at a time, before they could travel under a new key: a tile must
+// not be stored twice because its first key's answer was lost. Those it
+// holds with the same sha256 are marked uploaded; those it does not hold go
+// into new batches; those it gave no clear answer about are returned, to be
+// kept out of this run and asked about again by the next. 401 and 403 end
+// the run.
+func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string, workers int, t *tally) ([]string, error) {
+	tiles, err := u.store.AmbiguousPending(ctx, flightID, []string{ReasonProtocolError})
+	if err != nil || len(tiles) == 0 {
+		return nil, err
+	}
+	var (
+		mu            sync.Mutex
+		same, unknown []string
+		runErr        error
+	)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ch := make(chan tilestore.Tile)
+	var wg sync.WaitGroup
+	for range min(workers, len(tiles)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tl := range ch {
+				v, err := u.lookUp(lctx, flightID, tl)
+				mu.Lock()
+				switch {
+				case err != nil:
+					if runErr == nil {
+						runErr = err
+					}
+					stop()
+				case v == heldSame:
+					same = append(same, tl.ID)
+				case v == heldUnknown:
+					unknown = append(unknown, tl.ID)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, tl := range tiles {
+		select {
+		case ch <- tl:
+		case <-lctx.Done():
+		}
+	}
+	close(ch)
+	wg.Wait()
+	if runErr != nil {
+		return nil, runErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(same) > 0 {
+		jctx, cancel := journalCtx(ctx)
+		defer cancel()
+		if _, err := u.store.MarkUploaded(jctx, same); err != nil {
+			return nil, err
+		}
+		t.held(len(same))
+	}
+	u.log.Info().Str("flight_id", flightID).Int("asked", len(tiles)).Int("held", len(same)).
+		Int("unclear", len(unknown)).Msg("asked the provider about tiles an earlier batch left unsettled")
+	if len(unknown) > 0 {
+		u.log.Warn().Str("flight_id", flightID).Int("tiles", len(unknown)).
+			Msg("the provider gave no clear answer about tiles an earlier batch may have stored; they are not sent under a new key in this run")
+	}
+	return unknown, nil
+}
+
+// lookUp asks the provider whether it holds tl's bytes. Only a 200 naming
+// the tile with its sha256 (and its size, when given) means held; a 404 or
+// other bytes mean not held; anything else is unknown. 401/403 are the
+// run-ending error.
+func (u *HTTPTileUploader) lookUp(ctx context.Context, flightID string, tl tilestore.Tile) (held, error) {
+	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
+	a := u.do(ctx, http.MethodGet, path, "", nil, nil, func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
+	switch {
+	case a.cancelled:
+		return heldUnknown, a.failure("", "look up tile "+tl.ID)
+	case a.err == nil && a.status == http.StatusNotFound:
+		return heldNot, nil
+	case a.err == nil && (a.status == http.StatusUnauthorized || a.status == http.StatusForbidden):
+		return heldUnknown, a.failure("", "look up tile "+tl.ID)
+	case a.err != nil || a.status != http.StatusOK || a.bodyErr != nil:
+		u.log.Warn().Str("tile_id", tl.ID).Int("status", a.status).Err(errors.Join(a.err, a.bodyErr)).Msg("tile lookup gave no clear answer")
+		return heldUnknown, nil
+	}
+	var rec tileRecord
+	if err := json.Unmarshal(a.body, &rec); err != nil || rec.TileID != tl.ID || rec.SHA256 == "" {
+		u.log.Warn().Str("tile_id", tl.ID).Msg("tile lookup answer does not name the tile and its sha256")
+		return heldUnknown, nil
+	}
+	if !strings.EqualFold(rec.SHA256, tl.SHA256) || (rec.Size > 0 && rec.Size != tl.SizeBytes) {
+		return heldNot, nil // other bytes: the batch's answer will say what the provider makes of ours
+	}
+	return heldSame, nil
+}
