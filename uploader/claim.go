@@ -220,7 +220,7 @@ func (u *HTTPTileUploader) keepLeases(ctx context.Context) (context.Context, fun
 				return
 			case <-tick.C:
 			}
-			rctx, rcancel := context.WithTimeout(lctx, lease/3)
+			rctx, rcancel := context.WithTimeout(lctx, lease/2)
 			_, err := u.store.ExtendLeases(rctx)
 			rcancel()
 			if err == nil {

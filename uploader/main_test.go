@@ -100,7 +100,7 @@ func childMain() int {
 }
 
 // childLease is the children's batch lease.
-const childLease = 300 * time.Millisecond
+const childLease = time.Second
 
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {

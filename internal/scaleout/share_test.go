@@ -11,7 +11,7 @@ import (
 // share; a run afterwards finishes what the killed one held once its lease
 // ends (or says until when it must wait); every tile is stored exactly once.
 func shareScenario(t *testing.T, r *rig) {
-	const lease = 2 * time.Second
+	const lease = 3 * time.Second
 	flags := []string{"--batch-size", "20", "--concurrency", "2", "--lease", lease.String()}
 	procs := []*proc{r.start(flags...), r.start(flags...), r.start(flags...)}
 	time.Sleep(time.Second)
