@@ -7,7 +7,7 @@ import (
 )
 
 func benchAppend(b *testing.B, durable bool) {
-	r, err := Open(filepath.Join(b.TempDir(), "fdr.ring"), Options{})
+	r, err := Open(context.Background(), filepath.Join(b.TempDir(), "fdr.ring"), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func BenchmarkAppendDurable(b *testing.B) { benchAppend(b, true) }
 
 func BenchmarkReadFile(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "fdr.ring")
-	r, err := Open(path, Options{})
+	r, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

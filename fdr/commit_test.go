@@ -12,7 +12,7 @@ import (
 func crashAfterFrameCopy(t *testing.T, path string, e Entry) {
 	t.Helper()
 	before := readHeaderPage(t, path)
-	r, err := Open(path, Options{})
+	r, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestAFrameTheHeaderNeverCommittedIsNotARecord(t *testing.T) {
 
 			// The keyed append after the crash must write its record, not
 			// find the uncommitted frame and write nothing.
-			r2, err := Open(path, Options{})
+			r2, err := Open(context.Background(), path, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // childWrite appends n records; every 25th is keyed with a key all writers
 // share, so exactly one writer may record it.
 func childWrite(path, id string, n int) error {
-	r, err := Open(path, Options{})
+	r, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func TestConcurrentAppendsAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "fdr.ring")
 	// Create it first so every writer agrees on the capacity.
-	r, err := Open(path, Options{})
+	r, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestFollowEmitsExistingThenNewRecords(t *testing.T) {
 	go func() {
 		done <- Follow(ctx, path, 1, time.Millisecond, func(r Record) error { got <- r; return nil })
 	}()
-	r, err := Open(path, Options{Capacity: MinCapacity})
+	r, err := Open(context.Background(), path, Options{Capacity: MinCapacity})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestKeyedAppendWritesOnceAcrossReopen(t *testing.T) {
 	}
 	r.Close()
 	// A new process after a crash: a new Recorder on the same file.
-	r2, err := Open(path, Options{})
+	r2, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestKeyedAppendWritesOnceAcrossReopen(t *testing.T) {
 func TestKeyedAppendSeesAnotherWritersRecord(t *testing.T) {
 	t.Parallel()
 	a, path := openRing(t, 0)
-	b, err := Open(path, Options{})
+	b, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestKeyedRecordOverwrittenByTheRingIsWrittenAgain(t *testing.T) {
 func TestKeyedAppendAfterAnotherWriterLappedTheRing(t *testing.T) {
 	t.Parallel()
 	a, path := openRing(t, MinCapacity)
-	b, err := Open(path, Options{})
+	b, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,3 +170,30 @@ func TestABatchNeverOverwritesARecordItReturned(t *testing.T) {
 		t.Fatalf("Sync after a returned record was overwritten: %v, want ErrBatchOverflow", err)
 	}
 }
+
+func TestOpenWaitsForABusyLockOnlyAsLongAsItsContext(t *testing.T) {
+	t.Parallel()
+	r, path := openRing(t, MinCapacity)
+	r.Close()
+	release := holdLock(t, path)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		r2, err := Open(ctx, path, Options{})
+		if err == nil {
+			r2.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("open under a held lock: %v, want the context's deadline", err)
+		}
+	case <-time.After(5 * time.Second):
+		release()
+		<-done
+		t.Fatal("open still waiting for the lock 5s after its 200ms deadline")
+	}
+}

@@ -46,7 +46,7 @@ func TestTruncatedLastRecordIsSkipped(t *testing.T) {
 		t.Fatalf("%d records, report %+v", len(recs), rep)
 	}
 	// A writer reopening the cut file regrows it and carries on.
-	r2, err := Open(path, Options{})
+	r2, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestCorruptRecordIsSkippedAndTheRestRead(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for trial := 0; trial < 20; trial++ {
 		path := filepath.Join(t.TempDir(), "fdr.ring")
-		r, err := Open(path, Options{Capacity: MinCapacity})
+		r, err := Open(context.Background(), path, Options{Capacity: MinCapacity})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestDamagedHeaderIsRebuiltFromRecords(t *testing.T) {
 		t.Fatalf("report %+v, newest %d", rep, recs[len(recs)-1].Seq)
 	}
 	var logged int
-	r2, err := Open(path, Options{Logf: func(string, ...any) { logged++ }})
+	r2, err := Open(context.Background(), path, Options{Logf: func(string, ...any) { logged++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestNotARingIsAnErrorAndIsNotClobbered(t *testing.T) {
 	if _, _, err := ReadFile(path); !errors.Is(err, ErrNotRing) {
 		t.Fatalf("ReadFile: %v, want ErrNotRing", err)
 	}
-	if _, err := Open(path, Options{}); !errors.Is(err, ErrNotRing) {
+	if _, err := Open(context.Background(), path, Options{}); !errors.Is(err, ErrNotRing) {
 		t.Fatalf("Open: %v, want ErrNotRing", err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "dear diary" {
@@ -197,7 +197,7 @@ func TestEmptyRingReadsAsNothing(t *testing.T) {
 func FuzzReadRing(f *testing.F) {
 	dir := f.TempDir()
 	path := filepath.Join(dir, "seed.ring")
-	r, err := Open(path, Options{Capacity: MinCapacity})
+	r, err := Open(context.Background(), path, Options{Capacity: MinCapacity})
 	if err != nil {
 		f.Fatal(err)
 	}

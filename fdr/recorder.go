@@ -79,8 +79,10 @@ type keyLoc struct {
 }
 
 // Open opens the ring at path, creating it (mode 0600, parent directories
-// 0700) with the given capacity if it does not exist.
-func Open(path string, opts Options) (*Recorder, error) {
+// 0700) with the given capacity if it does not exist. It waits for the
+// ring's lock (held by another process's append) only as long as ctx
+// allows.
+func Open(ctx context.Context, path string, opts Options) (*Recorder, error) {
 	if opts.Capacity != 0 && (opts.Capacity < MinCapacity || opts.Capacity > MaxCapacity) {
 		return nil, fmt.Errorf("open fdr %s: capacity %d, want %d..%d", path, opts.Capacity, MinCapacity, MaxCapacity)
 	}
@@ -113,7 +115,7 @@ func Open(path string, opts Options) (*Recorder, error) {
 		}
 	}
 	r.f = f
-	if err := r.init(want, opts.Capacity != 0); err != nil {
+	if err := r.init(ctx, want, opts.Capacity != 0); err != nil {
 		unmapFile(r.mem)
 		f.Close()
 		return nil, fmt.Errorf("open fdr %s: %w", path, err)
@@ -123,8 +125,8 @@ func Open(path string, opts Options) (*Recorder, error) {
 
 // init creates the header of a new file, or adopts an existing one, and
 // maps the file.
-func (r *Recorder) init(want uint64, explicit bool) error {
-	unlock, err := lockFile(context.Background(), r.f, true)
+func (r *Recorder) init(ctx context.Context, want uint64, explicit bool) error {
+	unlock, err := lockFile(ctx, r.f, true)
 	if err != nil {
 		return err
 	}

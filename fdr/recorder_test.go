@@ -30,7 +30,7 @@ func stepClock() func() time.Time {
 func openRing(t *testing.T, capacity int64) (*Recorder, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sub", "fdr.ring")
-	r, err := Open(path, Options{Capacity: capacity, Now: stepClock()})
+	r, err := Open(context.Background(), path, Options{Capacity: capacity, Now: stepClock()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestCapacityIsFixedAtCreation(t *testing.T) {
 	appendN(t, r, 1, 3)
 	r.Close()
 	var logged []string
-	r2, err := Open(path, Options{Capacity: 8 << 20, Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }})
+	r2, err := Open(context.Background(), path, Options{Capacity: 8 << 20, Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestCapacityIsFixedAtCreation(t *testing.T) {
 	if err != nil || rec.Seq != 4 {
 		t.Fatalf("append after reopen = %+v, %v; want seq 4", rec, err)
 	}
-	if _, err := Open(path+"x", Options{Capacity: 1000}); err == nil {
+	if _, err := Open(context.Background(), path+"x", Options{Capacity: 1000}); err == nil {
 		t.Fatal("capacity below the minimum accepted")
 	}
 }
@@ -195,7 +195,7 @@ func TestAppendRejectsBadEntries(t *testing.T) {
 func TestConcurrentAppendsInOneProcess(t *testing.T) {
 	t.Parallel()
 	r, path := openRing(t, 0)
-	other, err := Open(path, Options{}) // a second Recorder: separate fd, same flock
+	other, err := Open(context.Background(), path, Options{}) // a second Recorder: separate fd, same flock
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestAppendToAFileTruncatedUnderneathFailsInsteadOfCrashing(t *testing.T) {
 		t.Fatalf("append after truncation: %v, want ErrFileShrunk", err)
 	}
 	// A fresh Recorder starts the ring again.
-	r2, err := Open(path, Options{Capacity: MinCapacity})
+	r2, err := Open(context.Background(), path, Options{Capacity: MinCapacity})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func idleInner(fl string) *fakeInner {
 func openRing(t *testing.T, capacity int64) (RingRecorder, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fdr.ring")
-	rec, err := fdr.Open(path, fdr.Options{Capacity: capacity})
+	rec, err := fdr.Open(context.Background(), path, fdr.Options{Capacity: capacity})
 	if err != nil {
 		t.Fatal(err)
 	}

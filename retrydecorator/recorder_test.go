@@ -1,6 +1,7 @@
 package retrydecorator
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -14,7 +15,7 @@ var _ GiveUpRecorder = RingRecorder{}
 func newTestRecorder(t *testing.T) *testRecorder {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fdr.ring")
-	rec, err := fdr.Open(path, fdr.Options{})
+	rec, err := fdr.Open(context.Background(), path, fdr.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

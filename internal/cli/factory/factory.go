@@ -21,6 +21,13 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
+// ConfigKeyAnnotation marks a command's flag that sets a configuration
+// field (the annotation's one value is the key, e.g. "upload.concurrency"):
+// the root command applies it with the global flags, before the
+// configuration is validated, so a flag overrides the file and the
+// environment before any of them is checked.
+const ConfigKeyAnnotation = "tilectl_config_key"
+
 // Factory is what every command constructor receives.
 type Factory struct {
 	IOStreams *iostreams.IOStreams

@@ -21,7 +21,7 @@ func ring(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fdr.ring")
 	now := t0.Add(-time.Second) // Open stamps the creation time first
-	r, err := fdr.Open(path, fdr.Options{Capacity: fdr.MinCapacity, Now: func() time.Time { now = now.Add(time.Second); return now }})
+	r, err := fdr.Open(context.Background(), path, fdr.Options{Capacity: fdr.MinCapacity, Now: func() time.Time { now = now.Add(time.Second); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,3 +198,18 @@ func TestGroupReadableTokenFileIsWarnedAbout(t *testing.T) {
 		t.Fatalf("0600 file warned about: %q", r.errOut)
 	}
 }
+
+// A flag overrides the environment before anything is validated: a valid
+// --concurrency wins over an invalid TILECTL_UPLOAD_CONCURRENCY (the
+// database is unreachable, so the run gets as far as exit 1).
+func TestValidFlagOverridesAnInvalidEnvironmentValue(t *testing.T) {
+	env := map[string]string{
+		"TILECTL_DATABASE_URL":       "postgres://postgres@127.0.0.1:1/x?sslmode=disable",
+		"TILECTL_UPLOAD_CONCURRENCY": "0",
+		"TILECTL_PROVIDER_TOKEN":     "t0ken",
+	}
+	r := execute(t, env, "upload-pending", "--concurrency", "4")
+	if r.code == exitcode.Usage || strings.Contains(r.errOut, "upload.concurrency") {
+		t.Fatalf("exit %d although --concurrency 4 overrides the environment: %q", r.code, r.errOut)
+	}
+}

@@ -131,7 +131,10 @@ func TestProgressDrawsTileCountsAndACountdownOnATerminal(t *testing.T) {
 	var errOut bytes.Buffer
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.Nop(),
-		func(time.Duration) (<-chan time.Time, func()) { t.Fatal("log ticker used on a terminal"); return nil, nil },
+		func(time.Duration) (<-chan time.Time, func()) {
+			t.Fatal("log ticker used on a terminal")
+			return nil, nil
+		},
 		metricsfile.New(), func() time.Time { return now })
 	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 4})
 	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1, Sleep: 4 * time.Second, Pending: 6, Rejected: 2})

@@ -1,9 +1,14 @@
 package upload
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
@@ -64,5 +69,45 @@ func TestARunWhoseGiveUpsFitTheFDRRingSuggestsNothing(t *testing.T) {
 	s = fdrSummary("/x/fdr.ring", fdr.DefaultCapacity, 1, 900<<20)
 	if *s.SuggestedCapacityBytes != fdr.MaxCapacity {
 		t.Errorf("suggested %d, want the largest ring, %d", *s.SuggestedCapacityBytes, fdr.MaxCapacity)
+	}
+}
+
+func TestDeadlineIsKeptWhileAnotherProcessHoldsTheFDRLock(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 3)
+	ring, err := fdr.Open(context.Background(), r.cfg.FDRPath, fdr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring.Close()
+	// Another process's writer: the ring's flock through a file
+	// description of its own.
+	f, err := os.OpenFile(r.cfg.FDRPath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan runResult, 1)
+	start := time.Now()
+	go func() {
+		done <- r.run(func(o *Options) { o.Deadline = 500 * time.Millisecond }, "deadline")
+	}()
+	select {
+	case res := <-done:
+		took := time.Since(start)
+		if took > 3*time.Second {
+			t.Errorf("--deadline 500ms run ended after %s", took)
+		}
+		if res.code == exitcode.OK || !strings.Contains(res.stderr+fmt.Sprint(res.err), "flight data recorder") {
+			t.Errorf("exit %d, err %v; want a failure naming the flight data recorder\n%s", res.code, res.err, res.stderr)
+		}
+	case <-time.After(15 * time.Second):
+		f.Close() // let the run go on
+		<-done
+		t.Fatal("a --deadline 500ms run was still waiting for the FDR lock after 15s")
 	}
 }

@@ -40,7 +40,7 @@ type progress struct {
 	tiles, retries, giveups, rejections atomic.Int64
 	bytes                               atomic.Int64
 
-	mu    sync.Mutex
+	mu      sync.Mutex
 	state   string        // "" while uploading
 	until   time.Time     // a countdown's end, shown in the state
 	dynamic func() string // a state computed at each redraw

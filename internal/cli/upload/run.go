@@ -175,8 +175,8 @@ func (r *run) wire(ctx context.Context) error {
 		open := r.opts.OpenFDR
 		if open == nil {
 			log := r.log
-			open = func(path string, capacity int64) (GiveUpRecorder, error) {
-				rec, err := fdr.Open(path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
+			open = func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error) {
+				rec, err := fdr.Open(ctx, path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
 					log.Warn().Str("fdr_path", path).Msgf(format, args...)
 				}})
 				if err != nil {
@@ -185,7 +185,7 @@ func (r *run) wire(ctx context.Context) error {
 				return retrydecorator.RingRecorder{Recorder: rec}, nil
 			}
 		}
-		rec, err := open(r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
+		rec, err := open(ctx, r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
 		if err != nil {
 			return fmt.Errorf("open the flight data recorder %s: %w", r.cfg.FDRPath, err)
 		}

@@ -42,7 +42,7 @@ type Options struct {
 	HTTPClient *http.Client
 	// OpenFDR opens the flight data recorder for give-up records. Default:
 	// fdr.Open on config fdr_path with fdr_capacity_bytes.
-	OpenFDR func(path string, capacity int64) (GiveUpRecorder, error)
+	OpenFDR func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error)
 	// NewTicker paces progress log lines when stderr is not a terminal.
 	// Default: a time.Ticker.
 	NewTicker func(d time.Duration) (c <-chan time.Time, stop func())
@@ -63,8 +63,8 @@ type Options struct {
 	InsecureSkipVerify bool
 	Output             string
 	// Quiet shows only errors and the summary: no progress, no INFO/WARN.
-	Quiet bool
-	CPUProfile         string // hidden --cpuprofile: where to write a CPU profile
+	Quiet      bool
+	CPUProfile string // hidden --cpuprofile: where to write a CPU profile
 	// Changed reports whether the user set a flag; only those override the
 	// configuration. Nil means none did.
 	Changed func(flag string) bool
@@ -133,6 +133,9 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "show only errors and the summary (no progress, no info or warning logs)")
 	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file (or set "+cpuProfileEnv+")")
 	_ = fl.MarkHidden("cpuprofile")
+	for _, f := range configFlags {
+		_ = fl.SetAnnotation(f.flag, factory.ConfigKeyAnnotation, []string{f.key})
+	}
 	return cmd
 }
 
@@ -172,7 +175,10 @@ var configFlags = []struct {
 	{"metrics-file", "upload.metrics_file", func(o *Options) string { return o.MetricsFile }},
 }
 
-// settings is the configuration with the user's flags applied, validated
+// settings is the configuration with the user's flags applied (from the
+// command line the factory has already applied them, through
+// factory.ConfigKeyAnnotation; callers that build Options directly rely on
+// this overlay), validated
 // by config.Validate exactly as a file or environment value is; an error
 // names the flag (exit 2 at the caller).
 func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Config, error) {
