@@ -104,10 +104,10 @@ type FlightSummary struct {
 	Counts
 	HeldByOtherRuns int        `json:"held_by_other_runs"`
 	HeldUntil       *time.Time `json:"held_until"`
-	NextRetryAt *time.Time `json:"next_retry_at"`
-	Error       *string    `json:"error"`
-	Started     time.Time  `json:"started"`
-	Finished    time.Time  `json:"finished"`
+	NextRetryAt     *time.Time `json:"next_retry_at"`
+	Error           *string    `json:"error"`
+	Started         time.Time  `json:"started"`
+	Finished        time.Time  `json:"finished"`
 	// ElapsedSeconds is Finished - Started.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	// GiveUpsAwaitingReview is every tile of the flight in upload_giveup
