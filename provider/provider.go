@@ -199,9 +199,6 @@ func (s *Server) collect(every time.Duration) (stop func()) {
 // when the server is done.
 func (s *Server) Close() { s.stopGC() }
 
-// Table is the server's operation table (for tests that age records).
-func (s *Server) Table() *operation.Table { return s.table }
-
 // Handler returns the server's routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()

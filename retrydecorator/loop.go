@@ -94,6 +94,13 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		if pending == 0 {
 			return agg.settle(), nil
 		}
+		if pending <= rep.LocalFailed {
+			// Only tiles with a bad cached blob are left: another call
+			// would find the same blobs bad. A person mends them.
+			log.Warn().Int("remaining_pending_count", pending).Int("local_failures", rep.LocalFailed).
+				Msg("only tiles with bad cached blobs are still pending; not retrying")
+			return agg.settle(), nil
+		}
 		if n >= u.cfg.MaxInCallRetries {
 			next := u.clock.Now().Add(u.cfg.BackoffCap)
 			agg.r.NextRetryAt = &next

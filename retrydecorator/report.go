@@ -18,6 +18,28 @@ type aggregate struct {
 	fdrRecords int
 	fdrBytes   int64
 	at         map[string]int // tile ID -> index in r.Rejections
+	local      map[string]bool
+}
+
+// addLocal keeps each tile left pending for its blob once, however many
+// inner calls found it: a retry checks it again and finds it bad again.
+func (a *aggregate) addLocal(rep uploader.UploadBatchReport, first bool) {
+	if a.local == nil {
+		a.local = map[string]bool{}
+	}
+	if first {
+		a.r.LocalFailures, a.r.LocalFailed = nil, 0
+	}
+	for _, lf := range rep.LocalFailures {
+		if a.local[lf.TileID] {
+			continue
+		}
+		a.local[lf.TileID] = true
+		a.r.LocalFailures = append(a.r.LocalFailures, lf)
+	}
+	// Unlisted ones (past the report's cap) cannot be told apart: the
+	// largest single count is the best lower bound.
+	a.r.LocalFailed = max(a.r.LocalFailed, rep.LocalFailed, len(a.r.LocalFailures))
 }
 
 func (a *aggregate) add(rep uploader.UploadBatchReport) {
@@ -28,6 +50,7 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 		for i, pt := range rep.Rejections {
 			a.at[pt.TileID] = i
 		}
+		a.addLocal(rep, true)
 		return
 	}
 	r := &a.r
@@ -42,6 +65,8 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 	r.Resends += rep.Resends
 	r.Replayed += rep.Replayed
 	r.Timeouts += rep.Timeouts
+	a.addLocal(rep, false)
+	r.Traffic.Add(rep.Traffic)
 	if r.Started.IsZero() {
 		r.Started = rep.Started
 	}

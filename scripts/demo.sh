@@ -31,6 +31,7 @@ trap cleanup EXIT
 admin=$TILECTL_TEST_DATABASE_URL
 base=${admin%%\?*}
 dburl() { echo "${base%/*}/$1${admin#"$base"}"; }
+echo "make demo DROPS and recreates the databases tilectl_demo and tilectl_demo_provider on ${base%/*} (no other database is touched); files go to demo-run/"
 for db in tilectl_demo tilectl_demo_provider; do
 	PGOPTIONS='-c client_min_messages=warning' psql "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
 done

@@ -49,9 +49,9 @@ WITH pick AS (
            last_rejection_reason = per.reason,
            last_rejection_message = per.message,
            last_rejected_at = per.rejected_at,
-           voting_status = CASE WHEN (t.upload_attempts + per.n >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
+           voting_status = CASE WHEN (t.upload_attempts + per.n - t.budget_base >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
                                 THEN 'upload_giveup' ELSE t.voting_status END,
-           gave_up_at = CASE WHEN (t.upload_attempts + per.n >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
+           gave_up_at = CASE WHEN (t.upload_attempts + per.n - t.budget_base >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
                              THEN now() ELSE t.gave_up_at END
       FROM per WHERE t.tile_id = per.tile_id
     RETURNING t.tile_id, t.flight_id, t.upload_attempts, per.n,

@@ -59,7 +59,6 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles:batch"
 	a := u.do(ctx, http.MethodPost, path, opID, body,
 		func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) }, acceptBatchAnswer)
-	t.transport(a.attempts-1, a.timeouts)
 
 	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
 	if a.budgetSpent {

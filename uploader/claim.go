@@ -87,29 +87,30 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	// the claim, outside its transaction: a claim's row locks are held for
 	// milliseconds, not for disk reads.
 	send := c.Tiles[:0:0]
-	var local []tilestore.Rejection
-	rejOp := ""
+	var bad []LocalFailure
+	var badIDs []string
 	tb := newTileBytes(c.Tiles)
 	for _, tl := range c.Tiles {
-		if r := tb.read(u.blobs, tl); r != nil {
-			if r.local != nil {
-				return false, r.local // the batch stays open, its lease released at the end
-			}
-			if rejOp == "" {
-				rejOp = operation.NewID()
-			}
-			local = append(local, tilestore.Rejection{OpID: rejOp, TileID: tl.ID, Reason: r.reason, Message: r.message})
+		lf, err := tb.read(u.blobs, tl)
+		if err != nil {
+			return false, err // the batch stays open, its lease released at the end
+		}
+		if lf != nil {
+			bad, badIDs = append(bad, *lf), append(badIDs, tl.ID)
 			continue
 		}
 		send = append(send, tl)
 	}
-	if len(local) > 0 {
-		b := batchOf(flightID, c.Batch.OpID, send)
-		t.skip(local)
-		if err := u.store.TrimUnsentBatch(stopCtx, b, local); err != nil {
-			return false, fmt.Errorf("record %d local rejection(s): %w", len(local), err)
+	if len(bad) > 0 {
+		// A bad blob is a local failure: the tile leaves the batch unsent,
+		// stays pending and uncounted, and this call does not claim it again.
+		t.skipIDs(badIDs)
+		if err := u.store.TrimUnsentBatch(stopCtx, batchOf(flightID, c.Batch.OpID, send), nil); err != nil {
+			return false, fmt.Errorf("leave %d tile(s) with a bad blob out of batch %s: %w", len(bad), c.Batch.OpID, err)
 		}
-		t.local(local)
+		for _, lf := range bad {
+			u.localFailure(t, lf)
+		}
 		if len(send) == 0 {
 			return true, nil
 		}

@@ -80,6 +80,10 @@ type HTTPOptions struct {
 	MaxRetryDelay time.Duration
 	// MaxResponseBytes caps how much of an answer is read. Default 8 MiB.
 	MaxResponseBytes int64
+	// CacheDirSource says where the blob cache's directory was configured
+	// ("flag --cache-dir", "environment TILECTL_CACHE_DIR", ...), for the
+	// error that stops a run whose blobs are all missing. Default "".
+	CacheDirSource string
 	// UserAgent, default "tilectl/<Version>".
 	UserAgent string
 	// Now is the clock. Default time.Now.
@@ -128,10 +132,12 @@ type HTTPTileUploader struct {
 	maxDelay time.Duration
 	maxBody  int64
 	ua       string
-	now      func() time.Time
-	sleep    func(ctx context.Context, d time.Duration) error
-	breaker  *breaker
-	budget   *operation.RetryBudget
+	// cacheDirSource is HTTPOptions.CacheDirSource.
+	cacheDirSource string
+	now            func() time.Time
+	sleep          func(ctx context.Context, d time.Duration) error
+	breaker        *breaker
+	budget         *operation.RetryBudget
 	// answered is set once the provider answered as the API: from then on
 	// a failure is an outage, given the full resends, not a wrong URL.
 	answered atomic.Bool
@@ -156,6 +162,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		base: base, token: opts.Token, store: opts.Store, blobs: opts.Blobs, log: opts.Logger,
 		timeout: opts.RequestTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
 		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
+		cacheDirSource: opts.CacheDirSource,
 	}
 	if u.timeout <= 0 {
 		u.timeout = defaultRequestTimeout

@@ -18,7 +18,7 @@ import (
 	"github.com/tilectl/tilectl/uploader"
 )
 
-func TestMissingAndCorruptBlobsAreRejectedLocallyAndNotSent(t *testing.T) {
+func TestBadBlobsAreLocalFailuresThatAreNotSentNotCountedAndStayPending(t *testing.T) {
 	t.Parallel()
 	p := providertest.Start(t, nil)
 	c := providertest.NewClient(t, "fb")
@@ -47,24 +47,25 @@ func TestMissingAndCorruptBlobsAreRejectedLocallyAndNotSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reasons := map[string]string{}
-	for _, r := range rep.Rejections {
-		reasons[r.TileID] = r.Reason
-		if r.OpID == "" {
-			t.Errorf("local rejection of %s has no op id", r.TileID)
+	want := map[string]string{missing.ID: uploader.ProblemBlobMissing, corrupt.ID: uploader.ProblemBlobWrongHash,
+		resized.ID: uploader.ProblemBlobWrongSize}
+	got := map[string]string{}
+	for _, lf := range rep.LocalFailures {
+		got[lf.TileID] = lf.Problem
+		if lf.CachePath != mustPath(tileByID(tiles, lf.TileID)) {
+			t.Errorf("tile %s: cache path %q is not the blob's path on disk", lf.TileID, lf.CachePath)
 		}
 	}
-	want := map[string]string{missing.ID: uploader.ReasonBlobMissing, corrupt.ID: uploader.ReasonBlobCorrupt, resized.ID: uploader.ReasonBlobCorrupt}
-	if len(reasons) != 3 {
-		t.Fatalf("rejections %v, want %v", reasons, want)
+	if len(got) != 3 || rep.LocalFailed != 3 {
+		t.Fatalf("local failures %v (%d), want %v", got, rep.LocalFailed, want)
 	}
-	for id, r := range want {
-		if reasons[id] != r {
-			t.Errorf("tile %s: %q, want %q", id, reasons[id], r)
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("tile %s: %q, want %q", id, got[id], w)
 		}
 	}
-	if rep.Accepted != 3 || rep.Outcome != uploader.OutcomePartial {
-		t.Fatalf("report %+v, want 3 accepted, partial", rep)
+	if rep.Accepted != 3 || rep.Rejected != 0 || len(rep.Rejections) != 0 || rep.Outcome != uploader.OutcomePartial {
+		t.Fatalf("report %+v, want 3 accepted, no rejection, partial", rep)
 	}
 	held := map[string]bool{}
 	for _, tl := range p.Ledger(t).Tiles {
@@ -75,10 +76,72 @@ func TestMissingAndCorruptBlobsAreRejectedLocallyAndNotSent(t *testing.T) {
 			t.Errorf("tile %s was sent though its blob is bad", id)
 		}
 	}
-	// The rejections are recorded for the decorator to count.
-	cr, err := c.Store.CountRejections(testCtx(t), "fb", 5, nil)
-	if err != nil || cr.Counted != 3 {
-		t.Fatalf("CountRejections = %+v, %v; want 3 counted", cr, err)
+	// Nothing is recorded for the decorator to count: the provider never
+	// saw these tiles, so they keep their whole budget and stay pending.
+	cr, err := c.Store.CountRejections(testCtx(t), "fb", 1, nil)
+	if err != nil || cr.Counted != 0 || len(cr.GaveUp) != 0 {
+		t.Fatalf("CountRejections = %+v, %v; want nothing to count", cr, err)
+	}
+	if n, _, err := c.Store.PendingSummary(testCtx(t), "fb"); err != nil || n != 3 {
+		t.Fatalf("pending = %d, %v; want the 3 bad-blob tiles", n, err)
+	}
+}
+
+func tileByID(tiles []tilestore.Tile, id string) tilestore.Tile {
+	for _, t := range tiles {
+		if t.ID == id {
+			return t
+		}
+	}
+	return tilestore.Tile{}
+}
+
+func TestNoBlobOfTheFirstPageInTheCacheStopsTheRunBeforeAnythingIsSent(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	c := providertest.NewClient(t, "fw")
+	c.AddTiles(t, "fw", 4, 512, 21)
+	wrong, err := tilestore.NewBlobStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+			o.Blobs = wrong
+			o.CacheDirSource = "environment TILECTL_CACHE_DIR"
+		})
+		_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw", DryRun: dry})
+		var bce *uploader.BlobCacheError
+		if !errors.As(err, &bce) || bce.CacheDir != wrong.Root() || bce.Checked != 4 ||
+			!strings.Contains(err.Error(), wrong.Root()) || !strings.Contains(err.Error(), "environment TILECTL_CACHE_DIR") {
+			t.Fatalf("dry run %v: err = %v; want a BlobCacheError naming %s and where it came from", dry, err, wrong.Root())
+		}
+	}
+	if n := len(f.received()); n != 0 {
+		t.Fatalf("%d batches reached the provider", n)
+	}
+	if n, _, _ := c.Store.PendingSummary(testCtx(t), "fw"); n != 4 {
+		t.Fatalf("pending = %d, want 4", n)
+	}
+}
+
+func TestDryRunReportsBlobProblemsInsteadOfWouldSend(t *testing.T) {
+	t.Parallel()
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	c := providertest.NewClient(t, "fd")
+	tiles := c.AddTiles(t, "fd", 3, 512, 22)
+	p, _ := c.Blobs.Resolve(tiles[2].BlobPath)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := newUploader(t, hs.URL, c, nil)
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fd", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pending != 2 || rep.LocalFailed != 1 || rep.LocalFailures[0].TileID != tiles[2].ID ||
+		rep.LocalFailures[0].Problem != uploader.ProblemBlobMissing || rep.LocalFailures[0].CachePath != p {
+		t.Fatalf("dry run report %+v; want 2 to send and the missing blob named", rep)
 	}
 }
 

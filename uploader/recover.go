@@ -84,7 +84,7 @@ func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, member
 	}
 	tb := newTileBytes(tiles)
 	for _, tl := range tiles {
-		if tb.read(u.blobs, tl) != nil {
+		if lf, err := tb.read(u.blobs, tl); lf != nil || err != nil {
 			return nil, nil, false
 		}
 	}

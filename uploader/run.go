@@ -23,7 +23,10 @@ type unfit struct {
 // UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
 func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error) {
 	t := newTally(req.FlightID, u.now(), req.Progress)
+	ctx = withTally(ctx, t)
+	openings := u.breaker.openingsSoFar()
 	finish := func(err error) (UploadBatchReport, error) {
+		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := journalCtx(ctx)
 		defer cancel()
 		if !req.DryRun {
@@ -57,6 +60,9 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		return finish(err)
 	}
 	lim := caps.limits(req.BatchSize)
+	if err := u.preflight(ctx, req.FlightID); err != nil {
+		return finish(err)
+	}
 	if req.DryRun {
 		return u.dryRun(ctx, req, lim, t)
 	}
@@ -146,28 +152,48 @@ func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim lim
 }
 
 // dryRun pages and sizes exactly as a real run would and reports the
-// batches and bytes it would send; it sends and changes nothing.
+// batches and bytes it would send; a tile whose blob is missing or of the
+// wrong size is reported as a local failure instead (its sha256 is checked
+// only when a real run reads it to send). It sends and changes nothing.
 func (u *HTTPTileUploader) dryRun(ctx context.Context, req Request, lim limits, t *tally) (UploadBatchReport, error) {
 	ch := make(chan candidate)
 	var pending int
 	var batches int
 	var bytes int64
+	var cerr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for c := range ch {
-			pending += len(c.tiles) + len(c.tooLarge)
-			if len(c.tiles) > 0 {
-				batches++
-			}
+			pending += len(c.tooLarge)
+			sent := false
 			for _, tl := range c.tiles {
-				bytes += tl.SizeBytes
+				if cerr != nil {
+					break
+				}
+				lf, err := CheckBlob(u.blobs, tl, CheckSize)
+				switch {
+				case err != nil:
+					cerr = err
+				case lf != nil:
+					u.localFailure(t, *lf)
+				default:
+					pending++
+					bytes += tl.SizeBytes
+					sent = true
+				}
+			}
+			if sent {
+				batches++
 			}
 		}
 	}()
 	err := u.produce(ctx, req.FlightID, lim, nil, ch)
 	close(ch)
 	<-done
+	if err == nil {
+		err = cerr
+	}
 	rep := t.report(u.now(), pending, err)
 	rep.Batches, rep.Bytes = batches, bytes
 	return rep, err

@@ -1,6 +1,7 @@
 package uploader
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -83,6 +84,16 @@ func (t *tally) skippedIDs() []string {
 	return t.skipped[:len(t.skipped):len(t.skipped)]
 }
 
+// localFailure records a tile left pending because of its blob.
+func (t *tally) localFailure(lf LocalFailure) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.LocalFailed++
+	if len(t.rep.LocalFailures) < maxListedLocalFailures {
+		t.rep.LocalFailures = append(t.rep.LocalFailures, lf)
+	}
+}
+
 // held counts tiles the provider already held when asked: duplicates that
 // did not travel again.
 func (t *tally) held(n int) {
@@ -91,11 +102,38 @@ func (t *tally) held(n int) {
 	t.rep.Duplicate += n
 }
 
-func (t *tally) transport(resends, timeouts int) {
+// exchange counts one request and its resends.
+func (t *tally) exchange(attempts, timeouts int, refused bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.rep.Resends += max(resends, 0)
+	t.rep.Requests += attempts
 	t.rep.Timeouts += timeouts
+	if attempts > 0 {
+		t.rep.FirstAttempts++
+		t.rep.Resends += attempts - 1
+	}
+	if refused {
+		t.rep.ResendsRefused++
+	}
+}
+
+func (t *tally) breakerOpenings(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rep.BreakerOpenings += n
+}
+
+// tallyKey carries a call's tally in its context to every exchange of the
+// call, GETs included, without threading it through each signature.
+type tallyKey struct{}
+
+func withTally(ctx context.Context, t *tally) context.Context {
+	return context.WithValue(ctx, tallyKey{}, t)
+}
+
+func tallyOf(ctx context.Context) *tally {
+	t, _ := ctx.Value(tallyKey{}).(*tally)
+	return t
 }
 
 // settled records one answered batch and tells the progress callback.
@@ -124,12 +162,13 @@ func (t *tally) report(finished time.Time, pending int, err error) UploadBatchRe
 	defer t.mu.Unlock()
 	r := t.rep
 	r.Rejections = append([]PerTileStatus(nil), t.rep.Rejections...)
+	r.LocalFailures = append([]LocalFailure(nil), t.rep.LocalFailures...)
 	r.Finished = finished
 	r.Pending = pending
 	switch {
 	case err != nil:
 		r.Outcome = OutcomeFailure
-	case r.Rejected > 0:
+	case r.Rejected > 0, r.LocalFailed > 0:
 		r.Outcome = OutcomePartial
 	default:
 		r.Outcome = OutcomeSuccess

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -30,7 +32,13 @@ type exchange struct {
 	// resent with the same key and the provider replays it.
 	accept func([]byte) bool
 
-	attempts    int
+	attempts int
+	// writes counts the current attempt's request writes (httptrace);
+	// replays the writes beyond one per attempt: net/http's own silent
+	// re-sends on a reused connection. attempts+replays is every time the
+	// request went on the wire: the one count of transport-level sends.
+	writes      atomic.Int32
+	replays     int
 	wait        time.Duration
 	giveUp      error
 	timeouts    int
@@ -87,6 +95,11 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 			defer cancel()
 		}
 	}
+	// Every write of the request is seen, so a re-send that net/http makes
+	// on its own cannot go uncounted.
+	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { ex.writes.Add(1) },
+	})
 	var raw any
 	ready := false // the first call comes from NewRequest, to learn the length
 	if body != nil {
@@ -110,6 +123,11 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 	}
 	ready = true
 	if body != nil {
+		// Without GetBody net/http cannot replay the batch on its own after
+		// a reused connection fails (it would, for a request with an
+		// Idempotency-Key): the failure comes back to checkRetry, and the
+		// resend goes through the observed path (NoteSend, resends).
+		req.GetBody = nil
 		req.Header.Set("Content-Type", body.contentType())
 		req.Header.Set("Idempotency-Key", opID)
 	}
@@ -140,7 +158,10 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
 	}
 	resp, err := rc.Do(req)
-	a := answer{err: err, attempts: ex.attempts, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent,
+	if t := tallyOf(runCtx); t != nil {
+		t.exchange(ex.attempts+ex.replays, ex.timeouts, ex.budgetSpent)
+	}
+	a := answer{err: err, attempts: ex.attempts + ex.replays, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent,
 		cancelled: ex.cancelled || (err != nil && runCtx.Err() != nil && errors.Is(err, runCtx.Err()))}
 	if resp != nil {
 		// checkRetry already read the body (capped) and put it back.
@@ -173,6 +194,9 @@ func (e *journalError) Unwrap() error { return e.err }
 // budget, and is not made when any of them says no.
 func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error) (bool, error) {
 	ex.attempts++
+	if w := ex.writes.Swap(0); w > 1 {
+		ex.replays += int(w - 1)
+	}
 	if ex.runCtx.Err() == nil {
 		ex.u.breaker.record(ex.probe, err == nil && resp.StatusCode < 500)
 		ex.probe = false

@@ -76,7 +76,8 @@ const (
 	// OutcomeSuccess: every tile the run attempted is uploaded.
 	OutcomeSuccess Outcome = "success"
 	// OutcomePartial: every batch was answered but some tiles were rejected
-	// or not clearly answered; they are still pending.
+	// or not clearly answered, or not sent because of their cached blob;
+	// they are still pending.
 	OutcomePartial Outcome = "partial"
 	// OutcomeFailure: the run stopped on a run-level error.
 	OutcomeFailure Outcome = "failure"
@@ -91,12 +92,10 @@ const (
 	TileRejected  TileStatus = "rejected"
 )
 
-// Reasons for rejections that the client decides itself.
-const (
-	ReasonBlobMissing   = "blob_missing"   // the tile's file is gone
-	ReasonBlobCorrupt   = "blob_corrupt"   // size or sha256 differs from the metadata
-	ReasonProtocolError = "protocol_error" // a 200 that did not clearly answer the tile
-)
+// ReasonProtocolError is the rejection the client records for a tile a 200
+// did not clearly answer. A bad cached blob is not a rejection at all: see
+// LocalFailure.
+const ReasonProtocolError = "protocol_error"
 
 // PerTileStatus is one tile's result. Reports list rejected tiles only;
 // accepted and duplicate tiles are counted, so a report stays small however
@@ -112,29 +111,53 @@ type PerTileStatus struct {
 // UploadBatchReport is the result of one UploadPendingTiles call (or, from
 // the decorator, of all its inner calls together).
 type UploadBatchReport struct {
-	FlightID    string          `json:"flight_id"`
-	Outcome     Outcome         `json:"outcome"`
-	Accepted    int             `json:"accepted"`
-	Duplicate   int             `json:"duplicate"`
-	Rejected    int             `json:"rejected"`
-	GivenUp     int             `json:"given_up"`
-	Pending     int             `json:"pending"` // still pending after the run
-	Bytes       int64           `json:"bytes"`
-	Batches     int             `json:"batches"`
-	Resends     int             `json:"resends"`  // transport-level resends
-	Replayed    int             `json:"replayed"` // answers with Idempotent-Replayed
-	Timeouts    int             `json:"timeouts"`
-	RetryCount  int             `json:"retry_count"` // decorator's in-call retries
+	FlightID   string  `json:"flight_id"`
+	Outcome    Outcome `json:"outcome"`
+	Accepted   int     `json:"accepted"`
+	Duplicate  int     `json:"duplicate"`
+	Rejected   int     `json:"rejected"`
+	GivenUp    int     `json:"given_up"`
+	Pending    int     `json:"pending"` // still pending after the run
+	Bytes      int64   `json:"bytes"`
+	Batches    int     `json:"batches"`
+	Resends    int     `json:"resends"`  // transport-level resends
+	Replayed   int     `json:"replayed"` // answers with Idempotent-Replayed
+	Timeouts   int     `json:"timeouts"`
+	RetryCount int     `json:"retry_count"` // decorator's in-call retries
+	Traffic
 	NextRetryAt *time.Time      `json:"next_retry_at,omitempty"`
 	Rejections  []PerTileStatus `json:"rejections,omitempty"`
-	Started     time.Time       `json:"started"`
-	Finished    time.Time       `json:"finished"`
+	// LocalFailed counts the tiles not sent because of their cached blob
+	// (missing, unreadable, wrong size or sha256); they stay pending and
+	// never count as attempts. LocalFailures lists them (at most 1000).
+	LocalFailed   int            `json:"local_failed"`
+	LocalFailures []LocalFailure `json:"local_failures,omitempty"`
+	Started       time.Time      `json:"started"`
+	Finished      time.Time      `json:"finished"`
 
 	// FDRRecords and FDRBytes are the give-up records the retry decorator
 	// wrote to the flight data recorder and their size in the ring: more
 	// bytes than the ring's capacity means the oldest were overwritten.
 	FDRRecords int   `json:"fdr_records"`
 	FDRBytes   int64 `json:"fdr_bytes"`
+}
+
+// Traffic counts a run's HTTP requests for the SLIs of seed 002. Every
+// request the uploader makes is counted, GETs included; Resends and
+// Timeouts of UploadBatchReport count the same population.
+type Traffic struct {
+	Requests        int `json:"requests"`         // HTTP attempts sent, resends included
+	FirstAttempts   int `json:"first_attempts"`   // requests that were not resends
+	ResendsRefused  int `json:"resends_refused"`  // resends the run's retry budget refused
+	BreakerOpenings int `json:"breaker_openings"` // times the circuit breaker opened
+}
+
+// Add adds o's counts.
+func (t *Traffic) Add(o Traffic) {
+	t.Requests += o.Requests
+	t.FirstAttempts += o.FirstAttempts
+	t.ResendsRefused += o.ResendsRefused
+	t.BreakerOpenings += o.BreakerOpenings
 }
 
 // Uploaded is how many tiles are now safely at the provider.

@@ -8,7 +8,7 @@ import (
 )
 
 // checkRound loads both sides' records and checks every invariant.
-func (s *soak) checkRound(ctx context.Context, flight string, faults faultStats, victims []string) error {
+func (s *soak) checkRound(ctx context.Context, flight string, faults faultStats, victims, damaged []string) error {
 	cv, err := loadClientView(ctx, s.dbs.url(s.dbs.client, "tilechaos_checker"), s.fdr, flight)
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func (s *soak) checkRound(ctx context.Context, flight string, faults faultStats,
 		return err
 	}
 	before := len(s.chk.violations)
-	s.chk.checkRound(roundFacts{FlightID: flight, Victims: victims, Client: cv, Provider: pv, Faults: faults,
+	s.chk.checkRound(roundFacts{FlightID: flight, Victims: victims, Damaged: damaged, Client: cv, Provider: pv, Faults: faults,
 		SealedOK: sealed, JournalState: journal, Budget: tileBudget})
 	for _, t := range cv.Tiles {
 		switch t.Status {

@@ -11,7 +11,7 @@ import (
 // Invariant names, as they appear in violations and in the report.
 const (
 	invStoredOnce      = "stored-at-most-once"
-	invTerminal        = "tile-uploaded-or-given-up"
+	invTerminal        = "tile-uploaded-or-given-up" // or, with a damaged blob, pending
 	invUploadedHeld    = "uploaded-tile-held-by-provider"
 	invAttempts        = "attempts-equal-rejecting-answers"
 	invRejectionsMatch = "journal-rejections-match-sealed-answer"
@@ -22,7 +22,8 @@ const (
 	invAmbiguousSettle = "ambiguous-batch-settled-under-its-key"
 	invSealedSettled   = "provider-sealed-batch-settled-by-client"
 	invNoOpenBatch     = "no-open-batch-after-round"
-	invVictimGivenUp   = "damaged-or-poison-tile-given-up"
+	invVictimGivenUp   = "poison-tile-given-up"
+	invDamagedPending  = "damaged-tile-pending-never-counted-never-sent"
 	invBudget          = "tile-rejected-by-at-most-budget-keys"
 )
 
@@ -82,9 +83,12 @@ type roundFacts struct {
 	Client   clientView
 	Provider providerView
 	Faults   faultStats
-	// Victims are tiles whose blob was damaged on disk or that the
-	// provider always rejects: no answer can accept them.
-	Victims      []string
+	// Victims are tiles the provider always rejects: no answer can
+	// accept them.
+	Victims []string
+	// Damaged are tiles whose blob was damaged on disk: never sent, never
+	// counted, still pending.
+	Damaged      []string
 	SealedOK     []string          // every op the provider sealed with 200
 	JournalState map[string]string // every op in tilectl's journal -> state
 	// Budget is upload-pending's --max-per-tile-attempts.
@@ -104,9 +108,13 @@ func (c *checker) checkRound(f roundFacts) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	damaged := map[string]bool{}
+	for _, id := range f.Damaged {
+		damaged[id] = true
+	}
 	for _, id := range ids {
 		t := cl.Tiles[id]
-		c.check(invTerminal, t.Status == "uploaded" || t.Status == "upload_giveup",
+		c.check(invTerminal, t.Status == "uploaded" || t.Status == "upload_giveup" || damaged[id],
 			"tile %s ended the round %s", id, t.Status)
 		if t.Status == "uploaded" {
 			st, held := pv.Stored[id]
@@ -198,6 +206,12 @@ func (c *checker) checkRound(f roundFacts) {
 		c.check(invVictimGivenUp, t.Status == "upload_giveup" && t.Attempts >= 1,
 			"tile %s can never be accepted but ended %q after %d attempt(s)", id, t.Status, t.Attempts)
 	}
+	for _, id := range f.Damaged {
+		t := cl.Tiles[id]
+		_, sent := pv.Stored[id]
+		c.check(invDamagedPending, t.Status == "pending" && t.Attempts == 0 && !sent,
+			"tile %s has a damaged blob but ended %q after %d attempt(s), held by the provider: %v", id, t.Status, t.Attempts, sent)
+	}
 	c.check(invNoConflict, f.Faults.Conflicts == 0, "the provider answered IDEMPOTENCY_CONFLICT %d time(s)", f.Faults.Conflicts)
 	for _, kind := range []string{"drop_after_store", "cut_body"} {
 		for _, op := range f.Faults.OpsByKind[kind] {
@@ -219,7 +233,9 @@ func (c *checker) checkRound(f roundFacts) {
 // checkBudget: for each tile, the distinct keys whose answer rejected it
 // (the provider's sealed answer for any journaled batch, settled or not,
 // and local rejections) are at most the budget. A tile at its budget is
-// never sent again (issue 9 item 1).
+// never sent again (issue 9 item 1). The soak never runs tiles requeue:
+// a requeued tile gets a new budget, so a soak that requeues must count
+// only the keys after the tile's last requeue.
 func (c *checker) checkBudget(f roundFacts, members map[string]map[string]bool) {
 	keys := map[string]map[string]bool{}
 	add := func(tile, op string) {

@@ -9,16 +9,19 @@ func i32(v int32) *int32 { return &v }
 
 // cleanFacts is one round where everything went right: t1 uploaded, t2
 // rejected once by the provider and once locally (blob_corrupt) then given
-// up at 2 attempts, t3 not clearly answered once then uploaded.
+// up at 2 attempts, t3 not clearly answered once then uploaded, t4 with a
+// damaged blob never sent and still pending with no attempt.
 func cleanFacts() roundFacts {
 	return roundFacts{
 		FlightID: "f1",
 		Victims:  []string{"t2"},
+		Damaged:  []string{"t4"},
 		Client: clientView{
 			Tiles: map[string]clientTile{
 				"t1": {ID: "t1", SHA256: "a1", Status: "uploaded"},
 				"t2": {ID: "t2", SHA256: "a2", Status: "upload_giveup", Attempts: 2},
 				"t3": {ID: "t3", SHA256: "a3", Status: "uploaded", Attempts: 1},
+				"t4": {ID: "t4", SHA256: "a4", Status: "pending"},
 			},
 			Batches: []clientBatch{
 				{OpID: "op1", TileIDs: []string{"t1", "t2", "t3"}, SHA256s: []string{"a1", "a2", "a3"}, State: "settled"},
@@ -72,7 +75,7 @@ func TestCheckRoundPassesACleanRound(t *testing.T) {
 		t.Fatalf("violations on a clean round: %v", c.violations)
 	}
 	for _, inv := range []string{invStoredOnce, invTerminal, invUploadedHeld, invAttempts, invRejectionsMatch,
-		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp, invBudget} {
+		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp, invBudget, invDamagedPending} {
 		if c.checked[inv] == 0 {
 			t.Errorf("invariant %s was never evaluated", inv)
 		}
@@ -109,6 +112,11 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 		{"ambiguous batch replaced", func(f *roundFacts) { f.JournalState["op1"] = "failed" }, invAmbiguousSettle},
 		{"sealed op unknown to the client", func(f *roundFacts) { f.SealedOK = append(f.SealedOK, "op9") }, invSealedSettled},
 		{"poison tile uploaded", func(f *roundFacts) { f.Victims = append(f.Victims, "t1") }, invVictimGivenUp},
+		{"damaged tile counted", func(f *roundFacts) {
+			t := f.Client.Tiles["t4"]
+			t.Attempts = 1
+			f.Client.Tiles["t4"] = t
+		}, invDamagedPending},
 		{"batch left open", func(f *roundFacts) { f.Client.Batches[1].State = "open" }, invNoOpenBatch},
 		{"tile at its budget sent and rejected again", func(f *roundFacts) {
 			b := clientBatch{OpID: "op3", TileIDs: []string{"t2"}, SHA256s: []string{"a2"}, State: "settled"}

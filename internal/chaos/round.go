@@ -127,8 +127,12 @@ func (s *soak) round(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	damaged := make([]string, len(corrupt))
+	for i, t := range corrupt {
+		damaged[i] = t.ID
+	}
 	s.prov, s.provBase, s.faults = prov, prov.base, newFaultStats()
-	runErr := s.uploadUntilSettled(ctx, flight)
+	runErr := s.uploadUntilSettled(ctx, flight, len(damaged))
 	last, scrapeErr := scrapeFaults(ctx, s.prov.base, s.token)
 	s.prov.stop()
 	if runErr != nil {
@@ -143,11 +147,7 @@ func (s *soak) round(ctx context.Context, n int) error {
 		s.rep.Faults[k] += v
 	}
 	s.rep.Replays += faults.Replays
-	victims := poisonIDs
-	for _, t := range corrupt {
-		victims = append(victims, t.ID)
-	}
-	return s.checkRound(ctx, flight, faults, victims)
+	return s.checkRound(ctx, flight, faults, poisonIDs, damaged)
 }
 
 // landAndList marks the flight on_ground (the aircraft landed: that is the

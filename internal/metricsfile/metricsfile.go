@@ -45,6 +45,7 @@ type Metrics struct {
 	timeouts prometheus.Counter
 	replayed prometheus.Counter
 	latency  prometheus.Histogram
+	sli      *sliSeries
 	flights  flightSeries
 }
 
@@ -75,6 +76,7 @@ func New() *Metrics {
 		}),
 	}
 	m.reg.MustRegister(m.tiles, m.retries, m.giveups, m.timeouts, m.replayed, m.latency)
+	m.sli = newSLISeries(m.reg)
 	m.flights = newFlightSeries(m.reg)
 	for _, o := range []string{OutcomeAccepted, OutcomeDuplicate, OutcomeRejected, OutcomeGivenUp} {
 		m.tiles.WithLabelValues(o)
@@ -95,10 +97,14 @@ func (m *Metrics) Add(c Counts) {
 }
 
 // ObserveBatch records one settled batch's latency.
-func (m *Metrics) ObserveBatch(d time.Duration) { m.latency.Observe(d.Seconds()) }
+func (m *Metrics) ObserveBatch(d time.Duration) {
+	m.latency.Observe(d.Seconds())
+	m.sli.observe(d)
+}
 
 // Encode returns the metrics in Prometheus text format.
 func (m *Metrics) Encode() ([]byte, error) {
+	m.sli.setQuantiles()
 	mfs, err := m.reg.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather metrics: %w", err)

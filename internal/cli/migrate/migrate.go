@@ -34,6 +34,8 @@ type Deps struct {
 	Config func() (*config.Config, error)
 	// NewMigrator opens a migrator on a database URL.
 	NewMigrator func(ctx context.Context, databaseURL string) (Migrator, error)
+	// Output is -o: text or json.
+	Output string
 }
 
 func depsFrom(f *factory.Factory) Deps {

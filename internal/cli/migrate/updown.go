@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/iostreams"
 )
 
 // UpOptions are `migrate up`'s inputs.
@@ -19,7 +20,7 @@ type UpOptions struct {
 // NewCmdUp is `migrate up`.
 func NewCmdUp(d Deps, runF func(context.Context, *UpOptions) error) *cobra.Command {
 	opts := &UpOptions{Deps: d}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Apply every migration not yet applied",
 		Args:  cobra.NoArgs,
@@ -30,6 +31,8 @@ func NewCmdUp(d Deps, runF func(context.Context, *UpOptions) error) *cobra.Comma
 			return upRun(cmd.Context(), opts)
 		},
 	}
+	iostreams.AddOutputFlag(cmd, &opts.Output)
+	return cmd
 }
 
 func upRun(ctx context.Context, opts *UpOptions) error {
@@ -46,11 +49,11 @@ func upRun(ctx context.Context, opts *UpOptions) error {
 			return err
 		}
 		if after == before {
-			fmt.Fprintf(opts.IO.Out, "schema already at version %d: nothing to apply\n", after)
-			return nil
+			return opts.report(Result{Action: "up", From: int64(before), To: int64(after)},
+				"schema already at version %d: nothing to apply\n", after)
 		}
-		fmt.Fprintf(opts.IO.Out, "schema migrated from version %d to %d\n", before, after)
-		return nil
+		return opts.report(Result{Action: "up", From: int64(before), To: int64(after), Changed: true},
+			"schema migrated from version %d to %d\n", before, after)
 	})
 }
 
@@ -89,6 +92,7 @@ func NewCmdDown(d Deps, runF func(context.Context, *DownOptions) error) *cobra.C
 		},
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "roll back every migration (drops all tilectl data)")
+	iostreams.AddOutputFlag(cmd, &opts.Output)
 	return cmd
 }
 
@@ -112,10 +116,10 @@ func downRun(ctx context.Context, opts *DownOptions) error {
 			return err
 		}
 		if after == before {
-			fmt.Fprintf(opts.IO.Out, "schema already at version %d: nothing to roll back\n", after)
-			return nil
+			return opts.report(Result{Action: "down", From: int64(before), To: int64(after)},
+				"schema already at version %d: nothing to roll back\n", after)
 		}
-		fmt.Fprintf(opts.IO.Out, "schema rolled back from version %d to %d\n", before, after)
-		return nil
+		return opts.report(Result{Action: "down", From: int64(before), To: int64(after), Changed: true},
+			"schema rolled back from version %d to %d\n", before, after)
 	})
 }

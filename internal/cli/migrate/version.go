@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/migrations"
 )
 
@@ -80,7 +81,7 @@ type ForceOptions struct {
 // NewCmdForce is `migrate force V`.
 func NewCmdForce(d Deps, runF func(context.Context, *ForceOptions) error) *cobra.Command {
 	opts := &ForceOptions{Deps: d}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "force V",
 		Short: "Record version V as applied and clear the dirty flag, running nothing",
 		Long: "The recovery step after a migration failed halfway: repair the schema by hand,\n" +
@@ -99,14 +100,20 @@ func NewCmdForce(d Deps, runF func(context.Context, *ForceOptions) error) *cobra
 			return forceRun(cmd.Context(), opts)
 		},
 	}
+	iostreams.AddOutputFlag(cmd, &opts.Output)
+	return cmd
 }
 
 func forceRun(ctx context.Context, opts *ForceOptions) error {
 	return opts.withMigrator(ctx, func(m Migrator) error {
+		before, _, err := m.Version()
+		if err != nil {
+			return err
+		}
 		if err := m.Force(opts.Version); err != nil {
 			return err
 		}
-		fmt.Fprintf(opts.IO.Out, "schema version recorded as %d (clean); nothing was run\n", opts.Version)
-		return nil
+		return opts.report(Result{Action: "force", From: int64(before), To: int64(opts.Version), Changed: int64(before) != int64(opts.Version)},
+			"schema version recorded as %d (clean); nothing was run\n", opts.Version)
 	})
 }

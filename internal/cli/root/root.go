@@ -17,6 +17,7 @@ import (
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/cli/factory"
+	"github.com/tilectl/tilectl/internal/cli/version"
 )
 
 // globalFlags maps each persistent flag to the config key it overrides.
@@ -43,7 +44,7 @@ func New(f *factory.Factory) *cobra.Command {
 			"143 SIGTERM (in-flight batches are settled first; a second signal exits at once).",
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Version:       f.Version,
+		Version:       version.String(f.Version, f.Commit),
 		// Runs before every command (EnableTraverseRunHooks, set below, keeps
 		// it running even when a subcommand adds its own hook).
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -70,6 +71,7 @@ func New(f *factory.Factory) *cobra.Command {
 		return exitcode.UsageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	usageErrors(cmd)
+	applyConventions(f, cmd)
 	return cmd
 }
 

@@ -33,7 +33,7 @@ type Options struct {
 	Store func(ctx context.Context) (Store, error)
 
 	FlightID string // "" for every flight
-	Output   string // table or json
+	Output   string // text (or its alias table) or json
 	Limit    int    // give-ups listed at most
 }
 
@@ -88,12 +88,12 @@ var statuses = []tilestore.VotingStatus{
 func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Store: func(ctx context.Context) (Store, error) { return f.Store(ctx) }}
 	cmd := &cobra.Command{
-		Use:   "status [--flight F] [-o table|json]",
+		Use:   "status [--flight F] [-o text|json]",
 		Short: "Show tile counts per flight and status, and given-up tiles",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.Output != "table" && opts.Output != "json" {
-				return exitcode.UsageError(fmt.Errorf("-o must be table or json, got %q", opts.Output))
+			if err := iostreams.CheckOutput(opts.Output); err != nil {
+				return exitcode.UsageError(err)
 			}
 			if opts.Limit < 1 {
 				return exitcode.UsageError(fmt.Errorf("--limit must be at least 1, got %d", opts.Limit))
@@ -110,7 +110,7 @@ func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error
 		},
 	}
 	cmd.Flags().StringVar(&opts.FlightID, "flight", "", "only this flight")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json (table is text)")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 100, "list at most this many given-up tiles (newest first)")
 	return cmd
 }

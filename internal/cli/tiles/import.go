@@ -45,9 +45,13 @@ type ImportSummary struct {
 	FlightState    string    `json:"flight_state"`
 	Found          int       `json:"found"`           // files under the directory, valid or not
 	Imported       int       `json:"imported"`        // new tiles recorded
-	AlreadyPresent int       `json:"already_present"` // tiles already in the store (left as they were)
+	AlreadyPresent int       `json:"already_present"` // tiles already in the store (records left as they were)
+	Repaired       int       `json:"repaired"`        // of those, tiles whose missing or damaged cached blob was restored
 	Skipped        int       `json:"skipped"`         // invalid files skipped (--skip-invalid)
 	Invalid        []Problem `json:"invalid"`         // every invalid file and why
+	// Mismatched lists files whose bytes differ from the tile recorded
+	// under their ID; the import exits 1 and keeps the record.
+	Mismatched []Mismatch `json:"mismatched"`
 }
 
 // NewCmdImport is `tiles import --flight F DIR`.
@@ -62,7 +66,11 @@ func NewCmdImport(f *factory.Factory, runF func(context.Context, *ImportOptions)
 			"really are the image type the extension says); if any file is bad, nothing is\n" +
 			"imported unless --skip-invalid is given, which imports the rest and exits 1.\n" +
 			"Tiles are copied into the cache (mode 0600) and recorded as pending, with tile ID\n" +
-			"<flight>-<z>-<x>-<y>. Importing the same directory again changes nothing.\n" +
+			"<flight>-<z>-<x>-<y>. Importing the same directory again records nothing new; it\n" +
+			"restores the cached blob of a recorded, not yet uploaded tile when that blob is\n" +
+			"missing or damaged and the file has the recorded sha256 (the repair after\n" +
+			"'tilectl tiles verify' lists bad blobs). A file whose bytes differ from the tile\n" +
+			"recorded under its ID is an error naming both sha256s; the record is kept.\n" +
 			"Hidden files (.name) are ignored. The flight is created, or its state set.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -110,6 +118,7 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 	if sum.Invalid == nil {
 		sum.Invalid = []Problem{}
 	}
+	sum.Mismatched = []Mismatch{}
 	for _, p := range problems {
 		fmt.Fprintf(opts.IO.ErrOut, "invalid: %q: %s\n", p.Path, p.Reason)
 	}
@@ -128,9 +137,19 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 	if err := printSummary(opts, sum); err != nil {
 		return err
 	}
+	var errs []error
+	for _, m := range sum.Mismatched {
+		fmt.Fprintf(opts.IO.ErrOut, "error: %s\n", m.Error())
+	}
+	if len(sum.Mismatched) > 0 {
+		errs = append(errs, fmt.Errorf("%d file(s) differ from the tiles recorded under their IDs, listed above; "+
+			"their records and blobs were kept (import the aircraft's original files, or these under another flight)", len(sum.Mismatched)))
+	}
 	if sum.Skipped > 0 {
-		return exitcode.New(exitcode.Failure,
-			fmt.Errorf("skipped %d invalid file(s), listed above; imported the rest", sum.Skipped))
+		errs = append(errs, fmt.Errorf("skipped %d invalid file(s), listed above; imported the rest", sum.Skipped))
+	}
+	if len(errs) > 0 {
+		return exitcode.New(exitcode.Failure, errors.Join(errs...))
 	}
 	return nil
 }
@@ -157,7 +176,7 @@ func importTiles(ctx context.Context, opts *ImportOptions, tiles []found, sum *I
 	}
 	for start := 0; start < len(tiles); start += batch {
 		chunk := tiles[start:min(start+batch, len(tiles))]
-		imported, present, err := importChunk(ctx, opts, store, blobs, chunk)
+		imported, present, err := importChunk(ctx, opts, store, blobs, chunk, sum)
 		if err != nil {
 			return err
 		}
@@ -168,11 +187,12 @@ func importTiles(ctx context.Context, opts *ImportOptions, tiles []found, sum *I
 }
 
 // importChunk copies the chunk's new tiles into the cache, then records
-// them in one InsertTiles. Tiles already in the store are left alone, blob
-// included: overwriting a blob under recorded metadata could make it
-// disagree with its recorded sha256.
+// them in one InsertTiles. A tile already in the store keeps its record;
+// its blob is restored only from a file with the recorded sha256 (so the
+// blob never disagrees with the record), and a file with other bytes is a
+// Mismatch.
 func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Store, blobs *tilestore.BlobStore,
-	chunk []found) (imported, present int, err error) {
+	chunk []found, sum *ImportSummary) (imported, present int, err error) {
 	ids := make([]string, len(chunk))
 	for i, t := range chunk {
 		ids[i] = tileID(opts.FlightID, t)
@@ -181,18 +201,21 @@ func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Stor
 	if err != nil {
 		return 0, 0, err
 	}
-	var todo []int
+	var todo, recorded []int
 	for i, t := range chunk {
-		if sha, ok := existing[ids[i]]; ok {
+		if rec, ok := existing[ids[i]]; ok {
 			present++
-			if sha != t.SHA256 {
-				fmt.Fprintf(opts.IO.ErrOut, "warning: %q: tile %s is already imported with different content; kept the imported one\n",
-					t.Path, ids[i])
+			if rec.SHA256 != t.SHA256 {
+				sum.Mismatched = append(sum.Mismatched, Mismatch{Path: t.Path, TileID: ids[i],
+					RecordedSHA256: rec.SHA256, FileSHA256: t.SHA256})
+				continue
 			}
+			recorded = append(recorded, i)
 			continue
 		}
 		todo = append(todo, i)
 	}
+	repaired := make([]bool, len(recorded))
 	// Blobs are written without a per-file fsync and made durable by one
 	// syncfs before their metadata is recorded: a crash can lose a blob only
 	// while no row points at it. A few copies at once hide read latency.
@@ -209,8 +232,24 @@ func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Stor
 			return err
 		})
 	}
+	for k, i := range recorded {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			var err error
+			repaired[k], err = repairBlob(blobs, existing[ids[i]], chunk[i])
+			return err
+		})
+	}
 	if err := g.Wait(); err != nil {
 		return 0, 0, err
+	}
+	for k, ok := range repaired {
+		if ok {
+			sum.Repaired++
+			fmt.Fprintf(opts.IO.ErrOut, "repaired: tile %s: restored its cached blob from %q\n", ids[recorded[k]], chunk[recorded[k]].Path)
+		}
 	}
 	if err := blobs.Sync(); err != nil {
 		return 0, 0, err
@@ -256,7 +295,10 @@ func printSummary(opts *ImportOptions, s ImportSummary) error {
 	}
 	dir, _ := filepath.Abs(opts.Dir)
 	fmt.Fprintf(opts.IO.Out, "flight %s (%s): from %s\n", s.FlightID, s.FlightState, dir)
-	fmt.Fprintf(opts.IO.Out, "  found            %d\n  imported         %d\n  already present  %d\n  skipped invalid  %d\n",
-		s.Found, s.Imported, s.AlreadyPresent, s.Skipped)
+	fmt.Fprintf(opts.IO.Out, "  found            %d\n  imported         %d\n  already present  %d\n  repaired blobs   %d\n  skipped invalid  %d\n",
+		s.Found, s.Imported, s.AlreadyPresent, s.Repaired, s.Skipped)
+	if len(s.Mismatched) > 0 {
+		fmt.Fprintf(opts.IO.Out, "  differ from record %d\n", len(s.Mismatched))
+	}
 	return nil
 }

@@ -16,5 +16,6 @@ func NewCmdTiles(f *factory.Factory) *cobra.Command {
 		Short: "Import and manage a flight's tiles",
 	}
 	cmd.AddCommand(NewCmdImport(f, nil))
+	cmd.AddCommand(NewCmdVerify(f, nil))
 	return cmd
 }

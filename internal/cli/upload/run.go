@@ -99,7 +99,7 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		r.logSchedule()
 	}
 
-	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}}
+	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}, LocalFailures: []LocalFailure{}}
 	var firstErr error
 	var fdrRecords int
 	var fdrBytes int64
@@ -117,6 +117,7 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		}
 		sum.Flights = append(sum.Flights, fs)
 		sum.add(fs.Counts)
+		sum.LocalFailures = append(sum.LocalFailures, fs.localFailures...)
 		fdrRecords, fdrBytes = fdrRecords+fs.fdrRecords, fdrBytes+fs.fdrBytes
 		if fs.NextRetryAt != nil && (sum.NextRetryAt == nil || fs.NextRetryAt.After(*sum.NextRetryAt)) {
 			sum.NextRetryAt = fs.NextRetryAt
@@ -158,7 +159,8 @@ func (r *run) wire(ctx context.Context) error {
 		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: store, Blobs: blobs,
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
-		Now: r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
+		CacheDirSource: r.cfg.Source("cache_dir").String(),
+		Now:            r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
 		Breaker: uploader.BreakerOptions{
 			FailureThreshold: offIfZero(r.cfg.Upload.BreakerFailures),
 			Cooldown:         r.cfg.Upload.BreakerCooldown, MaxCooldown: r.cfg.Upload.BreakerMaxCooldown,
@@ -295,6 +297,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
+		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
+			Resends: rep.Resends, ResendsRefused: rep.ResendsRefused, BreakerOpenings: rep.BreakerOpenings})
 		fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
 		fs.HeldByOtherRuns, fs.HeldUntil = held, until
 		return fs, err
@@ -354,6 +358,7 @@ func (r *run) heldByOthers(ctx context.Context, flightID string) (int, *time.Tim
 // finish decides the outcome and exit code, writes the metrics file and
 // prints the summary.
 func (r *run) finish(sum *Summary, runErr error) error {
+	sum.SLI = sliOf(sum.Counts, r.metrics)
 	switch {
 	case sum.Interrupted:
 		sum.Outcome, sum.ExitCode = "interrupted", exitcode.Code(runErr)
@@ -363,6 +368,8 @@ func (r *run) finish(sum *Summary, runErr error) error {
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomeFailure), exitcode.Code(runErr)
 		msg := runErr.Error()
 		sum.Error = &msg
+	case r.opts.DryRun && sum.LocalFailed > 0:
+		sum.Outcome, sum.ExitCode = "dry_run", exitcode.Partial
 	case r.opts.DryRun:
 		sum.Outcome, sum.ExitCode = "dry_run", exitcode.OK
 	case sum.StillPending > 0 || sum.GivenUp > 0:
@@ -392,10 +399,25 @@ func (r *run) finish(sum *Summary, runErr error) error {
 		return runErr
 	case printErr != nil:
 		return fmt.Errorf("print the summary: %w", printErr)
+	case sum.ExitCode == exitcode.Partial && sum.LocalFailed > 0:
+		return exitcode.New(exitcode.Partial, localFailuresError(sum))
 	case sum.ExitCode == exitcode.Partial:
 		return exitcode.New(exitcode.Partial, nil) // the summary said it all
 	}
 	return nil
+}
+
+// localFailuresError is what a run that left tiles pending for their
+// cached blobs tells the operator to do.
+func localFailuresError(sum *Summary) error {
+	flight := "FLIGHT"
+	if len(sum.LocalFailures) > 0 {
+		flight = sum.LocalFailures[0].FlightID
+	}
+	return fmt.Errorf("%d tile(s) were not sent because their cached blob is missing, unreadable or changed "+
+		"(listed above; they stay pending and no attempt was counted): run 'tilectl tiles verify --flight %s' "+
+		"to list every bad blob, then import the flight's original directory again "+
+		"('tilectl tiles import --flight %s DIR' restores them) and run upload-pending again", sum.LocalFailed, flight, flight)
 }
 
 // logSchedule reports the worst case of the decorator's retry schedule (every

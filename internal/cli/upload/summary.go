@@ -38,6 +38,19 @@ import (
 //	                    lease has not ended: theirs to finish, not pending here
 //	held_until          (per flight) when the last of those leases ends, or
 //	                    null; if that run died, a run after it finishes them
+//	local_failed        tiles not sent because their cached blob is missing,
+//	                    unreadable, of the wrong size or sha256: still
+//	                    pending, no attempt counted (dry run: missing or
+//	                    of the wrong size)
+//	local_failures      those tiles (at most 1000 per flight), each with
+//	                    flight_id, tile_id, cache_path, problem
+//	                    (blob_missing, blob_unreadable, blob_wrong_size,
+//	                    blob_wrong_sha256) and message; [] when none
+//	requests, first_attempts, resends_refused, breaker_openings
+//	                    HTTP requests sent (resends and GETs included), those
+//	                    that were not resends, resends the retry budget
+//	                    refused, times the circuit breaker opened
+//	sli                 seed 002's indicators for the run (see SLI)
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
 //	fdr                 what the run wrote to the flight data recorder
@@ -53,6 +66,8 @@ type Summary struct {
 	DryRun         bool            `json:"dry_run"`
 	RetryDecorator bool            `json:"retry_decorator"`
 	Counts                         // the totals
+	LocalFailures  []LocalFailure  `json:"local_failures"`
+	SLI            SLI             `json:"sli"`
 	NextRetryAt    *time.Time      `json:"next_retry_at"`
 	Error          *string         `json:"error"`
 	Flights        []FlightSummary `json:"flights"`
@@ -60,6 +75,12 @@ type Summary struct {
 	Interrupted bool `json:"-"`
 	// FDR is what the run wrote to the flight data recorder: see FDRSummary.
 	FDR *FDRSummary `json:"fdr"`
+}
+
+// LocalFailure is a tile left pending because of its cached blob.
+type LocalFailure struct {
+	FlightID string `json:"flight_id"`
+	uploader.LocalFailure
 }
 
 // Counts are the per-flight and total tile counts.
@@ -78,6 +99,11 @@ type Counts struct {
 	Resends           int   `json:"resends"`
 	Replayed          int   `json:"replayed"`
 	Timeouts          int   `json:"timeouts"`
+	LocalFailed       int   `json:"local_failed"`
+	Requests          int   `json:"requests"`
+	FirstAttempts     int   `json:"first_attempts"`
+	ResendsRefused    int   `json:"resends_refused"`
+	BreakerOpenings   int   `json:"breaker_openings"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -95,6 +121,11 @@ func (c *Counts) add(o Counts) {
 	c.Resends += o.Resends
 	c.Replayed += o.Replayed
 	c.Timeouts += o.Timeouts
+	c.LocalFailed += o.LocalFailed
+	c.Requests += o.Requests
+	c.FirstAttempts += o.FirstAttempts
+	c.ResendsRefused += o.ResendsRefused
+	c.BreakerOpenings += o.BreakerOpenings
 }
 
 // FlightSummary is one flight's part of the run.
@@ -115,8 +146,9 @@ type FlightSummary struct {
 	// be counted.
 	GiveUpsAwaitingReview *int64 `json:"give_ups_awaiting_review"`
 
-	fdrRecords int // give-up records the decorator wrote (Summary.FDR)
-	fdrBytes   int64
+	localFailures []LocalFailure // gathered into Summary.LocalFailures
+	fdrRecords    int            // give-up records the decorator wrote (Summary.FDR)
+	fdrBytes      int64
 }
 
 func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error, dryRun bool) FlightSummary {
@@ -128,12 +160,18 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 			Rejected: rep.Rejected, RejectedTiles: len(rep.Rejections), GivenUp: rep.GivenUp, StillPending: rep.Pending,
 			StillPendingBytes: pendingBytes, Retries: rep.RetryCount, Batches: rep.Batches,
 			Bytes: rep.Bytes, Resends: rep.Resends, Replayed: rep.Replayed, Timeouts: rep.Timeouts,
+			LocalFailed: rep.LocalFailed,
+			Requests:    rep.Requests, FirstAttempts: rep.FirstAttempts, ResendsRefused: rep.ResendsRefused,
+			BreakerOpenings: rep.BreakerOpenings,
 		},
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
 		Finished:    rep.Finished,
 		fdrRecords:  rep.FDRRecords,
 		fdrBytes:    rep.FDRBytes,
+	}
+	for _, lf := range rep.LocalFailures {
+		fs.localFailures = append(fs.localFailures, LocalFailure{FlightID: rep.FlightID, LocalFailure: lf})
 	}
 	if !rep.Started.IsZero() && rep.Finished.After(rep.Started) {
 		fs.ElapsedSeconds = rep.Finished.Sub(rep.Started).Seconds()
@@ -168,6 +206,13 @@ func (s *Summary) writeText(w io.Writer) error {
 	}
 	for _, f := range s.Flights {
 		if s.DryRun && f.Error == nil {
+			if f.LocalFailed > 0 {
+				p("flight %s (dry run): %d tile(s) have blob problems and would not be sent:\n", f.FlightID, f.LocalFailed)
+				writeLocalFailures(p, f.localFailures)
+				p("  the other %d tiles, %s, would be sent in %d batches; nothing was sent or changed\n",
+					f.StillPending, iostreams.HumanBytes(f.Bytes), f.Batches)
+				continue
+			}
 			p("flight %s (dry run): would send %d tiles, %s, in %d batches; nothing was sent or changed\n",
 				f.FlightID, f.StillPending, iostreams.HumanBytes(f.Bytes), f.Batches)
 			continue
@@ -183,6 +228,10 @@ func (s *Summary) writeText(w io.Writer) error {
 		}
 		p("  %s (%s); %s; %s sent%s\n", plural(f.Rejected, "rejection"), plural(f.RejectedTiles, "tile"), batches,
 			iostreams.HumanBytes(f.Bytes), rates(f, elapsed))
+		if f.LocalFailed > 0 {
+			p("  %d tile(s) not sent because of their cached blob (still pending, no attempt counted):\n", f.LocalFailed)
+			writeLocalFailures(p, f.localFailures)
+		}
 		if f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0 {
 			earlier := max(*f.GiveUpsAwaitingReview-int64(f.GivenUp), 0)
 			p("  %d given-up tiles of this flight await review (%d from earlier runs)\n", *f.GiveUpsAwaitingReview, earlier)
@@ -214,6 +263,12 @@ func (s *Summary) writeText(w io.Writer) error {
 	return err
 }
 
+func writeLocalFailures(p func(string, ...any), lfs []LocalFailure) {
+	for _, lf := range lfs {
+		p("    %s  %s  %s: %s\n", lf.TileID, lf.Problem, lf.CachePath, lf.Message)
+	}
+}
+
 func rates(f FlightSummary, elapsed time.Duration) string {
 	if elapsed <= 0 || f.Uploaded == 0 {
 		return ""
@@ -234,6 +289,8 @@ func nextStep(s *Summary, f FlightSummary) string {
 	switch {
 	case s.Interrupted:
 		return "run upload-pending again to continue"
+	case f.LocalFailed > 0:
+		return fmt.Sprintf("mend the bad blobs: tilectl tiles verify --flight %s, then tilectl tiles import --flight %s DIR with the original directory", f.FlightID, f.FlightID)
 	case f.GivenUp > 0 || (f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0):
 		return fmt.Sprintf("review the given-up tiles: tilectl status --flight %s", f.FlightID)
 	case f.StillPending > 0 && f.NextRetryAt != nil:

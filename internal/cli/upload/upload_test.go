@@ -43,7 +43,8 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	m := decodeSummary(t, res.stdout)
 	wantKeys := []string{"outcome", "exit_code", "dry_run", "retry_decorator", "uploaded", "accepted", "duplicate",
 		"rejected", "rejected_tiles", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
-		"replayed", "timeouts", "next_retry_at", "error", "flights", "fdr"}
+		"replayed", "timeouts", "next_retry_at", "error", "flights", "fdr",
+		"requests", "first_attempts", "resends_refused", "breaker_openings", "sli", "local_failed", "local_failures"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 
@@ -60,12 +61,7 @@ func Run(_ context.Context, opts *Options) error {
 		GoVersion: runtime.Version(),
 		Platform:  runtime.GOOS + "/" + runtime.GOARCH,
 	}
-	if info.Version == "" {
-		info.Version = "dev"
-	}
-	if info.Commit == "" {
-		info.Commit = vcsRevision()
-	}
+	info.Version, info.Commit = Normalize(info.Version, info.Commit)
 	if opts.Output == "json" {
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
@@ -77,6 +73,36 @@ func Run(_ context.Context, opts *Options) error {
 	}
 	fmt.Fprintf(opts.IO.Out, "tilectl %s (commit %s, %s, %s)\n", info.Version, commit, info.GoVersion, info.Platform)
 	return nil
+}
+
+// semver is a semantic version, with an optional v and pre-release or
+// build part (git describe's "v1.2.3-4-gabc1234" included).
+var semver = regexp.MustCompile(`^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$`)
+
+// Normalize returns the build's semantic version, or "dev" when the build
+// did not record one, and its commit. A version that is not semantic (git
+// describe without a tag gives the bare commit) becomes "dev", and becomes
+// the commit when none was recorded.
+func Normalize(v, commit string) (string, string) {
+	if commit == "" {
+		commit = vcsRevision()
+	}
+	if !semver.MatchString(v) {
+		if commit == "" && v != "" && v != "dev" {
+			commit = v
+		}
+		v = "dev"
+	}
+	return v, commit
+}
+
+// String is the version as --version prints it: "1.2.3 (commit abc1234)".
+func String(v, commit string) string {
+	v, commit = Normalize(v, commit)
+	if commit == "" {
+		commit = "unknown"
+	}
+	return fmt.Sprintf("%s (commit %s)", v, commit)
 }
 
 // vcsRevision is the commit the go tool recorded, when it recorded one

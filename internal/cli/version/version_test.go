@@ -30,3 +30,16 @@ func TestVersionPrintsBuildInfo(t *testing.T) {
 		t.Fatalf("text %q", out)
 	}
 }
+
+func TestVersionIsSemverOrDevWithTheCommit(t *testing.T) {
+	for _, tc := range []struct{ version, commit, want string }{
+		{"v1.4.0", "abc1234", "v1.4.0 (commit abc1234)"},
+		{"v1.4.0-3-gabc1234-dirty", "abc1234", "v1.4.0-3-gabc1234-dirty (commit abc1234)"},
+		{"abc1234", "", "dev (commit abc1234)"}, // git describe --always without a tag
+		{"abc1234", "abc1234", "dev (commit abc1234)"},
+	} {
+		if got := String(tc.version, tc.commit); got != tc.want {
+			t.Errorf("String(%q, %q) = %q, want %q", tc.version, tc.commit, got, tc.want)
+		}
+	}
+}

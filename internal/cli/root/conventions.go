@@ -1,0 +1,118 @@
+package root
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tilectl/tilectl/internal/cli/factory"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// examples are every command's `Examples:` section, by command path, kept
+// in one place so help reads alike across commands. A command missing here
+// (and setting none itself) fails TestEveryCommandHasExamples.
+var examples = map[string]string{
+	"tilectl": "  tilectl migrate up\n" +
+		"  tilectl tiles import --flight F-2026-11-22 ./tiles\n" +
+		"  tilectl upload-pending --flight F-2026-11-22\n" +
+		"  tilectl status --flight F-2026-11-22",
+	"tilectl upload-pending": "  # every pending tile of one landed flight, with a progress display on a terminal\n" +
+		"  tilectl upload-pending --flight F-2026-11-22\n\n" +
+		"  # every landed flight, for a timer: errors and the summary only, JSON on stdout\n" +
+		"  tilectl upload-pending --quiet -o json --metrics-file /var/lib/node_exporter/textfile/tilectl.prom\n\n" +
+		"  # what would be sent, without sending or changing anything\n" +
+		"  tilectl upload-pending --flight F-2026-11-22 --dry-run",
+	"tilectl status": "  tilectl status\n" +
+		"  tilectl status --flight F-2026-11-22 --limit 20\n" +
+		"  tilectl status -o json | jq '.give_ups_total'",
+	"tilectl migrate":         "  tilectl migrate up\n  tilectl migrate version -o json",
+	"tilectl migrate up":      "  tilectl migrate up\n  tilectl migrate up -o json",
+	"tilectl migrate down":    "  tilectl migrate down        # the last migration\n  tilectl migrate down 2 -o json",
+	"tilectl migrate version": "  tilectl migrate version\n  tilectl migrate version -o json",
+	"tilectl migrate force":   "  # after a migration failed halfway and the schema was repaired by hand\n  tilectl migrate force 4",
+	"tilectl tiles":           "  tilectl tiles import --flight F-2026-11-22 ./tiles",
+	"tilectl tiles import": "  tilectl tiles import --flight F-2026-11-22 ./tiles\n" +
+		"  tilectl tiles import --flight F-2026-11-22 --state airborne --skip-invalid -o json ./tiles",
+	"tilectl tiles verify":  "  tilectl tiles verify --flight F-2026-11-22\n  tilectl tiles verify -o json",
+	"tilectl tiles requeue": "  tilectl tiles requeue --flight F-2026-11-22",
+	"tilectl fdr":           "  tilectl fdr tail -n 20",
+	"tilectl fdr tail": "  tilectl fdr tail -n 20\n" +
+		"  tilectl fdr tail -f --kind c11.upload.giveup -o json",
+	"tilectl version": "  tilectl version\n  tilectl --version\n  tilectl version -o json",
+}
+
+// enumFlags are the completions of flags that take one of a fixed set of
+// values, wherever a command has them.
+var enumFlags = map[string][]string{
+	"output":    {"text\tfor people", "json\tstable, for scripts"},
+	"state":     {"on_ground\tthe flight has landed: its tiles may be uploaded", "airborne\tstill flying: nothing is uploaded"},
+	"log-level": {"trace", "debug", "info", "warn", "error"},
+	"kind":      {"c11.upload.giveup\ta tile given up after too many rejections"},
+}
+
+// applyConventions walks the command tree: Examples from the table, and
+// shell completion for --flight (flight IDs from the database) and for
+// every enum flag, so that completing them never offers file names.
+func applyConventions(f *factory.Factory, cmd *cobra.Command) {
+	if cmd.Example == "" {
+		cmd.Example = examples[cmd.CommandPath()]
+	}
+	for name, values := range enumFlags {
+		if has(cmd, name) && !hasCompletion(cmd, name) {
+			_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+		}
+	}
+	if has(cmd, "flight") && !hasCompletion(cmd, "flight") {
+		_ = cmd.RegisterFlagCompletionFunc("flight", completeFlights(f))
+	}
+	for _, sub := range cmd.Commands() {
+		applyConventions(f, sub)
+	}
+}
+
+// has reports whether cmd declares the flag, locally or as a persistent one.
+func has(cmd *cobra.Command, flag string) bool {
+	return cmd.Flags().Lookup(flag) != nil || cmd.PersistentFlags().Lookup(flag) != nil
+}
+
+func hasCompletion(cmd *cobra.Command, flag string) bool {
+	_, ok := cmd.GetFlagCompletionFunc(flag)
+	return ok
+}
+
+// completeFlights offers the flight IDs in the database that start with
+// what was typed. It gives nothing, quietly, when the database cannot be
+// reached within two seconds: completion must never hang or print errors.
+func completeFlights(f *factory.Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		bindGlobalFlags(f, cmd) // --database-url on the line being completed
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		store, err := f.Store(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		counts, err := store.FlightCounts(ctx, "")
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, c := range counts {
+			if strings.HasPrefix(c.FlightID, toComplete) {
+				out = append(out, c.FlightID+"\t"+flightHint(c))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func flightHint(c tilestore.FlightCounts) string {
+	pending := c.ByStatus[tilestore.StatusPending] + c.ByStatus[tilestore.StatusTrusted]
+	return string(c.State) + ", " + itoa(pending) + " pending"
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,95 @@
+package uploader
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// maxListedLocalFailures bounds the LocalFailures list of one report, so a
+// report stays small however many blobs are bad; LocalFailed counts them
+// all.
+const maxListedLocalFailures = 1000
+
+// localFailure names a tile left pending because of its blob, in a WARN
+// line and in the report. Nothing is recorded in the store: the tile keeps
+// its attempts and is sent by the first run after the blob is mended.
+func (u *HTTPTileUploader) localFailure(t *tally, lf LocalFailure) {
+	u.log.Warn().Str("tile_id", lf.TileID).Str("cache_path", lf.CachePath).Str("problem", lf.Problem).
+		Str("detail", lf.Message).
+		Msg("tile not sent: its cached blob is bad (not counted as an attempt; run 'tilectl tiles verify' and import the original directory again)")
+	t.localFailure(lf)
+}
+
+// BlobCacheError: none of the blobs checked before the first batch exists.
+// The cache dir is then almost surely not the one the flight was imported
+// into; nothing was sent and nothing was counted.
+type BlobCacheError struct {
+	FlightID string
+	CacheDir string // "" when the blob source cannot say
+	// Source says where the cache dir's value came from ("flag
+	// --cache-dir", "environment TILECTL_CACHE_DIR", ...); "" if unknown.
+	Source  string
+	Checked int // pending tiles checked, all missing
+	Example string
+}
+
+func (e *BlobCacheError) Error() string {
+	dir := e.CacheDir
+	if dir == "" {
+		dir = "(unknown)"
+	}
+	src := ""
+	if e.Source != "" {
+		src = " (" + e.Source + ")"
+	}
+	return fmt.Sprintf("flight %s: none of the %d pending tile(s) checked has its blob in the cache dir %s%s, "+
+		"for example %s; nothing was sent and no attempt was counted. "+
+		"Check that this is the cache dir the flight was imported into (tiles import uses the same "+
+		"--cache-dir, TILECTL_CACHE_DIR or cache_dir setting) and run again with the right one; "+
+		"if it is, the blobs were deleted: run 'tilectl tiles verify --flight %s' and import the flight's "+
+		"original directory again", e.FlightID, e.Checked, dir, src, e.Example, e.FlightID)
+}
+
+// preflight checks the blobs of the first page of the flight's pending
+// tiles, by existence and size only, before anything is sent. When not one
+// of them exists, and neither does their top directory in the cache, it
+// returns a *BlobCacheError: sending would only turn a wrong cache dir into
+// a local failure per tile.
+func (u *HTTPTileUploader) preflight(ctx context.Context, flightID string) error {
+	page, err := u.store.PendingUploads(ctx, flightID, "", pageSize)
+	if err != nil {
+		return fmt.Errorf("pre-flight: list pending tiles of flight %s: %w", flightID, err)
+	}
+	missing, example, firstRel := 0, "", ""
+	for _, tl := range page {
+		lf, err := CheckBlob(u.blobs, tl, CheckSize)
+		if err != nil {
+			return err
+		}
+		if lf != nil && lf.Problem == ProblemBlobMissing {
+			if missing == 0 {
+				example, firstRel = lf.CachePath, tl.BlobPath
+			}
+			missing++
+		}
+	}
+	if len(page) == 0 || missing < len(page) {
+		return nil
+	}
+	e := &BlobCacheError{FlightID: flightID, Source: u.cacheDirSource, Checked: missing, Example: example}
+	if r, ok := u.blobs.(interface{ Root() string }); ok {
+		e.CacheDir = r.Root()
+		// The blobs' top directory (the flight's, as tiles import lays
+		// them out) is there: this is the right cache and only these
+		// blobs are gone. The send path names each one instead.
+		if top, _, nested := strings.Cut(firstRel, "/"); nested {
+			if st, err := os.Stat(filepath.Join(e.CacheDir, filepath.FromSlash(top))); err == nil && st.IsDir() {
+				return nil
+			}
+		}
+	}
+	return e
+}
