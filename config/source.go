@@ -65,6 +65,12 @@ func (c *Config) Source(key string) Source {
 	return Source{Kind: SourceDefault}
 }
 
+// Origin names key with where its value came from, as FieldError does, for
+// errors about the value found later: "database_url (from flag --database-url)".
+func (c *Config) Origin(key string) string {
+	return fmt.Sprintf("%s (from %s)", key, c.Source(key))
+}
+
 // SetFrom assigns one field, as Set does, and records src as its source.
 func (c *Config) SetFrom(src Source, key, value string) error {
 	if err := c.Set(key, value); err != nil {

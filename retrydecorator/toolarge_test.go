@@ -84,6 +84,7 @@ func TestTileThatCannotFitTheProvidersLimitsIsGivenUpAtOnceAndNeverSent(t *testi
 			t.Errorf("tile %s is %s at %d attempts, want upload_giveup at 1", tl.ID, tl.VotingStatus, tl.UploadAttempts)
 		}
 	}
+	assertWithinBudget(t, c, fl, DefaultConfig().MaxPerTileAttempts)
 	if len(rec.records) != 2 {
 		t.Fatalf("FDR records %d, want one per give-up", len(rec.records))
 	}

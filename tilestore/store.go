@@ -52,19 +52,27 @@ type ConnectError struct {
 	User     string
 	Database string
 	Err      error // already stripped of the password
+	// URLFrom names where the URL came from, for the hint, e.g.
+	// "database_url (from flag --database-url)"; TILECTL_DATABASE_URL when
+	// empty.
+	URLFrom string
 }
 
 func (e *ConnectError) Error() string {
 	addr := net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+	from := e.URLFrom
+	if from == "" {
+		from = "TILECTL_DATABASE_URL"
+	}
 	switch e.Problem {
 	case ProblemUnreachable:
-		return fmt.Sprintf("cannot reach Postgres at %s: %v (is it running? check TILECTL_DATABASE_URL)", addr, e.Err)
+		return fmt.Sprintf("cannot reach Postgres at %s: %v (is it running? check %s)", addr, e.Err, from)
 	case ProblemCredentials:
-		return fmt.Sprintf("Postgres rejected the credentials for user %q at %s (check the user and password in TILECTL_DATABASE_URL)", e.User, addr)
+		return fmt.Sprintf("Postgres rejected the credentials for user %q at %s (check the user and password in %s)", e.User, addr, from)
 	case ProblemNoDatabase:
-		return fmt.Sprintf("database %q does not exist on the Postgres server at %s (create it, or fix the database name in TILECTL_DATABASE_URL)", e.Database, addr)
+		return fmt.Sprintf("database %q does not exist on the Postgres server at %s (create it, or fix the database name in %s)", e.Database, addr, from)
 	case ProblemBadURL:
-		return fmt.Sprintf("invalid database URL: %v (expected postgres://user@host:port/dbname in TILECTL_DATABASE_URL)", e.Err)
+		return fmt.Sprintf("invalid database URL: %v (expected postgres://user@host:port/dbname in %s)", e.Err, from)
 	default:
 		return fmt.Sprintf("connect to Postgres at %s as %q, database %q: %v", addr, e.User, e.Database, e.Err)
 	}

@@ -192,7 +192,10 @@ func TestRetryableAnswersAreResentWithTheAdvisedDelay(t *testing.T) {
 			c.AddTiles(t, "fr", 2, 1024, 7)
 			u, sl := newUploader(t, hs.URL, c, nil)
 			rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fr"})
-			if err != nil || rep.Accepted != 2 || rep.Resends != 1 || rep.Replayed != 1 {
+			// At least one resend: a resend written to a kept-alive
+			// connection the server had just closed is on the wire too, and
+			// counted (net/http does not replay a batch silently).
+			if err != nil || rep.Accepted != 2 || rep.Resends < 1 || rep.Replayed != 1 {
 				t.Fatalf("report %+v, err %v; want 2 accepted after 1 resend, replayed", rep, err)
 			}
 			got := f.received()

@@ -81,9 +81,11 @@ func TestEveryResendOfABatchIsCountedEvenWhenAReusedConnectionFails(t *testing.T
 	if len(posts) != 1 {
 		t.Fatalf("posts per key %v, want one key", posts)
 	}
+	// Every POST the provider got is counted; a write to a connection the
+	// server had closed, which it never got, is counted too.
 	for key, n := range posts {
-		if rep.Resends != n-1 || sends != n {
-			t.Errorf("provider got %d POSTs with key %s; report says %d resend(s), journal %d send(s): want %d and %d",
+		if rep.Resends < n-1 || sends < n || sends != rep.Resends+1 {
+			t.Errorf("provider got %d POSTs with key %s; report says %d resend(s), journal %d send(s): want at least %d and %d, one send per resend plus the first",
 				n, key, rep.Resends, sends, n-1, n)
 		}
 	}

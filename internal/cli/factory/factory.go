@@ -7,6 +7,7 @@ package factory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -135,6 +136,10 @@ func (f *Factory) storeOnce() func(ctx context.Context) (*tilestore.Store, error
 		}
 		s, err := tilestore.Open(ctx, c.DatabaseURL)
 		if err != nil {
+			var ce *tilestore.ConnectError
+			if errors.As(err, &ce) {
+				ce.URLFrom = c.Origin("database_url")
+			}
 			return nil, err
 		}
 		if err := migrations.CheckSchema(ctx, s.Pool()); err != nil {

@@ -6,6 +6,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -65,7 +66,12 @@ func (d Deps) open(ctx context.Context) (Migrator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.NewMigrator(ctx, c.DatabaseURL)
+	m, err := d.NewMigrator(ctx, c.DatabaseURL)
+	var ce *tilestore.ConnectError
+	if errors.As(err, &ce) {
+		ce.URLFrom = c.Origin("database_url")
+	}
+	return m, err
 }
 
 // withMigrator runs fn on an open migrator and reports a close error only

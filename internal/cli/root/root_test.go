@@ -213,3 +213,30 @@ func TestValidFlagOverridesAnInvalidEnvironmentValue(t *testing.T) {
 		t.Fatalf("exit %d although --concurrency 4 overrides the environment: %q", r.code, r.errOut)
 	}
 }
+
+// The hint in a database connection error names where the URL came from:
+// a user who passed --database-url is not told to check an environment
+// variable they never set.
+func TestDatabaseConnectErrorNamesWhereTheURLCameFrom(t *testing.T) {
+	const bad = "postgres://postgres@127.0.0.1:1/x?sslmode=disable"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"flag", nil, []string{"--database-url", bad, "status"}, "database_url (from flag --database-url)"},
+		{"environment", map[string]string{"TILECTL_DATABASE_URL": bad}, []string{"status"}, "database_url (from env TILECTL_DATABASE_URL)"},
+		{"flag, migrate", nil, []string{"--database-url", bad, "migrate", "up"}, "database_url (from flag --database-url)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := execute(t, tc.env, tc.args...)
+			if r.code != exitcode.Failure || !strings.Contains(r.errOut, "cannot reach Postgres at 127.0.0.1:1") || !strings.Contains(r.errOut, tc.want) {
+				t.Fatalf("exit %d, want 1 with %q; stderr %q", r.code, tc.want, r.errOut)
+			}
+			if tc.env == nil && strings.Contains(r.errOut, "TILECTL_DATABASE_URL") {
+				t.Fatalf("the URL came from a flag, but the error blames the environment: %q", r.errOut)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -41,6 +42,9 @@ type Options struct {
 type Report struct {
 	Flights []Flight `json:"flights"`
 	GiveUps []GiveUp `json:"give_ups"`
+	// GiveUpsTotal is every given-up tile of the flights shown; give_ups
+	// lists at most --limit of them.
+	GiveUpsTotal int64 `json:"give_ups_total"`
 	// OpenBatches says which upload runs hold open batches and when their
 	// leases end: a live run's batches are its own; an expired lease's are
 	// settled by the next run of the flight.
@@ -152,6 +156,7 @@ func build(counts []tilestore.FlightCounts, gus []tilestore.GiveUp) Report {
 			fl.Total += fc.ByStatus[s]
 		}
 		r.Flights = append(r.Flights, fl)
+		r.GiveUpsTotal += fl.Counts[string(tilestore.StatusUploadGiveup)]
 	}
 	for _, g := range gus {
 		r.GiveUps = append(r.GiveUps, GiveUp{TileID: g.TileID, FlightID: g.FlightID, Attempts: g.Attempts,
@@ -197,7 +202,12 @@ func printTable(io *iostreams.IOStreams, r Report) error {
 	if len(r.GiveUps) == 0 {
 		return nil
 	}
-	fmt.Fprintf(io.Out, "\nGiven up (%d, newest first):\n", len(r.GiveUps))
+	if int64(len(r.GiveUps)) < r.GiveUpsTotal {
+		fmt.Fprintf(io.Out, "\nGiven up (showing %s of %s, newest first; --limit shows more):\n",
+			thousands(int64(len(r.GiveUps))), thousands(r.GiveUpsTotal))
+	} else {
+		fmt.Fprintf(io.Out, "\nGiven up (%s, newest first):\n", thousands(int64(len(r.GiveUps))))
+	}
 	tw = tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TILE\tATTEMPTS\tLAST REASON\tGAVE UP AT")
 	for _, g := range r.GiveUps {
@@ -224,4 +234,16 @@ func printOpenBatches(io *iostreams.IOStreams, obs []OpenBatches) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", o.FlightID, o.Host, o.PID, o.RunID, o.Batches, o.Tiles, ends)
 	}
 	return tw.Flush()
+}
+
+// thousands writes n with comma separators: 3,002.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

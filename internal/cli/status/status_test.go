@@ -63,7 +63,7 @@ func TestJSONShapeIsStable(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if got := keys(raw); !reflect.DeepEqual(got, []string{"flights", "give_ups", "open_batches"}) {
+	if got := keys(raw); !reflect.DeepEqual(got, []string{"flights", "give_ups", "give_ups_total", "open_batches"}) {
 		t.Fatalf("top-level keys %v", got)
 	}
 	flights := raw["flights"].([]any)
@@ -77,6 +77,9 @@ func TestJSONShapeIsStable(t *testing.T) {
 	}
 	if f2 := flights[1].(map[string]any); f2["total"] != 0.0 || len(f2["counts"].(map[string]any)) != 5 {
 		t.Fatalf("empty flight f2 = %v (every status must be present)", f2)
+	}
+	if raw["give_ups_total"] != 1.0 {
+		t.Fatalf("give_ups_total = %v, want 1", raw["give_ups_total"])
 	}
 	gu := raw["give_ups"].([]any)[0].(map[string]any)
 	want := map[string]any{"tile_id": "f1-1-1-0", "flight_id": "f1", "attempts": 5.0, "last_reason": "checksum_mismatch",
@@ -179,6 +182,29 @@ func TestStatusShowsWhichRunsHoldOpenBatchesAndWhenTheirLeasesEnd(t *testing.T) 
 	for _, want := range []string{"station-a", "101", "run-a", a.LeaseExpiresAt.Format(time.RFC3339), "expired: the next run settles them"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestGiveUpListSaysHowManyItShowsOfHowMany(t *testing.T) {
+	pool, _ := pgtest.New(t)
+	s := seed(t, pool)
+	if _, err := pool.Exec(context.Background(), `UPDATE tiles SET voting_status = 'upload_giveup', upload_attempts = 5,
+		gave_up_at = now() WHERE tile_id = 'f1-1-0-0'`); err != nil {
+		t.Fatal(err)
+	}
+	ios, _, out, _ := iostreams.Test()
+	err := Run(context.Background(), &Options{IO: ios, FlightID: "f1", Output: "text", Limit: 1,
+		Store: func(context.Context) (Store, error) { return s, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Given up (showing 1 of 2, newest first") {
+		t.Fatalf("text:\n%s", out.String())
+	}
+	for n, want := range map[int64]string{3002: "3,002", 100: "100", 1234567: "1,234,567", 0: "0"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -90,6 +91,9 @@ func TestGivenUpTileExitsThreeAndWritesMetricsFileAtomically(t *testing.T) {
 	}
 	if s := r.status("F1-t002"); s != "upload_giveup" {
 		t.Errorf("poison tile is %s, want upload_giveup", s)
+	}
+	if over, err := pgtest.RejectionsOverBudget(context.Background(), r.store.Pool(), "F1", 2); err != nil || len(over) > 0 {
+		t.Errorf("tiles rejected by more distinct operations than the budget of 2: %v (%v)", over, err)
 	}
 	if !slices.Equal(r.clock.sleeps, []time.Duration{2 * time.Second}) {
 		t.Errorf("sleeps %v, want [2s]", r.clock.sleeps)
