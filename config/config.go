@@ -109,7 +109,9 @@ type Retry struct {
 	BackoffBase time.Duration `yaml:"backoff_base"`
 	// BackoffCap is the longest wait between inner calls. Default: 60s.
 	BackoffCap time.Duration `yaml:"backoff_cap"`
-	// Jitter is none, full or equal. Default: none.
+	// Jitter is none, full, equal or decorrelated; it randomises the
+	// decorator's waits and the HTTP uploader's transport resend waits.
+	// Default: none.
 	Jitter string `yaml:"jitter"`
 }
 

@@ -115,7 +115,7 @@ func (c *Config) Validate() error {
 		bad("retry.backoff_cap", c.Retry.BackoffCap.String(),
 			fmt.Sprintf("must be at least retry.backoff_base (%s)", c.Retry.BackoffBase))
 	}
-	oneOf("retry.jitter", c.Retry.Jitter, "none", "full", "equal")
+	oneOf("retry.jitter", c.Retry.Jitter, "none", "full", "equal", "decorrelated")
 	return errors.Join(errs...)
 }
 

@@ -33,7 +33,7 @@ func TestValidateNamesFieldValueAndAllowed(t *testing.T) {
 		{"request timeout negative", func(c *Config) { c.Upload.RequestTimeout = -time.Second }, "upload.request_timeout: must be a positive duration"},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, `log_level: must be one of trace, debug, info, warn, error, got "loud"`},
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, `log_format: must be one of auto, console, json, got "xml"`},
-		{"jitter", func(c *Config) { c.Retry.Jitter = "some" }, `retry.jitter: must be one of none, full, equal, got "some"`},
+		{"jitter", func(c *Config) { c.Retry.Jitter = "some" }, `retry.jitter: must be one of none, full, equal, decorrelated, got "some"`},
 		{"attempts", func(c *Config) { c.Retry.MaxPerTileAttempts = 0 }, "retry.max_per_tile_attempts: must be 1..1000, got 0"},
 		{"in-call retries", func(c *Config) { c.Retry.MaxInCallRetries = -1 }, "retry.max_in_call_retries: must be 0..100, got -1"},
 		{"cap below base", func(c *Config) { c.Retry.BackoffCap = time.Second }, "retry.backoff_cap: must be at least retry.backoff_base (2s), got 1s"},

@@ -20,6 +20,9 @@ const (
 	JitterFull Jitter = "full"
 	// JitterEqual sleeps delay/2 plus a uniform random time in [0, delay/2].
 	JitterEqual Jitter = "equal"
+	// JitterDecorrelated sleeps a uniform random time in [base, 3*previous
+	// sleep], capped (AWS's "decorrelated jitter").
+	JitterDecorrelated Jitter = "decorrelated"
 )
 
 // Config bounds the decorator's retries. The zero value is not valid; start
@@ -72,18 +75,22 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: backoff_cap (%s) must be >= backoff_base (%s)", ErrInvalidConfig, c.BackoffCap, c.BackoffBase)
 	}
 	switch c.Jitter {
-	case "", JitterNone, JitterFull, JitterEqual:
+	case "", JitterNone, JitterFull, JitterEqual, JitterDecorrelated:
 	default:
-		return fmt.Errorf("%w: jitter must be none, full or equal, got %q", ErrInvalidConfig, c.Jitter)
+		return fmt.Errorf("%w: jitter must be none, full, equal or decorrelated, got %q", ErrInvalidConfig, c.Jitter)
 	}
 	return nil
 }
 
 // Backoff is the sleep before retry n (1-based): min(base*2^(n-1), cap),
-// then jittered. It is operation.Backoff's, which never overflows.
-func (c Config) Backoff(n int) time.Duration {
-	return c.backoff().Delay(n, c.Rand, 0)
+// then jittered; prev, the previous sleep, is used by JitterDecorrelated
+// only. It is operation.Backoff's, which never overflows.
+func (c Config) Backoff(n int, prev time.Duration) time.Duration {
+	return c.backoff().Delay(n, c.Rand, prev)
 }
+
+// JitterKind is c.Jitter as the operation core names it.
+func (c Config) JitterKind() operation.JitterKind { return c.backoff().Jitter }
 
 func (c Config) backoff() operation.Backoff {
 	b := operation.Backoff{Base: c.BackoffBase, Cap: c.BackoffCap, Jitter: operation.JitterNone}
@@ -92,6 +99,8 @@ func (c Config) backoff() operation.Backoff {
 		b.Jitter = operation.JitterFull
 	case JitterEqual:
 		b.Jitter = operation.JitterEqual
+	case JitterDecorrelated:
+		b.Jitter = operation.JitterDecorrelated
 	}
 	return b
 }

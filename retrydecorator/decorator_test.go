@@ -169,13 +169,13 @@ func TestConfigBackoffFollowsMinBaseTimesTwoToTheNMinusOneAndCap(t *testing.T) {
 	cfg := DefaultConfig()
 	s := time.Second
 	for n, want := range map[int]time.Duration{1: 2 * s, 2: 4 * s, 3: 8 * s, 5: 32 * s, 6: 60 * s, 1000: 60 * s} {
-		if got := cfg.Backoff(n); got != want {
+		if got := cfg.Backoff(n, 0); got != want {
 			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
 		}
 	}
 	cfg.Jitter = JitterFull
 	for n := 1; n < 10; n++ {
-		if got := cfg.Backoff(n); got < 0 || got > min(2*s<<(n-1), 60*s) {
+		if got := cfg.Backoff(n, 0); got < 0 || got > min(2*s<<(n-1), 60*s) {
 			t.Errorf("full-jitter Backoff(%d) = %v, out of [0, %v]", n, got, min(2*s<<(n-1), 60*s))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -62,6 +63,7 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		return nil
 	}
 
+	var prevSleep time.Duration // for decorrelated jitter
 	for n := 0; ; n++ {
 		rep, ierr := u.inner.UploadPendingTiles(ctx, req)
 		agg.add(rep)
@@ -110,7 +112,8 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		}
 
 		attempt := n + 1
-		sleep := u.cfg.Backoff(attempt)
+		sleep := u.cfg.Backoff(attempt, prevSleep)
+		prevSleep = sleep
 		log.Info().Int("attempt", attempt).Int("max_in_call_retries", u.cfg.MaxInCallRetries).
 			Float64("sleep_s", sleep.Seconds()).Int("remaining_pending_count", pending).
 			Int64("remaining_pending_bytes", pendingBytes).Int("rejected", rep.Rejected).

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,6 +103,14 @@ type HTTPOptions struct {
 	// ResendRatio is the tokens each first attempt adds. Default 0.2;
 	// negative means 0.
 	ResendRatio float64
+	// Jitter randomises the wait before resending after a broken
+	// connection or a lost answer (exponential from 500 ms, capped at
+	// 30 s). Default operation.JitterNone. Waits a provider asked for
+	// (Retry-After, the retry extension) are kept as asked.
+	Jitter operation.JitterKind
+	// Rand is the jitter's random source; tests pass a seeded one.
+	// Default: nil, the global source.
+	Rand *rand.Rand
 }
 
 // Version is the client version in the default User-Agent; the build sets it.
@@ -138,6 +148,9 @@ type HTTPTileUploader struct {
 	sleep          func(ctx context.Context, d time.Duration) error
 	breaker        *breaker
 	budget         *operation.RetryBudget
+	jitter         operation.JitterKind
+	randMu         sync.Mutex // rand.Rand is not safe for concurrent use
+	rand           *rand.Rand
 	// answered is set once the provider answered as the API: from then on
 	// a failure is an outage, given the full resends, not a wrong URL.
 	answered atomic.Bool
@@ -186,6 +199,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		u.sleep = sleepCtx
 	}
 	u.breaker = newBreaker(opts.Breaker, u.now, u.sleep)
+	u.jitter, u.rand = opts.Jitter, opts.Rand
 	initial, ratio := opts.ResendBudget, opts.ResendRatio
 	if initial == 0 {
 		initial = defaultResendBudget

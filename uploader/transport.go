@@ -48,6 +48,8 @@ type exchange struct {
 	probe bool
 	// budgetSpent: a resend was refused by the run's retry budget.
 	budgetSpent bool
+	// prevTransport is the last transport resend wait (decorrelated jitter).
+	prevTransport time.Duration
 	// probeAttempts, when > 0, is how many attempts a failure that shows
 	// no provider at all (no answer, or a 2xx that is not the API) may
 	// take: the first contact of a run fails fast on a wrong URL.
@@ -241,7 +243,7 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 		if permanentTransport(err) || ex.probeSpent() {
 			return false, err
 		}
-		return ex.schedule(transportAdvice(ex.attempts)), nil
+		return ex.schedule(ex.transportAdvice()), nil
 	}
 	body, rerr := readCapped(resp.Body, ex.u.maxBody)
 	resp.Body.Close()
@@ -255,7 +257,7 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 		if rerr == nil && (ex.accept == nil || ex.accept(body)) || ex.probeSpent() {
 			return false, nil
 		}
-		return ex.schedule(transportAdvice(ex.attempts)), nil
+		return ex.schedule(ex.transportAdvice()), nil
 	case resp.StatusCode < 400:
 		return false, nil // a redirect: refused, handled by the caller
 	}
@@ -297,13 +299,15 @@ func (ex *exchange) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Du
 }
 
 // transportAdvice is the rule for a broken connection or a lost answer:
-// exponential from 500 ms, capped at 30 s.
-func transportAdvice(attempt int) operation.Advice {
-	d := 500 * time.Millisecond
-	for i := 1; i < attempt && d < 30*time.Second; i++ {
-		d *= 2
-	}
-	return operation.Advice{Retry: true, Delay: min(d, 30*time.Second), Strategy: operation.StrategyExponential}
+// exponential from 500 ms, capped at 30 s, jittered as configured
+// (decorrelated jitter draws from [500 ms, 3 x the previous wait]).
+func (ex *exchange) transportAdvice() operation.Advice {
+	b := operation.Backoff{Base: 500 * time.Millisecond, Cap: 30 * time.Second, Jitter: ex.u.jitter}
+	ex.u.randMu.Lock()
+	d := b.Delay(ex.attempts, ex.u.rand, ex.prevTransport)
+	ex.u.randMu.Unlock()
+	ex.prevTransport = d
+	return operation.Advice{Retry: true, Delay: d, Strategy: operation.StrategyExponential}
 }
 
 func readCapped(r io.Reader, limit int64) ([]byte, error) {

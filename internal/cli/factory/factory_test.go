@@ -37,7 +37,7 @@ func TestConfigIsLoadedOnceWithFlagsApplied(t *testing.T) {
 func TestBadConfigIsAUsageError(t *testing.T) {
 	f := newTest(map[string]string{"TILECTL_RETRY_JITTER": "lots"})
 	_, err := f.Config()
-	if exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), `retry.jitter (from env TILECTL_RETRY_JITTER): must be one of none, full, equal, got "lots"`) {
+	if exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), `retry.jitter (from env TILECTL_RETRY_JITTER): must be one of none, full, equal, decorrelated, got "lots"`) {
 		t.Fatalf("err = %v (code %d)", err, exitcode.Code(err))
 	}
 }

@@ -166,6 +166,7 @@ func (r *run) wire(ctx context.Context) error {
 			Cooldown:         r.cfg.Upload.BreakerCooldown, MaxCooldown: r.cfg.Upload.BreakerMaxCooldown,
 			OutageLimit: r.cfg.Upload.OutageLimit, OnChange: r.breakerChanged,
 		},
+		Jitter:       r.retry.JitterKind(),
 		ResendBudget: float64(offIfZero(r.cfg.Upload.ResendBudget)),
 		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
 	})

@@ -1,0 +1,25 @@
+package retrydecorator
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestDecorrelatedJitterDrawsBetweenBaseAndThreeTimesThePreviousSleep(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Jitter, cfg.Rand = JitterDecorrelated, rand.New(rand.NewPCG(7, 0))
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	prev := time.Duration(0)
+	for n := 1; n <= 20; n++ {
+		d := cfg.Backoff(n, prev)
+		hi := min(max(cfg.BackoffBase, 3*prev), cfg.BackoffCap)
+		if d < cfg.BackoffBase || d > hi {
+			t.Fatalf("retry %d after %v slept %v, want within [%v, %v]", n, prev, d, cfg.BackoffBase, hi)
+		}
+		prev = d
+	}
+}
