@@ -49,6 +49,15 @@ func New(f *factory.Factory) *cobra.Command {
 		// it running even when a subcommand adds its own hook).
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			bindGlobalFlags(f, cmd)
+			// A flag that sets a config field is checked now, on every
+			// command: also one that never loads the configuration
+			// (version, fdr tail --file) or loads it only after work has
+			// started (tiles import reads the directory first).
+			if setsConfig(cmd.Flags()) {
+				if _, err := f.Config(); err != nil {
+					return err
+				}
+			}
 			return nil
 		},
 	}
@@ -137,6 +146,22 @@ func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// setsConfig reports whether the user set a flag that sets a config field:
+// a global one, --provider-token-file, or one a command annotated with
+// factory.ConfigKeyAnnotation.
+func setsConfig(flags *pflag.FlagSet) bool {
+	set := false
+	flags.Visit(func(fl *pflag.Flag) {
+		if fl.Name == "provider-token-file" || len(fl.Annotations[factory.ConfigKeyAnnotation]) == 1 {
+			set = true
+		}
+		for _, g := range globalFlags {
+			set = set || fl.Name == g.name
+		}
+	})
+	return set
 }
 
 // readTokenFile reads a token, dropping the trailing newline editors add,

@@ -240,3 +240,24 @@ func TestDatabaseConnectErrorNamesWhereTheURLCameFrom(t *testing.T) {
 		})
 	}
 }
+
+// A flag that sets a config field is refused (exit 2, naming the flag) on
+// every command, also one that needs no configuration for what it was asked
+// (fdr tail --file) and before a command starts its work (tiles import
+// checks the configuration before it reads a directory of tiles).
+func TestConfigFlagIsRefusedOnEveryCommand(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "not-a-tile.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"fdr", "tail", "--file", filepath.Join(dir, "no-ring"), "--log-level", "loud"},
+		{"tiles", "import", "--flight", "f1", dir, "--log-level", "loud"},
+		{"version", "--log-level", "loud"},
+	} {
+		r := execute(t, nil, args...)
+		if r.code != exitcode.Usage || !strings.Contains(r.errOut, "log_level (from flag --log-level)") {
+			t.Errorf("%v: exit %d, want 2 naming --log-level; stderr %q", args, r.code, r.errOut)
+		}
+	}
+}
