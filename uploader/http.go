@@ -113,6 +113,17 @@ type HTTPOptions struct {
 	Rand *rand.Rand
 }
 
+// DefaultMaxResends is HTTPOptions.MaxResends's default, for bounding a
+// run's worst case.
+const DefaultMaxResends = defaultMaxResends
+
+// TransportBackoff is the wait before the n-th resend after a broken
+// connection or a lost answer, before jitter: exponential from 500 ms,
+// capped at 30 s.
+func TransportBackoff(j operation.JitterKind) operation.Backoff {
+	return operation.Backoff{Base: 500 * time.Millisecond, Cap: 30 * time.Second, Jitter: j}
+}
+
 // Version is the client version in the default User-Agent; the build sets it.
 var Version = "dev"
 

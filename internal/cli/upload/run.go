@@ -96,7 +96,9 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		Int("batch_size", cfg.Upload.BatchSize).Str("run_id", r.store.Run().ID).Str("host", r.store.Run().Host).
 		Int("pid", r.store.Run().PID).Dur("lease", r.store.Run().Lease).Msg("upload-pending start")
 	if r.decorate && !opts.DryRun {
-		r.logSchedule()
+		if err := r.logSchedule(); err != nil {
+			return exitcode.UsageError(err)
+		}
 	}
 
 	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}, LocalFailures: []LocalFailure{}}
@@ -421,28 +423,51 @@ func localFailuresError(sum *Summary) error {
 		"('tilectl tiles import --flight %s DIR' restores them) and run upload-pending again", sum.LocalFailed, flight, flight)
 }
 
-// logSchedule reports the worst case of the decorator's retry schedule (every
-// backoff at its largest, and every inner call lasting at least one request
-// timeout) against the run's deadline, and warns when the schedule cannot
-// fit: the deadline then cuts the retries short, which is allowed (a short
-// deadline is a legitimate choice) but should not surprise the operator.
-func (r *run) logSchedule() {
+// logSchedule reports the worst case of the run's retries against its
+// deadline (seed 002 S75-1, deadline conservation): every inner call's
+// request taking its request timeout on each of its attempts, the HTTP
+// uploader's resends included, with every transport backoff and every
+// decorator backoff at its largest. When that does not fit the deadline
+// minus a margin it warns (the deadline then cuts the retries short, which
+// is allowed but should not surprise the operator), and with
+// --strict-deadline it refuses to start.
+func (r *run) logSchedule() error {
+	// One request and its HTTP-level resends; the deadline here is only a
+	// formality of Validate.
+	request, err := operation.Schedule{
+		MaxAttempts:    uploader.DefaultMaxResends + 1,
+		AttemptTimeout: r.cfg.Upload.RequestTimeout,
+		Deadline:       operation.MaxHintDelay,
+		Backoff:        uploader.TransportBackoff(r.retry.JitterKind()),
+	}.Validate()
+	if err != nil {
+		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
+		return nil
+	}
+	margin := r.cfg.Upload.Deadline / 20
 	sched := operation.Schedule{
 		MaxAttempts:    r.retry.MaxInCallRetries + 1,
-		AttemptTimeout: r.cfg.Upload.RequestTimeout,
+		AttemptTimeout: request,
 		Deadline:       r.cfg.Upload.Deadline,
-		Backoff:        operation.Backoff{Base: r.retry.BackoffBase, Cap: r.retry.BackoffCap},
+		Margin:         margin,
+		Backoff:        operation.Backoff{Base: r.retry.BackoffBase, Cap: r.retry.BackoffCap, Jitter: r.retry.JitterKind()},
 	}
 	worst, err := sched.Validate()
 	switch {
 	case errors.Is(err, operation.ErrScheduleExceedsDeadline):
-		r.log.Warn().Dur("worst_case", worst).Dur("deadline", r.cfg.Upload.Deadline).
-			Msg("the retry schedule's worst case exceeds --deadline: the deadline may end the run before its retries; " +
-				"raise --deadline or lower --max-in-call-retries / --backoff-cap")
+		msg := fmt.Sprintf("the retries' worst case is %s (%d inner calls x (%d attempts x %s request timeout + transport backoffs) + backoffs), "+
+			"more than --deadline %s minus a %s margin", worst, sched.MaxAttempts, uploader.DefaultMaxResends+1,
+			r.cfg.Upload.RequestTimeout, r.cfg.Upload.Deadline, margin)
+		if r.opts.StrictDeadline {
+			return fmt.Errorf("--strict-deadline: %s; raise --deadline or lower upload.request_timeout / --max-in-call-retries / --backoff-cap", msg)
+		}
+		r.log.Warn().Str("worst_case", worst.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
+			Msg(msg + ": the deadline may end the run before its retries (--strict-deadline refuses to start)")
 	case err != nil:
 		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
 	default:
-		r.log.Info().Dur("worst_case", worst).Dur("deadline", r.cfg.Upload.Deadline).
+		r.log.Info().Str("worst_case", worst.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
 			Msg("retry schedule fits the deadline")
 	}
+	return nil
 }

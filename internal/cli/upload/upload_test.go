@@ -329,10 +329,12 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 		deadline time.Duration
 		want     string
 	}{
-		// defaults: 3 retries, backoff 2 s..60 s, request timeout 60 s:
-		// (2+4+8) s + 4 x 60 s = 4m14s
-		{"fits", 30 * time.Minute, `"worst_case":"4m14s"`},
-		{"exceeds", 2 * time.Minute, "worst case exceeds --deadline"},
+		// defaults: 3 retries, backoff 2 s..60 s, request timeout 60 s,
+		// 8 HTTP resends backing off 0.5 s..30 s: one request is
+		// 9 x 60 s + (0.5+1+2+4+8+16+30+30) s = 631.5 s; the run
+		// 4 x 631.5 s + (2+4+8) s = 42m20s
+		{"fits", 60 * time.Minute, `"worst_case":"42m20s"`},
+		{"exceeds", 30 * time.Minute, "worst case is 42m20s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -347,5 +349,22 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 				t.Errorf("log does not say %q:\n%s", tc.want, res.stderr)
 			}
 		})
+	}
+}
+
+func TestStrictDeadlineRefusesToStartWhenTheWorstCaseExceedsTheDeadline(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 2)
+	res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true }) // defaults: 42m20s > 30m - 1m30s
+	if res.code != exitcode.Usage || !strings.Contains(errString(res.err), "worst case is 42m20s") ||
+		!strings.Contains(errString(res.err), "--deadline 30m0s minus a 1m30s margin") {
+		t.Fatalf("exit %d (%v), want 2 naming the 42m20s bound and the deadline", res.code, res.err)
+	}
+	if n := r.prov.postCount(); n != 0 {
+		t.Fatalf("%d batches sent, want none", n)
+	}
+	r.cfg.Upload.Deadline = time.Hour
+	if res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true }); res.code != exitcode.OK {
+		t.Fatalf("with a 1 h deadline: exit %d (%v), want 0", res.code, res.err)
 	}
 }
