@@ -2,8 +2,9 @@
 // pending tile of one flight (or of every landed flight) through the HTTP
 // uploader wrapped in the idempotent retry decorator.
 //
-// It promises: one run per flight at a time across machines (a Postgres
-// advisory lock; a second run exits 5 naming the holder); data (the
+// It promises: any number of runs, on one machine or many, share a flight
+// (each claims its own batches under a lease, see tilestore.ClaimBatch;
+// there is no per-flight lock and no exit code 5 any more); data (the
 // summary) on stdout and diagnostics on stderr; `-o json` prints one stable
 // JSON object (see Summary); the provider token never appears in any output,
 // metrics file or flight-data record; --dry-run sends and changes nothing.
@@ -45,9 +46,7 @@ type Options struct {
 	// NewTicker paces progress log lines when stderr is not a terminal.
 	// Default: a time.Ticker.
 	NewTicker func(d time.Duration) (c <-chan time.Time, stop func())
-	// Holder names this run in the advisory lock ("pid N on host H").
-	Holder  string
-	Version string
+	Version   string
 
 	FlightID           string
 	NoRetry            bool
@@ -60,6 +59,7 @@ type Options struct {
 	BackoffBase        time.Duration
 	BackoffCap         time.Duration
 	Deadline           time.Duration
+	Lease              time.Duration
 	MetricsFile        string
 	InsecureSkipVerify bool
 	Output             string
@@ -80,7 +80,6 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 		Logger:  f.Logger,
 		Store:   f.Store,
 		Clock:   retrydecorator.SystemClock{},
-		Holder:  defaultHolder(),
 		Version: f.Version,
 	}
 	cmd := &cobra.Command{
@@ -90,9 +89,12 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			"flight with pending tiles, one after another). Partial batches are retried with\n" +
 			"exponential backoff; a tile rejected too often is given up for human review.\n\n" +
 			"Exit codes: 0 all uploaded; 3 tiles still pending or given up; 4 flight not\n" +
-			"on_ground; 5 another run holds the flight; 2 usage or configuration; 1 other;\n" +
+			"on_ground; 2 usage or configuration; 1 other;\n" +
 			"130 SIGINT (Ctrl-C), 143 SIGTERM: batches on the wire were answered and settled\n" +
-			"first, the rest stays pending for the next run (a second signal exits at once).",
+			"first, the rest stays pending for the next run (a second signal exits at once).\n" +
+			"Any number of runs may share a flight: each claims its own batches, under a\n" +
+			"lease (--lease) it renews while it works; a run that died leaves its batches\n" +
+			"to the next run once the lease ends.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Changed = cmd.Flags().Changed
@@ -126,6 +128,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.DurationVar(&opts.BackoffBase, "backoff-base", 0, "first wait between retries (default from config retry.backoff_base)")
 	fl.DurationVar(&opts.BackoffCap, "backoff-cap", 0, "longest wait between retries (default from config retry.backoff_cap)")
 	fl.DurationVar(&opts.Deadline, "deadline", 0, "bound on the whole run (default from config upload.deadline)")
+	fl.DurationVar(&opts.Lease, "lease", 0, "how long this run's open batches stay its own after it last renewed them (default from config upload.lease)")
 	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
@@ -165,6 +168,7 @@ var configFlags = []struct {
 	{"concurrency", "upload.concurrency", func(o *Options) string { return strconv.Itoa(o.Concurrency) }},
 	{"batch-size", "upload.batch_size", func(o *Options) string { return strconv.Itoa(o.BatchSize) }},
 	{"deadline", "upload.deadline", func(o *Options) string { return o.Deadline.String() }},
+	{"lease", "upload.lease", func(o *Options) string { return o.Lease.String() }},
 	{"insecure-skip-verify", "upload.insecure_skip_verify", func(o *Options) string { return strconv.FormatBool(o.InsecureSkipVerify) }},
 	{"max-in-call-retries", "retry.max_in_call_retries", func(o *Options) string { return strconv.Itoa(o.MaxInCallRetries) }},
 	{"max-per-tile-attempts", "retry.max_per_tile_attempts", func(o *Options) string { return strconv.Itoa(o.MaxPerTileAttempts) }},
@@ -206,12 +210,4 @@ func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Conf
 		return cfg, rc, err
 	}
 	return cfg, rc, nil
-}
-
-func defaultHolder() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	return fmt.Sprintf("pid %d on host %s", os.Getpid(), host)
 }

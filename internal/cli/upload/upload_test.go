@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -136,31 +137,41 @@ func TestAirborneFlightExitsFour(t *testing.T) {
 	}
 }
 
-func TestSecondRunOnALockedFlightExitsFiveNamingTheHolder(t *testing.T) {
+func TestASecondRunSharesTheFlightAndSaysWhenTheOtherRunsLeaseEnds(t *testing.T) {
 	r := newCmdRig(t)
-	r.seed("F1", tilestore.FlightOnGround, 3)
-	held, err := lockFlight(context.Background(), r.store.Pool().Config().ConnConfig, "F1", "pid 4242 on host hangar-7")
-	if err != nil {
-		t.Fatal(err)
+	ids := r.seed("F1", tilestore.FlightOnGround, 6)
+	// Another, live run (another machine) has claimed the first two tiles.
+	other := r.store.ForRun(tilestore.Run{ID: "run-on-hangar-7", Host: "hangar-7", PID: 4242, Lease: time.Hour})
+	claimed, err := other.ClaimBatch(context.Background(), tilestore.Claim{FlightID: "F1", Limit: 2,
+		Pick: func(c []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			return tilestore.Batch{OpID: "op-of-the-other-run", Fingerprint: "fp",
+				TileIDs: []string{c[0].ID, c[1].ID}, SHA256s: []string{c[0].SHA256, c[1].SHA256}}, nil
+		}})
+	if err != nil || len(claimed.Tiles) != 2 {
+		t.Fatalf("claim: %v %+v", err, claimed)
 	}
-	defer held.release()
 	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
-	if res.code != exitcode.Busy {
-		t.Fatalf("exit %d (%v), want 5", res.code, res.err)
+	if res.code != exitcode.OK {
+		t.Fatalf("exit %d (%v), want 0: the other run's tiles are its own; stderr:\n%s", res.code, res.err, res.stderr)
 	}
-	msg := res.err.Error()
-	if !strings.Contains(msg, "flight F1 is being uploaded by another run") || !strings.Contains(msg, "pid 4242 on host hangar-7") {
-		t.Errorf("error %q does not say who holds F1", msg)
+	m := decodeSummary(t, res.stdout)
+	f := m["flights"].([]any)[0].(map[string]any)
+	if f["uploaded"] != 4.0 || f["still_pending"] != 0.0 || f["held_by_other_runs"] != 2.0 {
+		t.Errorf("flight summary %v, want 4 uploaded, 0 still pending, 2 held by other runs", f)
 	}
-	if m := decodeSummary(t, res.stdout); m["exit_code"] != 5.0 || m["outcome"] != "failure" {
-		t.Errorf("summary %v, want failure with exit_code 5", m)
+	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(f["held_until"]))
+	if err != nil || time.Until(until) < 50*time.Minute {
+		t.Errorf("held_until %v (%v), want the other run's lease end, about an hour from now", f["held_until"], err)
 	}
-	if r.prov.postCount() != 0 {
-		t.Errorf("a locked-out run sent %d batches", r.prov.postCount())
+	for _, id := range ids[:2] {
+		if got := r.status(id); got != "pending" {
+			t.Errorf("tile %s of the live run's batch is %s, want pending (never touched)", id, got)
+		}
 	}
-	held.release()
-	if res := r.run(func(o *Options) { o.FlightID = "F1" }); res.code != exitcode.OK {
-		t.Errorf("after the holder released: exit %d (%v), want 0", res.code, res.err)
+	for _, id := range ids[2:] {
+		if got := r.status(id); got != "uploaded" {
+			t.Errorf("tile %s is %s, want uploaded", id, got)
+		}
 	}
 }
 
