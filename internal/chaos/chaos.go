@@ -83,6 +83,7 @@ type Report struct {
 	Uploaded   int
 	GivenUp    int
 	Took       time.Duration
+	AbortedIn  int // the round the soak stopped in on an error; 0 when it ran to the end
 
 	// DBRestarts and ProviderKills landed while a run was going; the
 	// MidBatch ones while a batch was executing at the provider.
@@ -129,6 +130,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for i := 1; i <= cfg.Rounds; i++ {
 		if err := s.round(ctx, i); err != nil {
+			// The table then describes the rounds that finished, not
+			// the ones asked for, and says where the soak stopped.
+			rep.Rounds, rep.AbortedIn = i-1, i
+			rep.Checked, rep.Violations = s.chk.checked, s.chk.violations
+			rep.Took = time.Since(start)
 			return rep, fmt.Errorf("round %d: %w", i, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -255,23 +256,46 @@ func parseMetricLine(line string) (string, map[string]string, float64, bool) {
 	return name, labels, v, true
 }
 
+// get reads one of the provider's debug routes. The soak restarts the
+// provider's database and the provider itself, so a route that reads the
+// database may answer 5xx, or nothing may listen, for a while after a
+// round: get retries those for up to getPatience before it gives up.
 func get(ctx context.Context, url, token string) ([]byte, error) {
+	deadline := time.Now().Add(getPatience)
+	for {
+		b, retry, err := getOnce(ctx, url, token)
+		if err == nil || !retry || time.Now().After(deadline) {
+			return b, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// getPatience bounds get's retries: longer than a database restart and a
+// provider restart take on a loaded machine.
+const getPatience = 30 * time.Second
+
+func getOnce(ctx context.Context, url, token string) (b []byte, retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+		return nil, ctx.Err() == nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	b, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+		return nil, ctx.Err() == nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, resp.StatusCode >= 500, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return b, nil
+	return b, false, nil
 }

@@ -13,7 +13,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("seed", r.Seed)
-	row("rounds", r.Rounds)
+	if r.AbortedIn > 0 {
+		row("rounds", fmt.Sprintf("%d finished (stopped by an error in round %d)", r.Rounds, r.AbortedIn))
+	} else {
+		row("rounds", r.Rounds)
+	}
 	row("tiles per round", r.Tiles)
 	row("upload-pending runs", r.Runs)
 	row("SIGKILLs", r.Kills)
