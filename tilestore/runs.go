@@ -2,8 +2,6 @@ package tilestore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -16,7 +14,7 @@ import (
 // Outcome, ExitCode, the counts and Error until the end is written: a
 // number that is not known stays nil, never 0.
 type UploadRun struct {
-	RunID      string // the same for every flight of one run
+	RunID      string // Run.ID: the same for every flight of one run and on its batch claims
 	FlightID   string
 	Host       string
 	PID        int
@@ -32,13 +30,6 @@ type UploadRun struct {
 	Pending    *int // tiles still pending after the run
 	Bytes      *int64
 	Error      *string
-}
-
-// NewRunID returns a fresh run ID: 128 random bits in hex.
-func NewRunID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b)
 }
 
 // StartRun records that run r.RunID started uploading flight r.FlightID

@@ -2,7 +2,6 @@ package upload
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/tilectl/tilectl/tilestore"
@@ -16,16 +15,15 @@ const historyTimeout = 5 * time.Second
 // The history is a record, not the job: a failed write is a WARN and the
 // upload goes on (its end is then not written either).
 func (r *run) startRun(ctx context.Context, id string, started time.Time) {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	row := tilestore.UploadRun{RunID: r.opts.RunID, FlightID: id, Host: host, PID: os.Getpid(),
+	// The run's own ID, host and pid: the same as on its batch claims, so
+	// the history joins upload_batches.
+	me := r.store.Run()
+	row := tilestore.UploadRun{RunID: me.ID, FlightID: id, Host: me.Host, PID: me.PID,
 		Version: r.opts.Version, StartedAt: started}
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
 	defer cancel()
 	if err := r.store.StartRun(hctx, row); err != nil {
-		r.log.Warn().Err(err).Str("flight", id).Str("run_id", r.opts.RunID).
+		r.log.Warn().Err(err).Str("flight", id).Str("run_id", me.ID).
 			Msg("run history: could not record this run's start; the upload goes on")
 		return
 	}

@@ -1,4 +1,4 @@
--- 0007: the history of upload-pending runs, one row per run and flight.
+-- 0008: the history of upload-pending runs, one row per run and flight.
 -- A run inserts its row when it starts a flight and sets finished_at and
 -- the rest when it ends (also when it fails or is interrupted); a run that
 -- was SIGKILLed, or whose machine died, keeps finished_at NULL, which
