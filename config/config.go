@@ -68,6 +68,10 @@ type Upload struct {
 	DisableRetryDecorator bool `yaml:"disable_retry_decorator"`
 	// RequestTimeout bounds one HTTP request. Default: 60s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// Lease is how long a batch stays this run's after the run last renewed
+	// it; another run settles it only after that (a run that died). Renewed
+	// every third of it. Default: 30s.
+	Lease time.Duration `yaml:"lease"`
 	// MetricsFile, when set, is where upload-pending writes its Prometheus
 	// text-format metrics at the end of a run (for node_exporter's textfile
 	// collector: a *.prom file in its directory). Default: unset.
@@ -137,6 +141,7 @@ func Default(getenv func(string) string) *Config {
 			BatchSize:      0,
 			Deadline:       30 * time.Minute,
 			RequestTimeout: 60 * time.Second,
+			Lease:          30 * time.Second,
 
 			BreakerFailures:     5,
 			BreakerCooldown:     5 * time.Second,

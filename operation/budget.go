@@ -21,7 +21,6 @@ type RetryBudget struct {
 	// Thousandths of a token, so that five deposits of 0.2 make exactly
 	// one token (float sums would fall short).
 	max, ratio, tokens int64
-	refused            int
 }
 
 const milli = 1000
@@ -53,23 +52,8 @@ func (b *RetryBudget) TryResend() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.tokens < milli {
-		b.refused++
 		return false
 	}
 	b.tokens -= milli
 	return true
-}
-
-// Tokens is the current token count.
-func (b *RetryBudget) Tokens() float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return float64(b.tokens) / milli
-}
-
-// Refused is how many resends TryResend refused.
-func (b *RetryBudget) Refused() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.refused
 }

@@ -65,7 +65,11 @@ func validateBatch(b Batch) error {
 // OpenBatch records a batch before its first byte is sent. Recording the
 // same op_id with the same flight, members and checksums again is a no-op
 // (a crashed run's retry); with anything different it is ErrBatchMismatch.
-// Members must be tiles of the flight and in no other open batch.
+// Members must be tiles of the flight and in no other open batch. The batch
+// names this Store's run but has no lease, as batches journaled before
+// leases existed: any run may adopt it (AdoptOpenBatches). Upload runs
+// journal their batches with ClaimBatch instead; OpenBatch is for a batch
+// whose members the caller chose (tests of recovery, tools).
 func (s *Store) OpenBatch(ctx context.Context, b Batch) error {
 	if err := validateBatch(b); err != nil {
 		return fmt.Errorf("open batch %s: %w", b.OpID, err)
@@ -110,8 +114,14 @@ func (s *Store) OpenBatch(ctx context.Context, b Batch) error {
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s)
-			VALUES ($1, $2, $3, $4, $5)`, b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s)
+		if err := s.insertBatch(ctx, tx, b, false); err != nil {
+			return err
+		}
+		// A tile ClaimBatch put in a batch meanwhile has open_op_id set.
+		tag, err := tx.Exec(ctx, `UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2) AND open_op_id IS NULL`, b.OpID, b.TileIDs)
+		if err == nil && int(tag.RowsAffected()) != len(b.TileIDs) {
+			return fmt.Errorf("%w claimed meanwhile", ErrTilesInOpenBatch)
+		}
 		return err
 	})
 	if err != nil {
@@ -127,7 +137,9 @@ func clipIDs(ids []string) []string {
 	return ids
 }
 
-// NoteSend counts one more send of the batch's request.
+// NoteSend counts one more send of the batch's request and renews its
+// lease. It returns ErrNotOwner, and counts nothing, when another run has
+// taken the batch over: this run must not send it then.
 func (s *Store) NoteSend(ctx context.Context, opID string) error {
 	// A count for people, not for safety: its commit need not wait for the
 	// disk, which keeps a durable commit off every send's critical path.
@@ -135,7 +147,9 @@ func (s *Store) NoteSend(ctx context.Context, opID string) error {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL synchronous_commit = off`)
-	upd := b.Queue(`UPDATE upload_batches SET sends = sends + 1 WHERE op_id = $1`, opID)
+	upd := b.Queue(`UPDATE upload_batches SET sends = sends + 1,
+		lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
+		WHERE op_id = $1 AND owner_run IS NOT DISTINCT FROM $2`, opID, s.run.ID, s.leaseSecs())
 	b.Queue(`COMMIT`)
 	var rows int64
 	upd.Exec(func(tag pgconn.CommandTag) error { rows = tag.RowsAffected(); return nil })
@@ -143,7 +157,12 @@ func (s *Store) NoteSend(ctx context.Context, opID string) error {
 		return fmt.Errorf("note send of batch %s: %w", opID, err)
 	}
 	if rows == 0 {
-		return fmt.Errorf("note send of batch %s: %w", opID, ErrBatchNotFound)
+		var owner *string
+		err := s.pool.QueryRow(ctx, `SELECT owner_run FROM upload_batches WHERE op_id = $1`, opID).Scan(&owner)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("note send of batch %s: %w", opID, ErrBatchNotFound)
+		}
+		return fmt.Errorf("note send of batch %s: %w", opID, ErrNotOwner)
 	}
 	return nil
 }
@@ -178,13 +197,26 @@ func (s *Store) OpenBatches(ctx context.Context, flightID string) ([]Batch, erro
 func (s *Store) FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error {
 	// state = 'open' in the UPDATE (not in a snapshot read before it) makes a
 	// concurrent SettleBatch win cleanly: Postgres rechecks it after the lock.
-	tag, err := s.pool.Exec(ctx, `UPDATE upload_batches
-		SET state = 'failed', settled_at = now(), http_status = nullif($2, 0), detail = nullif($3, '')
-		WHERE op_id = $1 AND state = 'open'`, opID, httpStatus, detail)
+	var failed bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var members []string
+		err := tx.QueryRow(ctx, `UPDATE upload_batches
+			SET state = 'failed', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
+			WHERE op_id = $1 AND state = 'open' RETURNING tile_ids`, opID, httpStatus, detail).Scan(&members)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		failed = true
+		_, err = tx.Exec(ctx, `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, opID)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("fail batch %s: %w", opID, err)
 	}
-	if tag.RowsAffected() == 1 {
+	if failed {
 		return nil
 	}
 	var state string

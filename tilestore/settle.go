@@ -136,8 +136,9 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 			ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages)
 		}
 		w.Queue(`UPDATE upload_batches
-			SET state = 'settled', settled_at = now(), http_status = nullif($2, 0), detail = nullif($3, '')
+			SET state = 'settled', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
 			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
+		w.Queue(`UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, st.OpID)
 		if err := tx.SendBatch(ctx, w).Close(); err != nil {
 			return fmt.Errorf("mark %d uploaded, record %d rejection(s): %w", len(st.Uploaded), len(rejIDs), err)
 		}

@@ -18,11 +18,13 @@ import (
 // Store is the Postgres tile metadata store. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	run  Run // the owner of the batches it claims (see ForRun)
 }
 
 // NewStore wraps an existing pool. The caller keeps ownership of the pool:
 // Close on this Store closes it.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// Its run is NewRun()'s: use ForRun to name it.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, run: NewRun()} }
 
 // Pool returns the underlying pool, for advisory locks and migrations.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -134,6 +134,7 @@ func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []s
 	// meanwhile, or the next run would have to ask again.
 	jctx, cancel := journalCtx(ctx)
 	defer cancel()
+	t.skip(st.Rejections) // before the commit frees them for other workers
 	if err := u.store.SettleBatch(jctx, st); err != nil {
 		return fmt.Errorf("record the answer: %w", err) // the store names the batch
 	}

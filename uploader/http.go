@@ -27,10 +27,14 @@ type Store interface {
 	Flight(ctx context.Context, id string) (tilestore.Flight, error)
 	PendingUploads(ctx context.Context, flightID, afterTileID string, limit int) ([]tilestore.Tile, error)
 	PendingSummary(ctx context.Context, flightID string) (tiles int, bytes int64, err error)
-	OpenBatch(ctx context.Context, b tilestore.Batch) error
+	ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error)
+	TrimUnsentBatch(ctx context.Context, b tilestore.Batch, rs []tilestore.Rejection) error
+	AdoptOpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
+	ExtendLeases(ctx context.Context) (int, error)
+	ReleaseLeases(ctx context.Context) error
+	Run() tilestore.Run
 	NoteSend(ctx context.Context, opID string) error
 	SyncJournal(ctx context.Context, flightID string) error
-	OpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
 	SettleBatch(ctx context.Context, s tilestore.Settlement) error
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
 	RecordRejections(ctx context.Context, rs []tilestore.Rejection) error
@@ -109,6 +113,17 @@ type HTTPOptions struct {
 	Rand *rand.Rand
 }
 
+// DefaultMaxResends is HTTPOptions.MaxResends's default, for bounding a
+// run's worst case.
+const DefaultMaxResends = defaultMaxResends
+
+// TransportBackoff is the wait before the n-th resend after a broken
+// connection or a lost answer, before jitter: exponential from 500 ms,
+// capped at 30 s.
+func TransportBackoff(j operation.JitterKind) operation.Backoff {
+	return operation.Backoff{Base: 500 * time.Millisecond, Cap: 30 * time.Second, Jitter: j}
+}
+
 // Version is the client version in the default User-Agent; the build sets it.
 var Version = "dev"
 
@@ -123,8 +138,9 @@ const (
 )
 
 // HTTPTileUploader uploads tiles to a provider that speaks provider-api.md.
-// It is safe for concurrent use, though one flight must be uploaded by one
-// run at a time (upload-pending holds an advisory lock for that).
+// It is safe for concurrent use, and any number of runs, in this process or
+// others, may upload one flight at once: each claims its own batches from
+// the store (Store.ClaimBatch) under its run's lease.
 type HTTPTileUploader struct {
 	base     *url.URL
 	token    string

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,17 +30,23 @@ func TestMain(m *testing.M) {
 // n-th batch is journaled and before its first byte is sent.
 type dyingStore struct {
 	*tilestore.Store
+	mu        sync.Mutex
 	n, opened int
 }
 
-func (d *dyingStore) OpenBatch(ctx context.Context, b tilestore.Batch) error {
-	err := d.Store.OpenBatch(ctx, b)
-	d.opened++
-	if err == nil && d.n > 0 && d.opened == d.n {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
+func (d *dyingStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
+	got, err := d.Store.ClaimBatch(ctx, c)
+	if err == nil && got.Batch.OpID != "" {
+		d.mu.Lock()
+		d.opened++
+		die := d.n > 0 && d.opened == d.n
+		d.mu.Unlock()
+		if die {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
 	}
-	return err
+	return got, err
 }
 
 func childMain() int {
@@ -56,6 +63,9 @@ func childMain() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
+	// A short lease: the next child settles what a killed one left open
+	// once it has run out (the test waits that long between children).
+	store = store.ForRun(tilestore.Run{Lease: childLease})
 	dieAfter, _ := strconv.Atoi(os.Getenv("CHILD_DIE_AFTER_OPEN"))
 	u, err := uploader.NewHTTP(uploader.HTTPOptions{
 		BaseURL: os.Getenv("CHILD_PROVIDER_URL"), Token: os.Getenv("CHILD_TOKEN"),
@@ -88,6 +98,9 @@ func childMain() int {
 	}
 	return 0
 }
+
+// childLease is the children's batch lease.
+const childLease = time.Second
 
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {

@@ -12,18 +12,23 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// settleOpen settles every batch an earlier run left open, oldest first,
-// before any new batch forms: a tile must never travel under two keys.
+// settleOpen settles every batch an earlier run left open and no live run
+// holds, oldest first, before any new batch forms: a tile must never
+// travel under two keys.
 //
 // When every member's bytes still verify, the batch is resent with the same
 // key and the same body: the provider replays its answer or runs it. When
 // they do not, resending would send other bytes under the key, so the
 // provider is asked what became of the operation instead. It returns how
 // many open batches there were.
+//
+// Only batches no live run holds are settled: this run's own, and those
+// whose lease expired (their run died or lost the database). A live
+// owner's batch is never touched.
 func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally) (int, error) {
-	open, err := u.store.OpenBatches(ctx, flightID)
+	open, err := u.store.AdoptOpenBatches(ctx, flightID)
 	if err != nil {
-		return 0, fmt.Errorf("list open batches of flight %s: %w", flightID, err)
+		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
 	if len(open) == 0 {
 		return 0, nil

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
-	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// candidate is a group of pending tiles the producer sized for one batch;
-// a worker verifies their blobs and journals the ones that may go.
+// candidate is a group of pending tiles a dry run sized for one batch.
 type candidate struct {
 	tiles    []tilestore.Tile
 	tooLarge []unfit
@@ -32,6 +29,16 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := journalCtx(ctx)
 		defer cancel()
+		if !req.DryRun {
+			// What this run leaves open is for the next run to settle, now,
+			// not when the lease would have run out.
+			if rerr := u.store.ReleaseLeases(pctx); rerr != nil && err == nil {
+				err = rerr
+			}
+			if lost := context.Cause(ctx); lost != nil && err == nil && errors.As(lost, new(*LeaseLostError)) {
+				err = lost
+			}
+		}
 		// Settlements commit without waiting for the disk; this durable
 		// write flushes them all before the run reports what it did.
 		if !req.DryRun {
@@ -59,6 +66,8 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	if req.DryRun {
 		return u.dryRun(ctx, req, lim, t)
 	}
+	ctx, stopLeases := u.keepLeases(ctx)
+	defer stopLeases()
 	settled, err := u.settleOpen(ctx, req.FlightID, t)
 	if err != nil {
 		return finish(err)
@@ -69,16 +78,16 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		}
 	}
 	// Tiles an earlier batch may have stored without settling them are
-	// asked about before they could travel under a new key.
+	// asked about before they could travel under a new key; those without
+	// a clear answer wait for the next run.
 	unclear, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
 	if err != nil {
 		return finish(err)
 	}
-	skip := make(map[string]bool, len(unclear))
-	for _, id := range unclear {
-		skip[id] = true
-	}
+	t.skipIDs(unclear)
 	if req.MaxAttempts > 0 {
+		// Each claim leaves these out itself (Claim.MaxAttempts), also when
+		// another run's rejection brings a tile to its budget mid-run.
 		ids, err := u.store.AtBudget(ctx, req.FlightID, req.MaxAttempts)
 		if err != nil {
 			return finish(err)
@@ -86,68 +95,9 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		if len(ids) > 0 {
 			u.log.Warn().Str("flight_id", req.FlightID).Int("tiles", len(ids)).Int("max_attempts", req.MaxAttempts).
 				Msg("tiles already at their attempt budget are not sent; the next retrying run gives them up")
-			for _, id := range ids {
-				skip[id] = true
-			}
 		}
 	}
-	return finish(u.sendPending(ctx, req, lim, skip, t))
-}
-
-// sendPending runs one producer that pages the pending tiles and sizes
-// batches, and req.Concurrency workers that verify, journal and send them.
-// Memory holds at most one page and the batches in the channel.
-func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, skip map[string]bool, t *tally) error {
-	workers := req.Concurrency
-	if workers <= 0 {
-		workers = defaultConcurrency
-	}
-	// stop ends batch forming on the first run-level error; batches already
-	// sent finish (they are journaled) but no new one starts.
-	stopCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var (
-		mu       sync.Mutex
-		firstErr error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-		stop()
-	}
-	ch := make(chan candidate, workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range ch {
-				if stopCtx.Err() != nil {
-					continue // drain: nothing of these was journaled
-				}
-				// stopCtx, not ctx: a batch formed or journaled but not yet
-				// started when another ends the run is not sent (it stays
-				// open, to be resent under its key by the next run); one
-				// already on the wire finishes and its answer is recorded.
-				if err := u.processCandidate(stopCtx, req.FlightID, c, t); err != nil {
-					fail(err)
-				}
-			}
-		}()
-	}
-	perr := u.produce(stopCtx, req.FlightID, lim, skip, ch)
-	close(ch)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	if perr != nil && !errors.Is(perr, context.Canceled) {
-		return perr
-	}
-	return ctx.Err()
+	return finish(u.sendPending(ctx, req, lim, t))
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into
@@ -199,64 +149,6 @@ func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim lim
 		return ctx.Err()
 	}
 	return ctx.Err()
-}
-
-// processCandidate records the too-large tiles of a candidate as local
-// rejections under one fresh operation ID, leaves the tiles whose blob is
-// bad pending (a LocalFailure, never counted), then journals the remaining
-// tiles as a batch before sending its first byte.
-func (u *HTTPTileUploader) processCandidate(ctx context.Context, flightID string, c candidate, t *tally) error {
-	var local []tilestore.Rejection
-	rejOp := ""
-	reject := func(tl tilestore.Tile, reason, msg string) {
-		if rejOp == "" {
-			rejOp = operation.NewID()
-		}
-		local = append(local, tilestore.Rejection{OpID: rejOp, TileID: tl.ID, Reason: reason, Message: msg})
-	}
-	for _, f := range c.tooLarge {
-		reject(f.tile, tilestore.ReasonTooLarge, f.why)
-	}
-	send := c.tiles[:0:0]
-	tb := newTileBytes(c.tiles)
-	for _, tl := range c.tiles {
-		lf, err := tb.read(u.blobs, tl)
-		if err != nil {
-			return err
-		}
-		if lf != nil {
-			u.localFailure(t, *lf)
-			continue
-		}
-		send = append(send, tl)
-	}
-	if len(local) > 0 {
-		if err := u.store.RecordRejections(ctx, local); err != nil {
-			return fmt.Errorf("record %d local rejection(s): %w", len(local), err)
-		}
-		t.local(local)
-	}
-	if len(send) == 0 {
-		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		return err // the run ended while the blobs were verified
-	}
-	b := tilestore.Batch{OpID: operation.NewID(), FlightID: flightID,
-		TileIDs: make([]string, len(send)), SHA256s: make([]string, len(send))}
-	for i, tl := range send {
-		b.TileIDs[i], b.SHA256s[i] = tl.ID, tl.SHA256
-	}
-	b.Fingerprint = fingerprint(flightID, b.TileIDs, b.SHA256s)
-	if err := u.store.OpenBatch(ctx, b); err != nil {
-		return fmt.Errorf("journal batch of %d tile(s): %w", len(send), err)
-	}
-	if err := u.sendBatch(ctx, flightID, b.OpID, send, tb.data, t); err != nil && !errors.Is(err, errLeftOpen) {
-		return err
-	}
-	// A batch left open has its tiles behind the cursor: this run does not
-	// form them again, and the next one settles it first.
-	return nil
 }
 
 // dryRun pages and sizes exactly as a real run would and reports the

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
@@ -59,6 +60,9 @@ func TestSIGKILLAtAnyPointStillUploadsExactlyOnce(t *testing.T) {
 
 	run := func(dieAfterOpen, point string, at int) (exit int, stderr string) {
 		t.Helper()
+		// A killed child's batches are its run's until their lease runs
+		// out; only then may the next child settle them.
+		time.Sleep(childLease + 100*time.Millisecond)
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), "TILECTL_UPLOADER_CHILD=1", "CHILD_DB_URL="+c.URL, "CHILD_BLOB_ROOT="+c.Blobs.Root(),
 			"CHILD_PROVIDER_URL="+p.URL, "CHILD_TOKEN="+providertest.Token, "CHILD_FLIGHT="+flight,

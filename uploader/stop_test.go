@@ -25,7 +25,7 @@ type slowJournalStore struct {
 	opened   int
 }
 
-func (s *slowJournalStore) OpenBatch(ctx context.Context, b tilestore.Batch) error {
+func (s *slowJournalStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
 	s.mu.Lock()
 	s.opened++
 	first := s.opened == 1
@@ -37,7 +37,7 @@ func (s *slowJournalStore) OpenBatch(ctx context.Context, b tilestore.Batch) err
 		case <-time.After(3 * time.Second):
 		}
 	}
-	return s.Store.OpenBatch(context.WithoutCancel(ctx), b)
+	return s.Store.ClaimBatch(context.WithoutCancel(ctx), c)
 }
 
 // Issue 9 item 8: after a run-ending answer (401/403/404) no batch that had

@@ -14,6 +14,12 @@ type tally struct {
 	mu       sync.Mutex
 	rep      UploadBatchReport
 	progress func(BatchProgress)
+	// skipped lists each tile this call will not claim again (rejected in
+	// it: the decorator counts the rejection before the next call), as a
+	// cursor once did. Tiles are added before the commit that frees them,
+	// so no concurrent worker claims one in between.
+	skipped     []string
+	skippedSeen map[string]bool
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -31,6 +37,51 @@ func (t *tally) local(rs []tilestore.Rejection) {
 		t.rep.Rejections = append(t.rep.Rejections, PerTileStatus{
 			TileID: r.TileID, Status: TileRejected, Reason: r.Reason, Message: r.Message, OpID: r.OpID})
 	}
+}
+
+// skip keeps rs's tiles out of this call's later claims. Call it before
+// the commit that records the rejections.
+func (t *tally) skip(rs []tilestore.Rejection) {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.TileID
+	}
+	t.skipIDs(ids)
+}
+
+// skipIDs keeps the tiles out of this call's later claims.
+func (t *tally) skipIDs(ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.skippedSeen == nil {
+		t.skippedSeen = map[string]bool{}
+	}
+	for _, id := range ids {
+		if !t.skippedSeen[id] {
+			t.skippedSeen[id] = true
+			t.skipped = append(t.skipped, id)
+		}
+	}
+}
+
+// unskipped returns the tiles of ts this call may still claim.
+func (t *tally) unskipped(ts []tilestore.Tile) []tilestore.Tile {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := ts[:0:0]
+	for _, tl := range ts {
+		if !t.skippedSeen[tl.ID] {
+			out = append(out, tl)
+		}
+	}
+	return out
+}
+
+// skippedIDs returns the tiles this call does not claim again.
+func (t *tally) skippedIDs() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.skipped[:len(t.skipped):len(t.skipped)]
 }
 
 // localFailure records a tile left pending because of its blob.

@@ -302,7 +302,7 @@ func (ex *exchange) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Du
 // exponential from 500 ms, capped at 30 s, jittered as configured
 // (decorrelated jitter draws from [500 ms, 3 x the previous wait]).
 func (ex *exchange) transportAdvice() operation.Advice {
-	b := operation.Backoff{Base: 500 * time.Millisecond, Cap: 30 * time.Second, Jitter: ex.u.jitter}
+	b := TransportBackoff(ex.u.jitter)
 	ex.u.randMu.Lock()
 	d := b.Delay(ex.attempts, ex.u.rand, ex.prevTransport)
 	ex.u.randMu.Unlock()

@@ -39,4 +39,9 @@ var Targets = []Target{
 	{Issue: "#11", What: "  same run: largest Go heap during the import", Bench: "BenchmarkImport16KiB10k", Metric: "MB-heap-peak", Unit: "MB"},
 	{Issue: "#11", What: "decorator success path (Postgres store)", Bench: "BenchmarkDecoratorSuccessOverheadPostgres", Metric: "ns/op", Scale: 1e-3, Unit: "µs", AtMost: 500},
 	{Issue: "#11", What: "upload-pending allocations per tile, 10,000 x ~1 KiB (sink's included)", Bench: "BenchmarkUploadPendingVsBaseline/1KiB", Metric: "tilectl-allocs/tile", BaselineMetric: "baseline-allocs/tile", Unit: "allocs/tile"},
+	// #12 scale-out: processes sharing a flight through one Postgres.
+	{Issue: "#12", What: "1 upload-pending process, provider at 50 ms per batch", Bench: "BenchmarkScaleOut/procs=1", Metric: "tiles/s", Unit: "tiles/s"},
+	{Issue: "#12", What: "  2 processes on one flight, vs 1", Bench: "BenchmarkScaleOut/procs=2", Metric: "tiles/s", Baseline: "BenchmarkScaleOut/procs=1", Unit: "tiles/s"},
+	{Issue: "#12", What: "  4 processes on one flight, vs 1", Bench: "BenchmarkScaleOut/procs=4", Metric: "tiles/s", Baseline: "BenchmarkScaleOut/procs=1", Unit: "tiles/s"},
+	{Issue: "#12", What: "claim + settle cycles, 8 runs on one flight (Postgres)", Bench: "BenchmarkClaimBatch", Metric: "claims/s", Unit: "claims/s"},
 }

@@ -15,8 +15,11 @@ const (
 	exitOK          = 0
 	exitPartial     = 3
 	exitNotOnGround = 4
-	exitLocked      = 5
 )
+
+// runLease is each run's --lease: a killed run's batches wait this long
+// for the next run (short, so rounds stay short).
+const runLease = time.Second
 
 // runDeadline is each upload-pending run's --deadline; a run still going
 // well past it counts as hung.
@@ -36,6 +39,7 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, damaged in
 		"--batch-size", "6", "--concurrency", "2",
 		"--backoff-base", "10ms", "--backoff-cap", "50ms",
 		"--max-per-tile-attempts", fmt.Sprint(tileBudget),
+		"--lease", runLease.String(),
 		"--deadline", runDeadline.String()}
 	maxRuns := s.cfg.MaxRunsPerRound
 	// Each round lands 1-3 kills first: runs are killed until that many
@@ -117,12 +121,6 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, damaged in
 			continue
 		}
 		s.chk.check("flight-seen-on-ground", res.exit != exitNotOnGround, "upload-pending said %s is not on ground: %s", flight, tail(res.stderr, 500))
-		if res.exit == exitLocked {
-			// A killed run's session may linger a moment before Postgres
-			// notices; its advisory lock goes with it.
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
 		if res.exit != exitOK && res.exit != exitPartial {
 			fmt.Fprintf(s.cfg.Log, "          %s\n", lastLine(res.stderr))
 			continue
@@ -130,6 +128,9 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, damaged in
 		var report struct {
 			FlightID string `json:"flight_id"`
 			Outcome  string `json:"outcome"`
+			Flights  []struct {
+				HeldUntil *time.Time `json:"held_until"`
+			} `json:"flights"`
 		}
 		err = json.Unmarshal(res.stdout, &report)
 		s.chk.check("json-output-parses", err == nil && report.Outcome != "",
@@ -145,6 +146,13 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, damaged in
 				"flight %s settled after %d database restart(s) and %d provider crash(es) mid-run; want at least one of each",
 				flight, dbLanded, provLanded)
 			return nil
+		}
+		// A killed run's batches stay its own until their lease ends; the
+		// run said until when.
+		for _, f := range report.Flights {
+			if f.HeldUntil != nil {
+				time.Sleep(time.Until(*f.HeldUntil) + 50*time.Millisecond)
+			}
 		}
 	}
 }

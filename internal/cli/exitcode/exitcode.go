@@ -16,12 +16,9 @@ const (
 	Usage       = 2 // bad command line or configuration
 	Partial     = 3 // the run finished but tiles are still pending or were given up
 	NotOnGround = 4 // the flight is not on_ground (uploader.ErrFlightNotOnGround)
-	Busy        = 5 // another run holds the flight's lock
+	// 5 is no longer used: it was "another run holds the flight", before
+	// concurrent runs shared a flight (batch claims with leases).
 )
-
-// ErrFlightBusy is wrapped by commands when another run holds the flight's
-// advisory lock; Code maps it to Busy.
-var ErrFlightBusy = errors.New("another tilectl run holds this flight")
 
 // ExitError carries an explicit exit code. Err is what is printed; a nil Err
 // prints nothing (the command already said everything).
@@ -67,8 +64,6 @@ func Code(err error) int {
 	switch {
 	case errors.Is(err, uploader.ErrFlightNotOnGround):
 		return NotOnGround
-	case errors.Is(err, ErrFlightBusy):
-		return Busy
 	}
 	return Failure
 }

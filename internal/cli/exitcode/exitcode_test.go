@@ -21,7 +21,6 @@ func TestCodeMapsErrorsToDocumentedCodes(t *testing.T) {
 		{"wrapped usage", fmt.Errorf("x: %w", UsageError(errors.New("y"))), 2},
 		{"partial", New(Partial, errors.New("3 tiles pending")), 3},
 		{"not on ground", fmt.Errorf("upload: %w", notOnGround), 4},
-		{"busy", fmt.Errorf("lock flight f: %w", ErrFlightBusy), 5},
 		{"explicit code wins over sentinel", New(Failure, notOnGround), 1},
 	}
 	for _, tc := range cases {

@@ -54,7 +54,7 @@ func TestUpDownVersionFlow(t *testing.T) {
 		{"up", func() error { return upRun(ctx, &UpOptions{Deps: d}) }, latest, "migrated from version 0 to"},
 		{"up again", func() error { return upRun(ctx, &UpOptions{Deps: d}) }, latest, "nothing to apply"},
 		{"down one step", func() error { return downRun(ctx, &DownOptions{Deps: d, Steps: 1}) }, latest - 1, "rolled back"},
-		{"down --all", func() error { return downRun(ctx, &DownOptions{Deps: d, All: true}) }, 0, "to 0"},
+		{"down --all --yes", func() error { return downRun(ctx, &DownOptions{Deps: d, All: true, Yes: true}) }, 0, "to 0"},
 		{"up from nothing", func() error { return upRun(ctx, &UpOptions{Deps: d}) }, latest, "migrated"},
 	}
 	for _, s := range steps {

@@ -1,10 +1,16 @@
 package migrate
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/term"
 
 	"github.com/spf13/cobra"
 
@@ -62,6 +68,10 @@ type DownOptions struct {
 	Deps
 	Steps int  // migrations to roll back, at least 1
 	All   bool // roll back every migration
+	// Yes confirms --all without asking; StdinTTY says a person can be
+	// asked instead.
+	Yes      bool
+	StdinTTY bool
 }
 
 // NewCmdDown is `migrate down [N] | --all`.
@@ -85,13 +95,17 @@ func NewCmdDown(d Deps, runF func(context.Context, *DownOptions) error) *cobra.C
 				}
 				opts.Steps = n
 			}
+			if in, ok := d.IO.In.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
+				opts.StdinTTY = true
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return downRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.All, "all", false, "roll back every migration (drops all tilectl data)")
+	cmd.Flags().BoolVar(&opts.All, "all", false, "roll back every migration (drops all tilectl data; asks on a terminal, needs --yes otherwise)")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "confirm --all without asking")
 	iostreams.AddOutputFlag(cmd, &opts.Output)
 	return cmd
 }
@@ -103,6 +117,11 @@ func downRun(ctx context.Context, opts *DownOptions) error {
 			return err
 		}
 		n := opts.Steps
+		if opts.All && before > 0 && !opts.Yes {
+			if err := opts.confirmAll(ctx); err != nil {
+				return err
+			}
+		}
 		if opts.All {
 			n = 0 // Migrator.Down: 0 means all
 		} else if uint(n) > before {
@@ -122,4 +141,29 @@ func downRun(ctx context.Context, opts *DownOptions) error {
 		return opts.report(Result{Action: "down", From: int64(before), To: int64(after), Changed: true},
 			"schema rolled back from version %d to %d\n", before, after)
 	})
+}
+
+// confirmAll says what --all would destroy and asks for "destroy" on a
+// terminal; off one it refuses (the caller passes --yes to mean it).
+func (opts *DownOptions) confirmAll(ctx context.Context) error {
+	what := "every tilectl table and its data"
+	if cfg, err := opts.Config(); err == nil {
+		if conn, err := pgx.Connect(ctx, cfg.DatabaseURL); err == nil {
+			var flights, tiles int64
+			if conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM flights),
+				(SELECT count(*) FROM tiles WHERE voting_status <> 'uploaded')`).Scan(&flights, &tiles) == nil {
+				what = fmt.Sprintf("%d flight(s) and %d tile(s) not yet uploaded, with every other tilectl table", flights, tiles)
+			}
+			conn.Close(ctx)
+		}
+	}
+	if !opts.StdinTTY {
+		return exitcode.UsageError(fmt.Errorf("migrate down --all would destroy %s; pass --yes to confirm (no terminal to ask on)", what))
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "migrate down --all destroys %s. Type destroy to go on: ", what)
+	line, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
+	if strings.TrimSpace(line) != "destroy" {
+		return exitcode.New(exitcode.Failure, errors.New("not confirmed; nothing was rolled back"))
+	}
+	return nil
 }

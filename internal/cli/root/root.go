@@ -40,7 +40,7 @@ func New(f *factory.Factory) *cobra.Command {
 			"--config, else $TILECTL_CONFIG, else the first found of $XDG_CONFIG_HOME/tilectl/config.yaml\n" +
 			"(~/.config/tilectl/config.yaml), /etc/tilectl/config.yaml. See 'tilectl config view'.\n\n" +
 			"Exit codes: 0 success; 1 failure; 2 usage or configuration; 3 upload-pending left tiles\n" +
-			"pending or given up; 4 flight not on_ground; 5 flight held by another run; 130 SIGINT;\n" +
+			"pending or given up; 4 flight not on_ground; 130 SIGINT;\n" +
 			"143 SIGTERM (in-flight batches are settled first; a second signal exits at once).",
 		SilenceErrors: true,
 		SilenceUsage:  true,

@@ -23,6 +23,7 @@ import (
 type Store interface {
 	FlightCounts(ctx context.Context, flightID string) ([]tilestore.FlightCounts, error)
 	GiveUps(ctx context.Context, flightID string, limit int) ([]tilestore.GiveUp, error)
+	Leases(ctx context.Context, flightID string) ([]tilestore.Lease, error)
 }
 
 var _ Store = (*tilestore.Store)(nil)
@@ -44,6 +45,23 @@ type Report struct {
 	// GiveUpsTotal is every given-up tile of the flights shown; give_ups
 	// lists at most --limit of them.
 	GiveUpsTotal int64 `json:"give_ups_total"`
+	// OpenBatches says which upload runs hold open batches and when their
+	// leases end: a live run's batches are its own; an expired lease's are
+	// settled by the next run of the flight.
+	OpenBatches []OpenBatches `json:"open_batches"`
+}
+
+// OpenBatches is one run's open batches of one flight.
+type OpenBatches struct {
+	FlightID string `json:"flight_id"`
+	RunID    string `json:"run_id"` // "" for batches journaled before leases existed
+	Host     string `json:"host"`
+	PID      int    `json:"pid"`
+	Batches  int    `json:"batches"`
+	Tiles    int    `json:"tiles"`
+	// LeaseExpiresAt is null for batches journaled before leases existed.
+	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
+	Expired        bool       `json:"expired"`
 }
 
 // Flight is one flight's counts. Counts always has all five statuses.
@@ -116,6 +134,11 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	r := build(counts, gus)
+	leases, err := store.Leases(ctx, opts.FlightID)
+	if err != nil {
+		return err
+	}
+	r.OpenBatches = openBatches(leases)
 	if opts.Output == "json" {
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
@@ -142,6 +165,20 @@ func build(counts []tilestore.FlightCounts, gus []tilestore.GiveUp) Report {
 	return r
 }
 
+func openBatches(ls []tilestore.Lease) []OpenBatches {
+	out := []OpenBatches{}
+	for _, l := range ls {
+		ob := OpenBatches{FlightID: l.FlightID, RunID: l.RunID, Host: l.Host, PID: l.PID, Batches: l.Batches,
+			Tiles: l.Tiles, Expired: l.Expired}
+		if l.ExpiresAt != nil {
+			t := l.ExpiresAt.UTC()
+			ob.LeaseExpiresAt = &t
+		}
+		out = append(out, ob)
+	}
+	return out
+}
+
 func printTable(io *iostreams.IOStreams, r Report) error {
 	if len(r.Flights) == 0 {
 		fmt.Fprintln(io.Out, "no flights (import one with 'tilectl tiles import --flight F DIR')")
@@ -159,6 +196,9 @@ func printTable(io *iostreams.IOStreams, r Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printOpenBatches(io, r.OpenBatches); err != nil {
+		return err
+	}
 	if len(r.GiveUps) == 0 {
 		return nil
 	}
@@ -172,6 +212,26 @@ func printTable(io *iostreams.IOStreams, r Report) error {
 	fmt.Fprintln(tw, "TILE\tATTEMPTS\tLAST REASON\tGAVE UP AT")
 	for _, g := range r.GiveUps {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", g.TileID, g.Attempts, g.LastReason, g.GaveUpAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func printOpenBatches(io *iostreams.IOStreams, obs []OpenBatches) error {
+	if len(obs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(io.Out, "\nOpen batches (by upload run):\n")
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FLIGHT\tHOST\tPID\tRUN\tBATCHES\tTILES\tLEASE ENDS")
+	for _, o := range obs {
+		ends := "no lease (any run may settle them)"
+		if o.LeaseExpiresAt != nil {
+			ends = o.LeaseExpiresAt.Format(time.RFC3339)
+			if o.Expired {
+				ends += " (expired: the next run settles them)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", o.FlightID, o.Host, o.PID, o.RunID, o.Batches, o.Tiles, ends)
 	}
 	return tw.Flush()
 }

@@ -63,7 +63,7 @@ func TestJSONShapeIsStable(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if got := keys(raw); !reflect.DeepEqual(got, []string{"flights", "give_ups", "give_ups_total"}) {
+	if got := keys(raw); !reflect.DeepEqual(got, []string{"flights", "give_ups", "give_ups_total", "open_batches"}) {
 		t.Fatalf("top-level keys %v", got)
 	}
 	flights := raw["flights"].([]any)
@@ -137,6 +137,53 @@ func keys(m map[string]any) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+func TestStatusShowsWhichRunsHoldOpenBatchesAndWhenTheirLeasesEnd(t *testing.T) {
+	pool, _ := pgtest.New(t)
+	base := seed(t, pool)
+	ctx := context.Background()
+	claim := func(s *tilestore.Store, op string) {
+		t.Helper()
+		_, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "f1", Limit: 1,
+			Pick: func(c []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+				return tilestore.Batch{OpID: op, Fingerprint: "fp", TileIDs: []string{c[0].ID}, SHA256s: []string{c[0].SHA256}}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim(base.ForRun(tilestore.Run{ID: "run-a", Host: "station-a", PID: 101, Lease: time.Hour}), "op-a")
+	claim(base.ForRun(tilestore.Run{ID: "run-b", Host: "station-b", PID: 202, Lease: time.Millisecond}), "op-b")
+	time.Sleep(5 * time.Millisecond) // run-b's lease runs out
+	out, err := run(t, base, "f1", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.OpenBatches) != 2 {
+		t.Fatalf("open_batches %+v, want two runs", r.OpenBatches)
+	}
+	b, a := r.OpenBatches[0], r.OpenBatches[1] // soonest lease end first
+	if a.Host != "station-a" || a.PID != 101 || a.RunID != "run-a" || a.Tiles != 1 || a.Expired ||
+		a.LeaseExpiresAt == nil || time.Until(*a.LeaseExpiresAt) < 50*time.Minute {
+		t.Errorf("live run: %+v", a)
+	}
+	if b.Host != "station-b" || b.PID != 202 || !b.Expired {
+		t.Errorf("expired run: %+v", b)
+	}
+	table, err := run(t, base, "f1", "table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"station-a", "101", "run-a", a.LeaseExpiresAt.Format(time.RFC3339), "expired: the next run settles them"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
 }
 
 func TestGiveUpListSaysHowManyItShowsOfHowMany(t *testing.T) {

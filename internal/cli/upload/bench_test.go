@@ -86,7 +86,7 @@ func benchVsBaseline(b *testing.B, n, size int) {
 			NewTicker: func(time.Duration) (<-chan time.Time, func()) {
 				return make(chan time.Time), func() {}
 			},
-			Holder: "bench", Version: "bench", Output: "json", FlightID: benchSinkFlight,
+			Version: "bench", Output: "json", FlightID: benchSinkFlight,
 		}
 		return uploadRun(context.Background(), opts)
 	}
@@ -224,7 +224,7 @@ func BenchmarkUploadPendingFirstBatch1M(b *testing.B) {
 			NewTicker: func(time.Duration) (<-chan time.Time, func()) {
 				return make(chan time.Time), func() {}
 			},
-			Holder: "bench", Version: "bench", Output: "json", FlightID: benchSinkFlight,
+			Version: "bench", Output: "json", FlightID: benchSinkFlight,
 		}
 		done := make(chan error, 1)
 		t0 := time.Now()

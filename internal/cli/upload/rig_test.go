@@ -114,7 +114,6 @@ func (r *cmdRig) run(mod func(o *Options), set ...string) runResult {
 		NewTicker: func(time.Duration) (<-chan time.Time, func()) {
 			return make(chan time.Time), func() {}
 		},
-		Holder:  "pid 1 on host test",
 		Version: "test",
 		Output:  "text",
 	}

@@ -93,9 +93,12 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	}
 	r.log.Info().Strs("flights", flights).Bool("dry_run", opts.DryRun).Bool("retry_decorator", r.decorate).
 		Dur("deadline", cfg.Upload.Deadline).Int("concurrency", cfg.Upload.Concurrency).
-		Int("batch_size", cfg.Upload.BatchSize).Msg("upload-pending start")
+		Int("batch_size", cfg.Upload.BatchSize).Str("run_id", r.store.Run().ID).Str("host", r.store.Run().Host).
+		Int("pid", r.store.Run().PID).Dur("lease", r.store.Run().Lease).Msg("upload-pending start")
 	if r.decorate && !opts.DryRun {
-		r.logSchedule()
+		if err := r.logSchedule(); err != nil {
+			return exitcode.UsageError(err)
+		}
 	}
 
 	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}, LocalFailures: []LocalFailure{}}
@@ -147,7 +150,9 @@ func (r *run) wire(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open the tile store: %w", err)
 	}
-	r.store = store
+	// Every batch this run claims names it (host, pid, run ID) and carries
+	// a lease it renews while it works.
+	r.store = store.ForRun(tilestore.Run{Lease: r.cfg.Upload.Lease})
 	blobs, err := tilestore.NewBlobStore(r.cfg.CacheDir)
 	if err != nil {
 		return fmt.Errorf("open the blob cache %s: %w", r.cfg.CacheDir, err)
@@ -238,32 +243,12 @@ func (r *run) flights(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// lockCheckInterval is how often a run checks that it still holds its
-// flight lock.
-const lockCheckInterval = 2 * time.Second
-
-// flight uploads one flight under its lock.
+// flight uploads one flight, sharing it with any other run on it.
 func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	started := r.opts.Clock.Now()
 	failed := func(err error) (FlightSummary, error) {
 		rep := uploader.UploadBatchReport{FlightID: id, Outcome: uploader.OutcomeFailure, Started: started, Finished: r.opts.Clock.Now()}
 		return flightSummary(rep, 0, err, r.opts.DryRun), err
-	}
-	if !r.opts.DryRun { // a dry run changes nothing, so it needs no lock
-		lock, err := lockFlight(ctx, r.store.Pool().Config().ConnConfig, id, r.opts.Holder)
-		if err != nil {
-			return failed(err)
-		}
-		defer lock.release()
-		// Losing the lock's session mid-run would let a second run start:
-		// stop forming batches then (what was sent stays journaled).
-		lctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		stop := lock.watch(lockCheckInterval, func(err error) {
-			cancel(&LockLostError{FlightID: id, Err: err})
-		})
-		defer stop()
-		ctx = lctx
 	}
 	tiles, bytes, err := r.store.PendingSummary(ctx, id)
 	if err != nil {
@@ -278,17 +263,12 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
 		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch}
-	if !r.decorate {
-		// Nothing counts in this run: it must not send a tile that the next
-		// count gives up (the decorator gives such tiles up before sending).
-		req.MaxAttempts = r.retry.MaxPerTileAttempts
-	}
+	// A run must not send a tile that the next count gives up: without the
+	// decorator nothing counts in this run, and with it another run sharing
+	// the flight may have recorded a rejection this run has not counted.
+	req.MaxAttempts = r.retry.MaxPerTileAttempts
 	rep, err := up.UploadPendingTiles(ctx, req)
 	p.finish()
-	var lost *LockLostError
-	if cause := context.Cause(ctx); errors.As(cause, &lost) {
-		err = lost
-	}
 	if rep.FlightID == "" {
 		rep.FlightID = id
 	}
@@ -300,11 +280,20 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
 			rep.Pending, pendingBytes = n, b
 		}
+		held, until, herr := r.heldByOthers(cctx, id)
+		if n, gerr := r.rejectedNowGivenUp(cctx, rep); gerr == nil {
+			rep.GivenUp = max(rep.GivenUp, n)
+		} else {
+			r.log.Warn().Err(gerr).Msg("read the status of this run's rejected tiles")
+		}
 		if fc, ferr := r.store.FlightCounts(cctx, id); ferr == nil && len(fc) == 1 {
 			n := fc[0].ByStatus[tilestore.StatusUploadGiveup]
 			awaiting = &n
 		}
 		cancel()
+		if herr != nil {
+			r.log.Warn().Err(herr).Msg("list other runs' leases")
+		}
 		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
 			RejectedTiles: len(rep.Rejections), Rejections: rep.Rejected, GivenUp: rep.GivenUp, Bytes: rep.Bytes,
 			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
@@ -313,10 +302,60 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
 			Resends: rep.Resends, ResendsRefused: rep.ResendsRefused, BreakerOpenings: rep.BreakerOpenings})
+		fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
+		fs.HeldByOtherRuns, fs.HeldUntil = held, until
+		return fs, err
 	}
 	fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
 	fs.GiveUpsAwaitingReview = awaiting
 	return fs, err
+}
+
+// rejectedNowGivenUp counts the tiles this run saw rejected that are now
+// given up, whichever run counted their last rejection: with runs sharing a
+// flight, another run may have counted it first, and the give-up still
+// belongs in this run's outcome (exit 3), not a success.
+func (r *run) rejectedNowGivenUp(ctx context.Context, rep uploader.UploadBatchReport) (int, error) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, rj := range rep.Rejections {
+		if !seen[rj.TileID] {
+			seen[rj.TileID] = true
+			ids = append(ids, rj.TileID)
+		}
+	}
+	tiles, err := r.store.TilesByID(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range tiles {
+		if t.VotingStatus == tilestore.StatusUploadGiveup {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// heldByOthers counts the flight's tiles in open batches of other live runs
+// and when the last of their leases ends (nil when none).
+func (r *run) heldByOthers(ctx context.Context, flightID string) (int, *time.Time, error) {
+	ls, err := r.store.Leases(ctx, flightID)
+	if err != nil {
+		return 0, nil, err
+	}
+	var n int
+	var until *time.Time
+	for _, l := range ls {
+		if l.RunID == r.store.Run().ID || l.Expired || l.ExpiresAt == nil {
+			continue
+		}
+		n += l.Tiles
+		if until == nil || l.ExpiresAt.After(*until) {
+			until = l.ExpiresAt
+		}
+	}
+	return n, until, nil
 }
 
 // finish decides the outcome and exit code, writes the metrics file and
@@ -384,28 +423,51 @@ func localFailuresError(sum *Summary) error {
 		"('tilectl tiles import --flight %s DIR' restores them) and run upload-pending again", sum.LocalFailed, flight, flight)
 }
 
-// logSchedule reports the worst case of the decorator's retry schedule (every
-// backoff at its largest, and every inner call lasting at least one request
-// timeout) against the run's deadline, and warns when the schedule cannot
-// fit: the deadline then cuts the retries short, which is allowed (a short
-// deadline is a legitimate choice) but should not surprise the operator.
-func (r *run) logSchedule() {
+// logSchedule reports the worst case of the run's retries against its
+// deadline (seed 002 S75-1, deadline conservation): every inner call's
+// request taking its request timeout on each of its attempts, the HTTP
+// uploader's resends included, with every transport backoff and every
+// decorator backoff at its largest. When that does not fit the deadline
+// minus a margin it warns (the deadline then cuts the retries short, which
+// is allowed but should not surprise the operator), and with
+// --strict-deadline it refuses to start.
+func (r *run) logSchedule() error {
+	// One request and its HTTP-level resends; the deadline here is only a
+	// formality of Validate.
+	request, err := operation.Schedule{
+		MaxAttempts:    uploader.DefaultMaxResends + 1,
+		AttemptTimeout: r.cfg.Upload.RequestTimeout,
+		Deadline:       operation.MaxHintDelay,
+		Backoff:        uploader.TransportBackoff(r.retry.JitterKind()),
+	}.Validate()
+	if err != nil {
+		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
+		return nil
+	}
+	margin := r.cfg.Upload.Deadline / 20
 	sched := operation.Schedule{
 		MaxAttempts:    r.retry.MaxInCallRetries + 1,
-		AttemptTimeout: r.cfg.Upload.RequestTimeout,
+		AttemptTimeout: request,
 		Deadline:       r.cfg.Upload.Deadline,
-		Backoff:        operation.Backoff{Base: r.retry.BackoffBase, Cap: r.retry.BackoffCap},
+		Margin:         margin,
+		Backoff:        operation.Backoff{Base: r.retry.BackoffBase, Cap: r.retry.BackoffCap, Jitter: r.retry.JitterKind()},
 	}
 	worst, err := sched.Validate()
 	switch {
 	case errors.Is(err, operation.ErrScheduleExceedsDeadline):
-		r.log.Warn().Dur("worst_case", worst).Dur("deadline", r.cfg.Upload.Deadline).
-			Msg("the retry schedule's worst case exceeds --deadline: the deadline may end the run before its retries; " +
-				"raise --deadline or lower --max-in-call-retries / --backoff-cap")
+		msg := fmt.Sprintf("the retries' worst case is %s (%d inner calls x (%d attempts x %s request timeout + transport backoffs) + backoffs), "+
+			"more than --deadline %s minus a %s margin", worst, sched.MaxAttempts, uploader.DefaultMaxResends+1,
+			r.cfg.Upload.RequestTimeout, r.cfg.Upload.Deadline, margin)
+		if r.opts.StrictDeadline {
+			return fmt.Errorf("--strict-deadline: %s; raise --deadline or lower upload.request_timeout / --max-in-call-retries / --backoff-cap", msg)
+		}
+		r.log.Warn().Str("worst_case", worst.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
+			Msg(msg + ": the deadline may end the run before its retries (--strict-deadline refuses to start)")
 	case err != nil:
 		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
 	default:
-		r.log.Info().Dur("worst_case", worst).Dur("deadline", r.cfg.Upload.Deadline).
+		r.log.Info().Str("worst_case", worst.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
 			Msg("retry schedule fits the deadline")
 	}
+	return nil
 }

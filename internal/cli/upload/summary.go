@@ -19,7 +19,7 @@ import (
 //	                    "failure" (a run-level error), "dry_run",
 //	                    "interrupted" (SIGINT or SIGTERM; batches in flight
 //	                    were settled, the rest is still pending)
-//	exit_code           the process's exit code (0, 1, 3, 4, 5, 130 or 143)
+//	exit_code           the process's exit code (0, 1, 3, 4, 130 or 143)
 //	dry_run             true with --dry-run: nothing was sent or changed
 //	retry_decorator     false with --no-retry or upload.disable_retry_decorator
 //	uploaded            accepted + duplicate: tiles now safely at the provider
@@ -34,6 +34,10 @@ import (
 //	batches, bytes      batches answered and bytes sent (dry run: would send)
 //	resends, replayed, timeouts
 //	                    transport resends, replayed answers, timed-out attempts
+//	held_by_other_runs  (per flight) tiles in open batches of other runs whose
+//	                    lease has not ended: theirs to finish, not pending here
+//	held_until          (per flight) when the last of those leases ends, or
+//	                    null; if that run died, a run after it finishes them
 //	local_failed        tiles not sent because their cached blob is missing,
 //	                    unreadable, of the wrong size or sha256: still
 //	                    pending, no attempt counted (dry run: missing or
@@ -129,10 +133,12 @@ type FlightSummary struct {
 	FlightID string `json:"flight_id"`
 	Outcome  string `json:"outcome"`
 	Counts
-	NextRetryAt *time.Time `json:"next_retry_at"`
-	Error       *string    `json:"error"`
-	Started     time.Time  `json:"started"`
-	Finished    time.Time  `json:"finished"`
+	HeldByOtherRuns int        `json:"held_by_other_runs"`
+	HeldUntil       *time.Time `json:"held_until"`
+	NextRetryAt     *time.Time `json:"next_retry_at"`
+	Error           *string    `json:"error"`
+	Started         time.Time  `json:"started"`
+	Finished        time.Time  `json:"finished"`
 	// ElapsedSeconds is Finished - Started.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	// GiveUpsAwaitingReview is every tile of the flight in upload_giveup
@@ -235,6 +241,10 @@ func (s *Summary) writeText(w io.Writer) error {
 		}
 		if next := nextStep(s, f); next != "" {
 			p("  next: %s\n", next)
+		}
+		if f.HeldByOtherRuns > 0 && f.HeldUntil != nil {
+			p("  %d tiles are in batches of other runs (see 'tilectl status'); if those runs died, a run after %s finishes them\n",
+				f.HeldByOtherRuns, f.HeldUntil.UTC().Format(time.RFC3339))
 		}
 	}
 	if len(s.Flights) == 0 {

@@ -2,8 +2,9 @@
 // pending tile of one flight (or of every landed flight) through the HTTP
 // uploader wrapped in the idempotent retry decorator.
 //
-// It promises: one run per flight at a time across machines (a Postgres
-// advisory lock; a second run exits 5 naming the holder); data (the
+// It promises: any number of runs, on one machine or many, share a flight
+// (each claims its own batches under a lease, see tilestore.ClaimBatch;
+// there is no per-flight lock and no exit code 5 any more); data (the
 // summary) on stdout and diagnostics on stderr; `-o json` prints one stable
 // JSON object (see Summary); the provider token never appears in any output,
 // metrics file or flight-data record; --dry-run sends and changes nothing.
@@ -45,13 +46,12 @@ type Options struct {
 	// NewTicker paces progress log lines when stderr is not a terminal.
 	// Default: a time.Ticker.
 	NewTicker func(d time.Duration) (c <-chan time.Time, stop func())
-	// Holder names this run in the advisory lock ("pid N on host H").
-	Holder  string
-	Version string
+	Version   string
 
 	FlightID           string
 	NoRetry            bool
 	DryRun             bool
+	StrictDeadline     bool
 	Concurrency        int
 	BatchSize          int
 	MaxInCallRetries   int
@@ -59,6 +59,7 @@ type Options struct {
 	BackoffBase        time.Duration
 	BackoffCap         time.Duration
 	Deadline           time.Duration
+	Lease              time.Duration
 	MetricsFile        string
 	InsecureSkipVerify bool
 	Output             string
@@ -79,7 +80,6 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 		Logger:  f.Logger,
 		Store:   f.Store,
 		Clock:   retrydecorator.SystemClock{},
-		Holder:  defaultHolder(),
 		Version: f.Version,
 	}
 	cmd := &cobra.Command{
@@ -89,9 +89,12 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			"flight with pending tiles, one after another). Partial batches are retried with\n" +
 			"exponential backoff; a tile rejected too often is given up for human review.\n\n" +
 			"Exit codes: 0 all uploaded; 3 tiles still pending or given up; 4 flight not\n" +
-			"on_ground; 5 another run holds the flight; 2 usage or configuration; 1 other;\n" +
+			"on_ground; 2 usage or configuration; 1 other;\n" +
 			"130 SIGINT (Ctrl-C), 143 SIGTERM: batches on the wire were answered and settled\n" +
-			"first, the rest stays pending for the next run (a second signal exits at once).",
+			"first, the rest stays pending for the next run (a second signal exits at once).\n" +
+			"Any number of runs may share a flight: each claims its own batches, under a\n" +
+			"lease (--lease) it renews while it works; a run that died leaves its batches\n" +
+			"to the next run once the lease ends.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Changed = cmd.Flags().Changed
@@ -117,6 +120,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.StringVar(&opts.FlightID, "flight", "", "upload only this flight (default: every on_ground flight with pending tiles)")
 	fl.BoolVar(&opts.NoRetry, "no-retry", false, "run the bare uploader without the retry decorator (diagnostics)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "show what would be sent; send and change nothing")
+	fl.BoolVar(&opts.StrictDeadline, "strict-deadline", false, "refuse to start (exit 2) when the retries' worst case exceeds --deadline minus a 5% margin")
 	fl.IntVar(&opts.Concurrency, "concurrency", 0, "batches in flight at once (default from config upload.concurrency)")
 	fl.IntVar(&opts.BatchSize, "batch-size", 0, "tiles per batch, 0 = provider's max (default from config upload.batch_size)")
 	fl.IntVar(&opts.MaxInCallRetries, "max-in-call-retries", 0, "retries of a partial upload within this run (default from config retry.max_in_call_retries)")
@@ -124,6 +128,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.DurationVar(&opts.BackoffBase, "backoff-base", 0, "first wait between retries (default from config retry.backoff_base)")
 	fl.DurationVar(&opts.BackoffCap, "backoff-cap", 0, "longest wait between retries (default from config retry.backoff_cap)")
 	fl.DurationVar(&opts.Deadline, "deadline", 0, "bound on the whole run (default from config upload.deadline)")
+	fl.DurationVar(&opts.Lease, "lease", 0, "how long this run's open batches stay its own after it last renewed them (default from config upload.lease)")
 	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
@@ -163,6 +168,7 @@ var configFlags = []struct {
 	{"concurrency", "upload.concurrency", func(o *Options) string { return strconv.Itoa(o.Concurrency) }},
 	{"batch-size", "upload.batch_size", func(o *Options) string { return strconv.Itoa(o.BatchSize) }},
 	{"deadline", "upload.deadline", func(o *Options) string { return o.Deadline.String() }},
+	{"lease", "upload.lease", func(o *Options) string { return o.Lease.String() }},
 	{"insecure-skip-verify", "upload.insecure_skip_verify", func(o *Options) string { return strconv.FormatBool(o.InsecureSkipVerify) }},
 	{"max-in-call-retries", "retry.max_in_call_retries", func(o *Options) string { return strconv.Itoa(o.MaxInCallRetries) }},
 	{"max-per-tile-attempts", "retry.max_per_tile_attempts", func(o *Options) string { return strconv.Itoa(o.MaxPerTileAttempts) }},
@@ -204,12 +210,4 @@ func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Conf
 		return cfg, rc, err
 	}
 	return cfg, rc, nil
-}
-
-func defaultHolder() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	return fmt.Sprintf("pid %d on host %s", os.Getpid(), host)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -136,31 +137,41 @@ func TestAirborneFlightExitsFour(t *testing.T) {
 	}
 }
 
-func TestSecondRunOnALockedFlightExitsFiveNamingTheHolder(t *testing.T) {
+func TestASecondRunSharesTheFlightAndSaysWhenTheOtherRunsLeaseEnds(t *testing.T) {
 	r := newCmdRig(t)
-	r.seed("F1", tilestore.FlightOnGround, 3)
-	held, err := lockFlight(context.Background(), r.store.Pool().Config().ConnConfig, "F1", "pid 4242 on host hangar-7")
-	if err != nil {
-		t.Fatal(err)
+	ids := r.seed("F1", tilestore.FlightOnGround, 6)
+	// Another, live run (another machine) has claimed the first two tiles.
+	other := r.store.ForRun(tilestore.Run{ID: "run-on-hangar-7", Host: "hangar-7", PID: 4242, Lease: time.Hour})
+	claimed, err := other.ClaimBatch(context.Background(), tilestore.Claim{FlightID: "F1", Limit: 2,
+		Pick: func(c []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			return tilestore.Batch{OpID: "op-of-the-other-run", Fingerprint: "fp",
+				TileIDs: []string{c[0].ID, c[1].ID}, SHA256s: []string{c[0].SHA256, c[1].SHA256}}, nil
+		}})
+	if err != nil || len(claimed.Tiles) != 2 {
+		t.Fatalf("claim: %v %+v", err, claimed)
 	}
-	defer held.release()
 	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
-	if res.code != exitcode.Busy {
-		t.Fatalf("exit %d (%v), want 5", res.code, res.err)
+	if res.code != exitcode.OK {
+		t.Fatalf("exit %d (%v), want 0: the other run's tiles are its own; stderr:\n%s", res.code, res.err, res.stderr)
 	}
-	msg := res.err.Error()
-	if !strings.Contains(msg, "flight F1 is being uploaded by another run") || !strings.Contains(msg, "pid 4242 on host hangar-7") {
-		t.Errorf("error %q does not say who holds F1", msg)
+	m := decodeSummary(t, res.stdout)
+	f := m["flights"].([]any)[0].(map[string]any)
+	if f["uploaded"] != 4.0 || f["still_pending"] != 0.0 || f["held_by_other_runs"] != 2.0 {
+		t.Errorf("flight summary %v, want 4 uploaded, 0 still pending, 2 held by other runs", f)
 	}
-	if m := decodeSummary(t, res.stdout); m["exit_code"] != 5.0 || m["outcome"] != "failure" {
-		t.Errorf("summary %v, want failure with exit_code 5", m)
+	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(f["held_until"]))
+	if err != nil || time.Until(until) < 50*time.Minute {
+		t.Errorf("held_until %v (%v), want the other run's lease end, about an hour from now", f["held_until"], err)
 	}
-	if r.prov.postCount() != 0 {
-		t.Errorf("a locked-out run sent %d batches", r.prov.postCount())
+	for _, id := range ids[:2] {
+		if got := r.status(id); got != "pending" {
+			t.Errorf("tile %s of the live run's batch is %s, want pending (never touched)", id, got)
+		}
 	}
-	held.release()
-	if res := r.run(func(o *Options) { o.FlightID = "F1" }); res.code != exitcode.OK {
-		t.Errorf("after the holder released: exit %d (%v), want 0", res.code, res.err)
+	for _, id := range ids[2:] {
+		if got := r.status(id); got != "uploaded" {
+			t.Errorf("tile %s is %s, want uploaded", id, got)
+		}
 	}
 }
 
@@ -318,10 +329,12 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 		deadline time.Duration
 		want     string
 	}{
-		// defaults: 3 retries, backoff 2 s..60 s, request timeout 60 s:
-		// (2+4+8) s + 4 x 60 s = 4m14s
-		{"fits", 30 * time.Minute, `"worst_case":"4m14s"`},
-		{"exceeds", 2 * time.Minute, "worst case exceeds --deadline"},
+		// defaults: 3 retries, backoff 2 s..60 s, request timeout 60 s,
+		// 8 HTTP resends backing off 0.5 s..30 s: one request is
+		// 9 x 60 s + (0.5+1+2+4+8+16+30+30) s = 631.5 s; the run
+		// 4 x 631.5 s + (2+4+8) s = 42m20s
+		{"fits", 60 * time.Minute, `"worst_case":"42m20s"`},
+		{"exceeds", 30 * time.Minute, "worst case is 42m20s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -336,5 +349,22 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 				t.Errorf("log does not say %q:\n%s", tc.want, res.stderr)
 			}
 		})
+	}
+}
+
+func TestStrictDeadlineRefusesToStartWhenTheWorstCaseExceedsTheDeadline(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 2)
+	res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true }) // defaults: 42m20s > 30m - 1m30s
+	if res.code != exitcode.Usage || !strings.Contains(errString(res.err), "worst case is 42m20s") ||
+		!strings.Contains(errString(res.err), "--deadline 30m0s minus a 1m30s margin") {
+		t.Fatalf("exit %d (%v), want 2 naming the 42m20s bound and the deadline", res.code, res.err)
+	}
+	if n := r.prov.postCount(); n != 0 {
+		t.Fatalf("%d batches sent, want none", n)
+	}
+	r.cfg.Upload.Deadline = time.Hour
+	if res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true }); res.code != exitcode.OK {
+		t.Fatalf("with a 1 h deadline: exit %d (%v), want 0", res.code, res.err)
 	}
 }

@@ -1,0 +1,101 @@
+package scaleout_test
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// shareScenario: 3 processes start at once on a 1,500-tile flight; one is
+// SIGKILLed after a second; the other two exit 0, each having uploaded a
+// share; a run afterwards finishes what the killed one held once its lease
+// ends (or says until when it must wait); every tile is stored exactly once.
+func shareScenario(t *testing.T, r *rig) {
+	const lease = 3 * time.Second
+	flags := []string{"--batch-size", "20", "--concurrency", "2", "--lease", lease.String()}
+	procs := []*proc{r.start(flags...), r.start(flags...), r.start(flags...)}
+	time.Sleep(time.Second)
+	victim := procs[2]
+	victimPID := victim.cmd.Process.Pid
+	victim.kill(t)
+
+	// The killed run's batches are still its own: open, under its lease.
+	ls, err := r.store.Leases(context.Background(), r.flight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, l := range ls {
+		if l.PID == victimPID {
+			held += l.Tiles
+		}
+	}
+	if held == 0 {
+		t.Fatalf("the killed process held no open batch (leases %+v): the test would prove nothing", ls)
+	}
+
+	for i, p := range procs[:2] {
+		code, sum := p.wait(t)
+		if code != 0 {
+			t.Fatalf("process %d exited %d, want 0; summary %v\nstderr:\n%s", i, code, sum, p.errb.String())
+		}
+		if up := flightOf(t, sum)["uploaded"].(float64); up <= 0 {
+			t.Errorf("process %d uploaded %v tiles, want a share", i, up)
+		}
+	}
+
+	// One more run: it finishes the killed run's batches once their lease
+	// has ended, or says until when they are held.
+	for try := 1; ; try++ {
+		if try > 3 {
+			t.Fatalf("tiles still not uploaded after %d more runs: %v", try-1, r.counts())
+		}
+		code, sum := r.start(flags...).wait(t)
+		if code != 0 {
+			t.Fatalf("the run after exited %d: %v", code, sum)
+		}
+		f := flightOf(t, sum)
+		if f["held_by_other_runs"].(float64) == 0 {
+			break
+		}
+		until, err := time.Parse(time.RFC3339Nano, f["held_until"].(string))
+		if err != nil {
+			t.Fatalf("held_by_other_runs %v without a held_until: %v", f["held_by_other_runs"], f)
+		}
+		t.Logf("run %d: %v tiles held by the killed run until %s; waiting for it", try, f["held_by_other_runs"], until)
+		time.Sleep(time.Until(until) + 100*time.Millisecond)
+	}
+
+	if c := r.counts(); c["uploaded"] != len(r.ids) {
+		t.Fatalf("statuses %v, want all %d uploaded", c, len(r.ids))
+	}
+	stores, _ := r.prov.snapshot()
+	for _, id := range r.ids {
+		if stores[id] != 1 {
+			t.Errorf("tile %s stored %d times, want exactly once", id, stores[id])
+		}
+	}
+	if len(stores) != len(r.ids) {
+		t.Errorf("provider stored %d distinct tiles, want %d", len(stores), len(r.ids))
+	}
+	var open int
+	if err := r.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM upload_batches WHERE state = 'open'`).Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if open != 0 {
+		t.Errorf("%d batches still open", open)
+	}
+}
+
+func TestThreeProcessesShareAFlightAndAKilledOnesBatchesAreFinishedOnceItsLeaseEnds(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "SH", 1500, 150*time.Millisecond, nil)
+	shareScenario(t, r)
+}
+
+func TestThreeProcessesShareAFlightThroughPgBouncerInTransactionPoolingMode(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "PB", 1500, 150*time.Millisecond, nil)
+	r.dbURL = throughPgBouncer(t, r.dbURL)
+	shareScenario(t, r)
+}

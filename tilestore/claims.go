@@ -1,0 +1,375 @@
+package tilestore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultLease is how long a batch stays its run's after the run last
+// showed it was alive (Run.Lease's default).
+const DefaultLease = 30 * time.Second
+
+// Run names one upload process as the owner of the batches it claims. Any
+// number of runs, on any number of machines, share a flight: each claims
+// batches under its own ID and extends their lease while it works. Another
+// run settles an open batch only once its lease has expired.
+type Run struct {
+	ID    string        // unique per run; default a random 128-bit hex string
+	Host  string        // default os.Hostname
+	PID   int           // default os.Getpid
+	Lease time.Duration // default DefaultLease
+}
+
+// NewRun returns a Run for this process with a fresh ID and the defaults.
+func NewRun() Run {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return Run{ID: hex.EncodeToString(b), Host: host, PID: os.Getpid(), Lease: DefaultLease}
+}
+
+// ForRun returns a Store on the same pool whose claims, leases and
+// PendingSummary are those of run r (fields left zero take NewRun's).
+func (s *Store) ForRun(r Run) *Store {
+	d := NewRun()
+	if r.ID == "" {
+		r.ID = d.ID
+	}
+	if r.Host == "" {
+		r.Host = d.Host
+	}
+	if r.PID == 0 {
+		r.PID = d.PID
+	}
+	if r.Lease <= 0 {
+		r.Lease = d.Lease
+	}
+	return &Store{pool: s.pool, run: r}
+}
+
+// Run returns the run this Store claims batches for.
+func (s *Store) Run() Run { return s.run }
+
+func (s *Store) leaseSecs() float64 { return s.run.Lease.Seconds() }
+
+// Claim asks ClaimBatch for the next tiles of a flight.
+type Claim struct {
+	FlightID string
+	// Limit caps the candidates locked (and so the batch's size).
+	Limit int
+	// MaxAttempts, when positive, leaves out tiles whose attempts plus
+	// uncounted rejections reach it: the next count gives them up, so they
+	// must not be sent again, whichever run rejected them last.
+	MaxAttempts int
+	// Exclude names tiles the caller does not want now (those it saw
+	// rejected in this pass: they wait for the decorator's count).
+	Exclude []string
+	// Pick runs inside the claim's transaction with the candidates in
+	// tile_id order. It returns the batch to journal (no tiles: none) and
+	// the candidates rejected without being sent (too large, say); the
+	// others are left for a later claim. It must not block: the
+	// candidates' rows are locked while it runs.
+	Pick func(candidates []Tile) (Batch, []Rejection)
+}
+
+// Claimed is what ClaimBatch took.
+type Claimed struct {
+	Batch      Batch       // OpID "" when no batch was formed
+	Tiles      []Tile      // the batch's members, in its order
+	Rejections []Rejection // recorded in the same transaction
+	Candidates int         // rows locked; 0 means nothing is left to claim now
+}
+
+// claimSQL locks the next uploadable tiles of the flight that are in no
+// open batch, are not excluded ($4) and, with a budget ($3 > 0), have
+// attempts left counting the uncounted rejections (read through their
+// small partial index). SKIP LOCKED lets concurrent claims take different
+// tiles without waiting; a tile another claim took and committed meanwhile
+// fails the recheck of open_op_id on its new version.
+const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
+	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
+	  AND NOT t.tile_id = ANY($4::text[])
+	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base + (SELECT count(*) FROM upload_rejections r
+	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
+	ORDER BY t.tile_id LIMIT $2
+	FOR UPDATE OF t SKIP LOCKED`
+
+// ClaimBatch claims the flight's next tiles for this Store's run in one
+// transaction: it locks up to c.Limit free candidates (SELECT ... FOR
+// UPDATE SKIP LOCKED), lets c.Pick choose, records Pick's rejections,
+// journals the batch with this run as owner and a fresh lease, and marks
+// its members as in it. The commit waits for the disk: the batch is
+// journaled before its first byte is sent.
+func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
+	if err := ValidateFlightID(c.FlightID); err != nil {
+		return Claimed{}, err
+	}
+	if c.Limit < 1 || c.Pick == nil {
+		return Claimed{}, fmt.Errorf("claim a batch of flight %s: limit must be positive and Pick set", c.FlightID)
+	}
+	var out Claimed
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out = Claimed{}
+		exclude := c.Exclude
+		if exclude == nil {
+			exclude = []string{}
+		}
+		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude)
+		if err != nil {
+			return err
+		}
+		cands, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tile, error) { return scanTile(r) })
+		if err != nil {
+			return err
+		}
+		out.Candidates = len(cands)
+		if len(cands) == 0 {
+			return nil
+		}
+		b, rejs := c.Pick(cands)
+		byID := make(map[string]Tile, len(cands))
+		for _, t := range cands {
+			byID[t.ID] = t
+		}
+		taken := map[string]bool{}
+		for _, r := range rejs {
+			if _, ok := byID[r.TileID]; !ok || taken[r.TileID] {
+				return fmt.Errorf("pick rejected tile %s, which is not a candidate or is named twice", r.TileID)
+			}
+			taken[r.TileID] = true
+		}
+		if len(b.TileIDs) > 0 {
+			b.FlightID = c.FlightID
+			if err := validateBatch(b); err != nil {
+				return err
+			}
+			for _, id := range b.TileIDs {
+				t, ok := byID[id]
+				if !ok || taken[id] {
+					return fmt.Errorf("pick put tile %s in the batch, but it is not a candidate or is also rejected", id)
+				}
+				out.Tiles = append(out.Tiles, t)
+			}
+		}
+		if err := insertRejections(ctx, tx, rejs); err != nil {
+			return err
+		}
+		out.Rejections = rejs
+		if len(b.TileIDs) == 0 {
+			return nil
+		}
+		if err := s.insertBatch(ctx, tx, b, true); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2)`, b.OpID, b.TileIDs); err != nil {
+			return fmt.Errorf("mark members: %w", err)
+		}
+		out.Batch = b
+		return nil
+	})
+	if err != nil {
+		return Claimed{}, fmt.Errorf("claim a batch of flight %s: %w", c.FlightID, err)
+	}
+	return out, nil
+}
+
+// insertBatch journals b as this run's; leased false leaves it without a
+// lease, so that any run may adopt it.
+func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b Batch, leased bool) error {
+	_, err := tx.Exec(ctx, `INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s,
+		owner_run, owner_host, owner_pid, lease_expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $10::bool THEN now() + make_interval(secs => $9::float8) END)`,
+		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs(), leased)
+	return err
+}
+
+func insertRejections(ctx context.Context, tx pgx.Tx, rs []Rejection) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	ops, ids, reasons, messages := make([]string, len(rs)), make([]string, len(rs)), make([]string, len(rs)), make([]string, len(rs))
+	for i, r := range rs {
+		if err := validateRejection(r); err != nil {
+			return err
+		}
+		ops[i], ids[i], reasons[i], messages[i] = r.OpID, r.TileID, r.Reason, r.Message
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO upload_rejections (op_id, tile_id, reason, message)
+		SELECT u.op_id, u.tile_id, u.reason, nullif(u.message, '')
+		  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(op_id, tile_id, reason, message)
+		ON CONFLICT (op_id, tile_id) DO NOTHING`, ops, ids, reasons, messages)
+	if err != nil {
+		return fmt.Errorf("record %d rejection(s): %w", len(rs), err)
+	}
+	return nil
+}
+
+// ErrNotOwner says a batch belongs to another run now (its lease expired
+// and another run took it over), so this run must not send it.
+var ErrNotOwner = errors.New("upload batch is owned by another run")
+
+// TrimUnsentBatch replaces the members of a batch this run claimed and has
+// not sent yet with b's (a subset, with its own fingerprint), records rs
+// (the members dropped after local checks) and frees the dropped tiles. No
+// member left fails the batch. Nothing was sent under the key, so nothing
+// the provider holds can refer to the old members.
+func (s *Store) TrimUnsentBatch(ctx context.Context, b Batch, rs []Rejection) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var state string
+		var owner *string
+		var members []string
+		err := tx.QueryRow(ctx, `SELECT state, owner_run, tile_ids FROM upload_batches WHERE op_id = $1 FOR UPDATE`,
+			b.OpID).Scan(&state, &owner, &members)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return ErrBatchNotFound
+		case err != nil:
+			return err
+		case state != "open":
+			return ErrBatchNotOpen
+		case owner == nil || *owner != s.run.ID:
+			return ErrNotOwner
+		}
+		for _, id := range b.TileIDs {
+			if !slices.Contains(members, id) {
+				return fmt.Errorf("tile %s is not a member", id)
+			}
+		}
+		if err := insertRejections(ctx, tx, rs); err != nil {
+			return err
+		}
+		if len(b.TileIDs) == 0 {
+			_, err = tx.Exec(ctx, `UPDATE upload_batches SET state = 'failed', settled_at = now(),
+				detail = 'no member passed the local checks; nothing was sent' WHERE op_id = $1`, b.OpID)
+		} else {
+			if err := validateBatch(b); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE upload_batches SET tile_ids = $2, sha256s = $3, fingerprint = $4 WHERE op_id = $1`,
+				b.OpID, b.TileIDs, b.SHA256s, b.Fingerprint)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND NOT tile_id = ANY($2) AND open_op_id = $3`,
+			members, b.TileIDs, b.OpID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("trim unsent batch %s: %w", b.OpID, err)
+	}
+	return nil
+}
+
+// AdoptOpenBatches takes over the flight's open batches that this run may
+// settle: its own, and those whose lease expired (or that have none: they
+// were journaled before leases existed). Each is re-leased to this run in
+// the same statement; batches another process is adopting right now are
+// skipped (SKIP LOCKED), so two runs never adopt the same batch. A live
+// owner's batch is never returned. Oldest first.
+func (s *Store) AdoptOpenBatches(ctx context.Context, flightID string) ([]Batch, error) {
+	if err := ValidateFlightID(flightID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE upload_batches b
+		SET owner_run = $2, owner_host = $3, owner_pid = $4, lease_expires_at = now() + make_interval(secs => $5::float8)
+		WHERE b.op_id IN (SELECT op_id FROM upload_batches
+			WHERE flight_id = $1 AND state = 'open'
+			  AND (owner_run = $2 OR lease_expires_at IS NULL OR lease_expires_at <= now())
+			ORDER BY created_at, op_id FOR UPDATE SKIP LOCKED)
+		RETURNING op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at`,
+		flightID, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
+	if err != nil {
+		return nil, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
+	}
+	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Batch, error) {
+		var b Batch
+		err := r.Scan(&b.OpID, &b.FlightID, &b.Fingerprint, &b.TileIDs, &b.SHA256s, &b.Sends, &b.CreatedAt)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
+	}
+	sort.Slice(bs, func(i, j int) bool {
+		if !bs[i].CreatedAt.Equal(bs[j].CreatedAt) {
+			return bs[i].CreatedAt.Before(bs[j].CreatedAt)
+		}
+		return bs[i].OpID < bs[j].OpID
+	})
+	return bs, nil
+}
+
+// ExtendLeases renews the lease of every open batch of this run, in one
+// statement, and returns how many it renewed. A run calls it while it works
+// (every third of its lease) so that no other run takes its batches.
+func (s *Store) ExtendLeases(ctx context.Context) (int, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE upload_batches SET lease_expires_at = now() + make_interval(secs => $2::float8)
+		WHERE owner_run = $1 AND state = 'open'`, s.run.ID, s.leaseSecs())
+	if err != nil {
+		return 0, fmt.Errorf("extend the leases of run %s: %w", s.run.ID, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ReleaseLeases ends the lease of every open batch of this run now, so the
+// next run (of any process) settles what this one leaves open without
+// waiting for the lease to run out.
+func (s *Store) ReleaseLeases(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `UPDATE upload_batches SET lease_expires_at = now()
+		WHERE owner_run = $1 AND state = 'open'`, s.run.ID)
+	if err != nil {
+		return fmt.Errorf("release the leases of run %s: %w", s.run.ID, err)
+	}
+	return nil
+}
+
+// Lease is one run's open batches of one flight.
+type Lease struct {
+	FlightID  string
+	RunID     string // "" for batches journaled before leases existed
+	Host      string
+	PID       int
+	Batches   int
+	Tiles     int
+	ExpiresAt *time.Time // the latest lease of the run's batches; nil when none has one
+	Expired   bool       // by the database's clock: another run may settle them
+}
+
+// Leases lists who holds open batches of a flight ("" for every flight),
+// by flight and then by when the lease ends.
+func (s *Store) Leases(ctx context.Context, flightID string) ([]Lease, error) {
+	if flightID != "" {
+		if err := ValidateFlightID(flightID); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT flight_id, coalesce(owner_run, ''), coalesce(owner_host, ''), coalesce(owner_pid, 0),
+			count(*)::int, sum(cardinality(tile_ids))::int, max(lease_expires_at),
+			coalesce(max(lease_expires_at) <= now(), true)
+		FROM upload_batches WHERE state = 'open' AND ($1 = '' OR flight_id = $1)
+		GROUP BY 1, 2, 3, 4 ORDER BY 1, 7 NULLS FIRST, 2`, flightID)
+	if err != nil {
+		return nil, fmt.Errorf("list leases of open batches: %w", err)
+	}
+	ls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
+		var l Lease
+		err := r.Scan(&l.FlightID, &l.RunID, &l.Host, &l.PID, &l.Batches, &l.Tiles, &l.ExpiresAt, &l.Expired)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list leases of open batches: %w", err)
+	}
+	return ls, nil
+}

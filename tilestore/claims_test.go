@@ -1,0 +1,250 @@
+package tilestore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// pickAll puts every candidate in one batch under op.
+func pickAll(op string) func([]tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+	return func(c []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+		b := tilestore.Batch{OpID: op, Fingerprint: "fp-" + op}
+		for _, t := range c {
+			b.TileIDs, b.SHA256s = append(b.TileIDs, t.ID), append(b.SHA256s, t.SHA256)
+		}
+		return b, nil
+	}
+}
+
+func TestConcurrentClaimsPutEveryTileInExactlyOneBatch(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ids := seedFlight(t, s, "FC", 600)
+	ctx := testCtx(t)
+	const runs, workers = 4, 3
+	var (
+		mu    sync.Mutex
+		owner = map[string]string{} // tile -> op
+		ops   atomic.Int64
+		wg    sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for r := range runs {
+		st := s.ForRun(tilestore.Run{ID: fmt.Sprintf("run-%d", r), Lease: time.Minute})
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; ; i++ {
+					op := fmt.Sprintf("op-%d-%d-%d", r, w, i)
+					c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "FC", Limit: 7, Pick: pickAll(op)})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if c.Candidates == 0 {
+						return
+					}
+					ops.Add(1)
+					mu.Lock()
+					for _, tl := range c.Tiles {
+						if prev, dup := owner[tl.ID]; dup {
+							t.Errorf("tile %s claimed by %s and %s", tl.ID, prev, op)
+						}
+						owner[tl.ID] = op
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	if len(owner) != len(ids) {
+		t.Fatalf("%d tiles claimed, want %d", len(owner), len(ids))
+	}
+	var inTwo int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM (SELECT unnest(tile_ids) AS id FROM upload_batches
+		WHERE state = 'open' GROUP BY 1 HAVING count(*) > 1) d`).Scan(&inTwo); err != nil {
+		t.Fatal(err)
+	}
+	if inTwo != 0 {
+		t.Fatalf("%d tiles are in two open batches", inTwo)
+	}
+	if n, _, err := s.PendingSummary(ctx, "FC"); err != nil || n != 0 {
+		t.Fatalf("pending for a run that holds nothing = %d (%v), want 0: every tile is in another run's live batch", n, err)
+	}
+	t.Logf("%d batches claimed by %d runs x %d workers", ops.Load(), runs, workers)
+}
+
+func TestALiveOwnersBatchIsNeverAdoptedAndAnExpiredOnesIsAdoptedByExactlyOneRun(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	seedFlight(t, s, "FL", 4)
+	ctx := testCtx(t)
+	live := s.ForRun(tilestore.Run{ID: "live", Lease: time.Hour})
+	dead := s.ForRun(tilestore.Run{ID: "dead", Lease: 50 * time.Millisecond})
+	if _, err := live.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 2, Pick: pickAll("op-live")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dead.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 2, Pick: pickAll("op-dead")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the dead run's lease runs out; nobody renews it
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		adopted = map[string][]string{}
+	)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run := fmt.Sprintf("adopter-%d", i)
+			bs, err := s.ForRun(tilestore.Run{ID: run, Lease: time.Hour}).AdoptOpenBatches(ctx, "FL")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			for _, b := range bs {
+				adopted[b.OpID] = append(adopted[b.OpID], run)
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(adopted["op-live"]) != 0 {
+		t.Errorf("a live owner's batch was adopted by %v", adopted["op-live"])
+	}
+	if len(adopted["op-dead"]) != 1 {
+		t.Fatalf("the expired batch was adopted by %v, want exactly one run", adopted["op-dead"])
+	}
+	// The dead run, back from a freeze, no longer owns it: it must not send.
+	if err := dead.NoteSend(ctx, "op-dead"); !errors.Is(err, tilestore.ErrNotOwner) {
+		t.Errorf("NoteSend by the former owner: %v, want ErrNotOwner", err)
+	}
+	if err := live.NoteSend(ctx, "op-live"); err != nil {
+		t.Errorf("NoteSend by the live owner: %v", err)
+	}
+}
+
+func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ids := seedFlight(t, s, "FS", 4)
+	ctx := testCtx(t)
+	c1, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-x")}); err != nil || c.Candidates != 0 {
+		t.Fatalf("third claim: %+v %v, want nothing left", c, err)
+	}
+	// op-1: one uploaded, one rejected.
+	if err := s.SettleBatch(ctx, tilestore.Settlement{OpID: "op-1", Uploaded: []string{c1.Batch.TileIDs[0]},
+		Rejections: []tilestore.Rejection{{TileID: c1.Batch.TileIDs[1], Reason: "decode_error"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailBatch(ctx, "op-2", 422, "key unusable"); err != nil {
+		t.Fatal(err)
+	}
+	// The rejected tile (one uncounted rejection) is left out at a budget
+	// of 1, and when the caller excludes it; it is free below its budget.
+	c3, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 1, Pick: pickAll("op-3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c3.Batch.TileIDs) != fmt.Sprint(c2.Batch.TileIDs) {
+		t.Fatalf("after the fail, claimed %v, want the failed batch's %v (the rejected tile is at its budget)", c3.Batch.TileIDs, c2.Batch.TileIDs)
+	}
+	if err := s.FailBatch(ctx, "op-3", 422, "again"); err != nil {
+		t.Fatal(err)
+	}
+	excl := append([]string{ids[1]}, c2.Batch.TileIDs...)
+	if got, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 5, Exclude: excl, Pick: pickAll("op-never")}); err != nil || got.Candidates != 0 {
+		t.Fatalf("claim excluding every free tile: %+v %v, want nothing", got, err)
+	}
+	c4, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 2, Exclude: c2.Batch.TileIDs, Pick: pickAll("op-4")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c4.Batch.TileIDs) != fmt.Sprint([]string{ids[1]}) {
+		t.Fatalf("claimed %v, want the rejected tile %s, below its budget", c4.Batch.TileIDs, ids[1])
+	}
+}
+
+// Many callers count the same flight's rejections at once: each rejection
+// is added exactly once, and each give-up is reported to exactly one
+// caller's beforeCommit (which writes its one FDR record).
+func TestConcurrentCountersCountEachRejectionOnceAndReportEachGiveUpOnce(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	const tiles, rounds, callers, budget = 40, 6, 6, 4
+	ids := seedFlight(t, s, "FK", tiles)
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	giveUps := map[string]int{}
+	counted := 0
+	for round := range rounds {
+		// Every tile rejected twice in this round, under two operations.
+		var rs []tilestore.Rejection
+		for _, id := range ids {
+			for k := range 2 {
+				rs = append(rs, tilestore.Rejection{OpID: fmt.Sprintf("op-%d-%d", round, k), TileID: id, Reason: "storage_busy"})
+			}
+		}
+		if err := s.RecordRejections(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := s.CountRejections(ctx, "FK", budget, func(_ context.Context, gs []tilestore.GiveUp) error {
+					mu.Lock()
+					defer mu.Unlock()
+					for _, g := range gs {
+						giveUps[g.TileID]++
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				counted += res.Counted
+				mu.Unlock()
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	if want := tiles * rounds * 2; counted != want {
+		t.Errorf("counted %d rejections in all, want %d (each exactly once)", counted, want)
+	}
+	for _, id := range ids {
+		if r := readTile(t, s, id); r.Attempts != rounds*2 || r.Status != "upload_giveup" {
+			t.Errorf("tile %s: %d attempts, %s; want %d, upload_giveup", id, r.Attempts, r.Status, rounds*2)
+		}
+		if giveUps[id] != 1 {
+			t.Errorf("tile %s gave up %d times, want once", id, giveUps[id])
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package uploader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// sendPending runs req.Concurrency workers; each claims the flight's next
+// batch from the store (SELECT ... FOR UPDATE SKIP LOCKED, so workers of
+// this and of other processes take different tiles), verifies its blobs,
+// sends it and settles it, until nothing is left to claim.
+func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, t *tally) error {
+	workers := req.Concurrency
+	if workers <= 0 {
+		workers = defaultConcurrency
+	}
+	// stop ends claiming on the first run-level error; batches already
+	// claimed finish (they are journaled) but no new one is claimed.
+	stopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for stopCtx.Err() == nil {
+				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					stop()
+					return
+				}
+				if !more {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// claimAndSend claims one batch and sends it. more is false when nothing
+// was left to claim.
+func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally) (more bool, err error) {
+	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
+		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(),
+		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			// Checked again under the rows' locks: a tile another worker
+			// rejected after this claim read Exclude, and whose settlement
+			// committed before this claim's SELECT, must not go again.
+			b, rs := pick(flightID, t.unskipped(cands), lim)
+			t.skip(rs)
+			return b, rs
+		}})
+	if err != nil {
+		if stopCtx.Err() != nil && ctx.Err() == nil {
+			return false, nil // another worker ended the run
+		}
+		return false, fmt.Errorf("claim a batch: %w", err)
+	}
+	if c.Candidates == 0 {
+		return false, nil
+	}
+	t.local(c.Rejections)
+	if c.Batch.OpID == "" {
+		return true, nil
+	}
+	// The blobs are read (once: the bytes checked are the bytes sent) after
+	// the claim, outside its transaction: a claim's row locks are held for
+	// milliseconds, not for disk reads.
+	send := c.Tiles[:0:0]
+	var bad []LocalFailure
+	var badIDs []string
+	tb := newTileBytes(c.Tiles)
+	for _, tl := range c.Tiles {
+		lf, err := tb.read(u.blobs, tl)
+		if err != nil {
+			return false, err // the batch stays open, its lease released at the end
+		}
+		if lf != nil {
+			bad, badIDs = append(bad, *lf), append(badIDs, tl.ID)
+			continue
+		}
+		send = append(send, tl)
+	}
+	if len(bad) > 0 {
+		// A bad blob is a local failure: the tile leaves the batch unsent,
+		// stays pending and uncounted, and this call does not claim it again.
+		t.skipIDs(badIDs)
+		if err := u.store.TrimUnsentBatch(stopCtx, batchOf(flightID, c.Batch.OpID, send), nil); err != nil {
+			return false, fmt.Errorf("leave %d tile(s) with a bad blob out of batch %s: %w", len(bad), c.Batch.OpID, err)
+		}
+		for _, lf := range bad {
+			u.localFailure(t, lf)
+		}
+		if len(send) == 0 {
+			return true, nil
+		}
+	}
+	// stopCtx, not ctx: a batch claimed but not yet started when another
+	// worker ends the run is not sent (it stays open, to be resent under its
+	// key by the next run); one already on the wire finishes and its answer
+	// is recorded.
+	if err := stopCtx.Err(); err != nil {
+		return false, nil // the run ended while the blobs were read; the batch stays open
+	}
+	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, send, tb.data, t); err != nil && !errors.Is(err, errLeftOpen) {
+		return false, err
+	}
+	// A batch left open stays this run's until the run ends; the next run
+	// settles it first.
+	return true, nil
+}
+
+// pick is a claim's choice among its candidates (tile_id order): tiles over
+// the provider's max_tile_bytes are rejected without being sent, the
+// others join the batch while it fits max_batch_bytes; the rest are left
+// for the next claim.
+func pick(flightID string, cands []tilestore.Tile, lim limits) (tilestore.Batch, []tilestore.Rejection) {
+	var rejs []tilestore.Rejection
+	var members []tilestore.Tile
+	var bytes int64 = bodyOverhead
+	full := false
+	rejOp := ""
+	tooLarge := func(tl tilestore.Tile, why string) {
+		if rejOp == "" {
+			rejOp = operation.NewID()
+		}
+		rejs = append(rejs, tilestore.Rejection{OpID: rejOp, TileID: tl.ID, Reason: tilestore.ReasonTooLarge, Message: why})
+	}
+	for _, tl := range cands {
+		// A tile that cannot fit is never sent: no batch could carry it.
+		cost := tl.SizeBytes + partOverhead(tl)
+		switch {
+		case tl.SizeBytes > lim.tileBytes:
+			tooLarge(tl, fmt.Sprintf("%d bytes is over the provider's max_tile_bytes of %d", tl.SizeBytes, lim.tileBytes))
+			continue
+		case bodyOverhead+cost > lim.bytes:
+			tooLarge(tl, fmt.Sprintf("%d bytes (%d with its request framing) is over the provider's max_batch_bytes of %d even alone in a batch",
+				tl.SizeBytes, bodyOverhead+cost, lim.bytes))
+			continue
+		}
+		if full || (len(members) > 0 && (len(members) >= lim.tiles || bytes+cost > lim.bytes)) {
+			full = true
+			continue
+		}
+		members = append(members, tl)
+		bytes += cost
+	}
+	if len(members) == 0 {
+		return tilestore.Batch{}, rejs
+	}
+	return batchOf(flightID, operation.NewID(), members), rejs
+}
+
+func batchOf(flightID, opID string, tiles []tilestore.Tile) tilestore.Batch {
+	b := tilestore.Batch{OpID: opID, FlightID: flightID, TileIDs: make([]string, len(tiles)), SHA256s: make([]string, len(tiles))}
+	for i, tl := range tiles {
+		b.TileIDs[i], b.SHA256s[i] = tl.ID, tl.SHA256
+	}
+	b.Fingerprint = fingerprint(flightID, b.TileIDs, b.SHA256s)
+	return b
+}
+
+// LeaseLostError says the run could not renew the leases of its open
+// batches in time (the database was unreachable for most of a lease), so
+// another run may take them over: this run stopped sending. What it sent is
+// journaled; the next run settles it with the same keys.
+type LeaseLostError struct {
+	Lease time.Duration
+	Err   error
+}
+
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("could not renew this run's batch leases (%s) in time: %v; stopped sending so that no other run "+
+		"sends the same tiles; nothing sent is lost, run upload-pending again", e.Lease, e.Err)
+}
+
+func (e *LeaseLostError) Unwrap() error { return e.Err }
+
+// keepLeases renews this run's leases every third of a lease while the run
+// works. When renewal has failed for two thirds of a lease, it cancels the
+// returned context with a *LeaseLostError, before another run could take
+// the batches over. stop ends the renewal.
+func (u *HTTPTileUploader) keepLeases(ctx context.Context) (context.Context, func()) {
+	lease := u.store.Run().Lease
+	if lease <= 0 {
+		lease = tilestore.DefaultLease
+	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(lease / 3)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-lctx.Done():
+				return
+			case <-tick.C:
+			}
+			rctx, rcancel := context.WithTimeout(lctx, lease/2)
+			_, err := u.store.ExtendLeases(rctx)
+			rcancel()
+			if err == nil {
+				last = time.Now()
+				continue
+			}
+			u.log.Warn().Err(err).Msg("could not renew this run's batch leases")
+			if time.Since(last) >= lease*2/3 {
+				cancel(&LeaseLostError{Lease: lease, Err: err})
+				return
+			}
+		}
+	}()
+	return lctx, func() {
+		close(done)
+		<-finished
+		cancel(nil)
+	}
+}
