@@ -159,7 +159,7 @@ func (r *run) wire(ctx context.Context) error {
 		return fmt.Errorf("open the blob cache %s: %w", r.cfg.CacheDir, err)
 	}
 	inner, err := uploader.NewHTTP(uploader.HTTPOptions{
-		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: store, Blobs: blobs,
+		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
 		CacheDirSource: r.cfg.Source("cache_dir").String(),
