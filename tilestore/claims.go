@@ -76,6 +76,16 @@ type Claim struct {
 	// Exclude names tiles the caller does not want now (those it saw
 	// rejected in this pass: they wait for the decorator's count).
 	Exclude []string
+	// UnclearReasons are the rejection reasons that settle nothing clear
+	// for a tile (as for AmbiguousPending). A tile awaiting a lookup (a
+	// member of a failed batch of the flight, or rejected with one of
+	// these) is never claimed unless it is in LookedUp.
+	UnclearReasons []string
+	// LookedUp names the tiles awaiting a lookup that the caller itself
+	// asked the provider about and found not held: only these may travel
+	// under a new key. Whichever run's batch failed, no other tile that
+	// awaits a lookup is claimed.
+	LookedUp []string
 	// Pick runs inside the claim's transaction with the candidates in
 	// tile_id order. It returns the batch to journal (no tiles: none) and
 	// the candidates rejected without being sent (too large, say); the
@@ -97,10 +107,19 @@ type Claimed struct {
 // attempts left counting the uncounted rejections (read through their
 // small partial index). SKIP LOCKED lets concurrent claims take different
 // tiles without waiting; a tile another claim took and committed meanwhile
-// fails the recheck of open_op_id on its new version.
+// fails the recheck of open_op_id on its new version. Tiles awaiting a
+// lookup ($5 the unclear reasons) are left out unless the caller found
+// them not held ($6). The set is read once per claim (a hashed subplan)
+// through two small indexes (migration 0009): the flight's failed batches
+// and the unclear rejections, so with none a claim pays two empty index
+// probes, and the candidates are still read in tile_id order.
 const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
 	  AND NOT t.tile_id = ANY($4::text[])
+	  AND (t.tile_id = ANY($6::text[]) OR t.tile_id NOT IN (
+	        SELECT unnest(b.tile_ids) FROM upload_batches b WHERE b.flight_id = $1 AND b.state = 'failed'
+	        UNION ALL
+	        SELECT r.tile_id FROM upload_rejections r WHERE r.reason = ANY($5::text[])))
 	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base + (SELECT count(*) FROM upload_rejections r
 	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
 	ORDER BY t.tile_id LIMIT $2
@@ -126,7 +145,14 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if exclude == nil {
 			exclude = []string{}
 		}
-		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude)
+		unclear, lookedUp := c.UnclearReasons, c.LookedUp
+		if unclear == nil {
+			unclear = []string{}
+		}
+		if lookedUp == nil {
+			lookedUp = []string{}
+		}
+		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp)
 		if err != nil {
 			return err
 		}

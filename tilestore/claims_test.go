@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,7 +164,8 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	}
 	// The rejected tile (one uncounted rejection) is left out at a budget
 	// of 1, and when the caller excludes it; it is free below its budget.
-	c3, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 1, Pick: pickAll("op-3")})
+	// The failed batch's tiles go again only once a lookup found them not held.
+	c3, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 1, LookedUp: c2.Batch.TileIDs, Pick: pickAll("op-3")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +185,59 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	}
 	if fmt.Sprint(c4.Batch.TileIDs) != fmt.Sprint([]string{ids[1]}) {
 		t.Fatalf("claimed %v, want the rejected tile %s, below its budget", c4.Batch.TileIDs, ids[1])
+	}
+}
+
+// Run A's batch fails (its key expired, say) while run B works: B's claims
+// must not pick A's tiles, nor a tile rejected with an unclear reason, until
+// B itself asked the provider about them and was told to send them.
+func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ids := seedFlight(t, s, "FL", 6)
+	ctx := testCtx(t)
+	a := s.ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
+	b := s.ForRun(tilestore.Run{ID: "run-b", Lease: time.Minute})
+	ca, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 2, Pick: pickAll("op-a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 1, Pick: pickAll("op-p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.FailBatch(ctx, "op-a", 422, "key expired"); err != nil {
+		t.Fatal(err)
+	}
+	unclear := cp.Batch.TileIDs[0]
+	if err := a.SettleBatch(ctx, tilestore.Settlement{OpID: "op-p",
+		Rejections: []tilestore.Rejection{{TileID: unclear, Reason: "protocol_error"}}}); err != nil {
+		t.Fatal(err)
+	}
+	awaiting := append(append([]string{}, ca.Batch.TileIDs...), unclear)
+	cb, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 10, UnclearReasons: []string{"protocol_error"}, Pick: pickAll("op-b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range cb.Batch.TileIDs {
+		if slices.Contains(awaiting, id) {
+			t.Fatalf("run B claimed %v, including tile %s, which awaits a lookup (A's failed batch %v, unclear rejection %s)",
+				cb.Batch.TileIDs, id, ca.Batch.TileIDs, unclear)
+		}
+	}
+	if fmt.Sprint(cb.Batch.TileIDs) != fmt.Sprint(ids[3:]) {
+		t.Fatalf("run B claimed %v, want the tiles no batch touched %v", cb.Batch.TileIDs, ids[3:])
+	}
+	// Once B's own lookup said "send" for one of them, that one (and only
+	// that one) is claimable.
+	sendable := ca.Batch.TileIDs[1]
+	cl, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 10, UnclearReasons: []string{"protocol_error"},
+		LookedUp: []string{sendable}, Pick: pickAll("op-b2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(cl.Batch.TileIDs) != fmt.Sprint([]string{sendable}) {
+		t.Fatalf("after the lookup, run B claimed %v, want only the looked-up tile %s", cl.Batch.TileIDs, sendable)
 	}
 }
 

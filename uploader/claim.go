@@ -62,6 +62,8 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally) (more bool, err error) {
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
 		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(),
+		// A tile awaiting a lookup goes only if this call's lookup said send.
+		UnclearReasons: []string{ReasonProtocolError}, LookedUp: t.lookedUpIDs(),
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			// Checked again under the rows' locks: a tile another worker
 			// rejected after this claim read Exclude, and whose settlement

@@ -33,8 +33,10 @@ const (
 // workers at a time, before they could travel under a new key: a tile must
 // not be stored twice because its first key's answer was lost. Those it
 // holds with the same sha256 are marked uploaded; those it does not hold go
-// into new batches; those it gave no clear answer about are returned, to be
-// kept out of this run and asked about again by the next. 401 and 403 end
+// into new batches (recorded in t: a claim sends no tile awaiting a lookup
+// but these, so another run's failed batch is never resent unasked); those
+// it gave no clear answer about are returned, to be kept out of this run
+// and asked about again by the next. 401 and 403 end
 // the run.
 func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string, workers int, t *tally) ([]string, error) {
 	tiles, err := u.store.AmbiguousPending(ctx, flightID, []string{ReasonProtocolError})
@@ -44,6 +46,7 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 	var (
 		mu            sync.Mutex
 		same, unknown []string
+		notHeld       []string
 		runErr        error
 	)
 	lctx, stop := context.WithCancel(ctx)
@@ -67,6 +70,8 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 					same = append(same, tl.ID)
 				case v == heldUnknown:
 					unknown = append(unknown, tl.ID)
+				case v == heldNot:
+					notHeld = append(notHeld, tl.ID)
 				}
 				mu.Unlock()
 			}
@@ -86,6 +91,7 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	t.setLookedUp(notHeld)
 	if len(same) > 0 {
 		jctx, cancel := journalCtx(ctx)
 		defer cancel()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
@@ -191,5 +192,59 @@ func TestTileTheProviderHoldsIsNotSentAgainUnderANewKey(t *testing.T) {
 				t.Errorf("the provider was never asked")
 			}
 		})
+	}
+}
+
+// Issue 12 meets issue 9 item 10: run A's batch fails (its key expired)
+// while run B works on the same flight. B's claims must not send A's tiles
+// under a new key without asking the provider first: this provider stores a
+// tile again under every new key. The next run asks, and marks them uploaded.
+func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
+	t.Parallel()
+	p, hs := newStoringAgain(t)
+	c := providertest.NewClient(t, "fa")
+	tiles := c.AddTiles(t, "fa", 8, 256, 7) // two batches of 4
+	ctx := testCtx(t)
+	a := c.Store.ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
+	ca, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "fa", Limit: 4,
+		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			b := tilestore.Batch{OpID: "op-run-a", Fingerprint: "fp-run-a"}
+			for _, tl := range cands {
+				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
+			}
+			return b, nil
+		}})
+	if err != nil || len(ca.Tiles) != 4 {
+		t.Fatalf("run A's claim: %+v %v", ca, err)
+	}
+	// A's send stored its tiles; its answer was lost.
+	for _, tl := range ca.Tiles {
+		p.stores[tl.ID], p.sha[tl.ID], p.size[tl.ID] = 1, tl.SHA256, int(tl.SizeBytes)
+	}
+	first := true
+	p.lose = func(key string, ids []string) string {
+		if first { // while B's first batch is on the wire, A's key expires
+			first = false
+			if err := a.FailBatch(ctx, ca.Batch.OpID, 422, "key expired"); err != nil {
+				t.Errorf("fail run A's batch: %v", err)
+			}
+		}
+		return ""
+	}
+	u, _ := newUploader(t, hs.URL, c, nil)
+	if _, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fa", Concurrency: 1}); err != nil {
+		t.Fatalf("run B: %v", err)
+	}
+	if twice := p.storedTwice(); len(twice) > 0 {
+		t.Fatalf("run B sent run A's tiles under a new key unasked; stored twice: %s", strings.Join(twice, ", "))
+	}
+	if _, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fa", Concurrency: 1}); err != nil {
+		t.Fatalf("the next run: %v", err)
+	}
+	if twice := p.storedTwice(); len(twice) > 0 {
+		t.Errorf("tiles stored twice: %s", strings.Join(twice, ", "))
+	}
+	if n := c.Counts(t, "fa")[tilestore.StatusUploaded]; n != int64(len(tiles)) {
+		t.Errorf("%d of %d tiles uploaded", n, len(tiles))
 	}
 }

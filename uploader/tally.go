@@ -20,6 +20,10 @@ type tally struct {
 	// so no concurrent worker claims one in between.
 	skipped     []string
 	skippedSeen map[string]bool
+	// lookedUp lists the tiles awaiting a lookup that this call asked the
+	// provider about and found not held: the only ones of them its claims
+	// may send under a new key (tilestore.Claim.LookedUp).
+	lookedUp []string
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -75,6 +79,20 @@ func (t *tally) unskipped(ts []tilestore.Tile) []tilestore.Tile {
 		}
 	}
 	return out
+}
+
+// setLookedUp records the tiles this call's lookup found not held.
+func (t *tally) setLookedUp(ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lookedUp = ids
+}
+
+// lookedUpIDs returns the tiles awaiting a lookup that this call may send.
+func (t *tally) lookedUpIDs() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lookedUp[:len(t.lookedUp):len(t.lookedUp)]
 }
 
 // skippedIDs returns the tiles this call does not claim again.
