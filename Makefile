@@ -14,7 +14,7 @@ PKGS    ?= ./...
 # throwaway cluster when done, whatever the exit status.
 define with_pg
 	set -euo pipefail; pgenv=$$(scripts/pg.sh); eval "$$pgenv"; \
-	trap 'scripts/pg.sh stop "$$TILECTL_PG_THROWAWAY"' EXIT; \
+	trap 'if [ -z "$$TILECTL_PG_THROWAWAY" ]; then scripts/pg.sh drop-templates "$$TILECTL_TEST_DATABASE_URL"; fi; scripts/pg.sh stop "$$TILECTL_PG_THROWAWAY"' EXIT; \
 	$(1)
 endef
 

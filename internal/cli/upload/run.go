@@ -40,6 +40,7 @@ type run struct {
 	tty       bool
 	newTicker func(time.Duration) (<-chan time.Time, func())
 	progress  atomic.Pointer[progress] // the flight being uploaded, for breaker events
+	history   []tilestore.UploadRun    // the run-history rows this run started
 }
 
 func uploadRun(ctx context.Context, opts *Options) error {
@@ -152,7 +153,7 @@ func (r *run) wire(ctx context.Context) error {
 	}
 	// Every batch this run claims names it (host, pid, run ID) and carries
 	// a lease it renews while it works.
-	r.store = store.ForRun(tilestore.Run{Lease: r.cfg.Upload.Lease})
+	r.store = store.ForRun(tilestore.Run{ID: r.opts.RunID, Lease: r.cfg.Upload.Lease})
 	blobs, err := tilestore.NewBlobStore(r.cfg.CacheDir)
 	if err != nil {
 		return fmt.Errorf("open the blob cache %s: %w", r.cfg.CacheDir, err)
@@ -249,6 +250,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	failed := func(err error) (FlightSummary, error) {
 		rep := uploader.UploadBatchReport{FlightID: id, Outcome: uploader.OutcomeFailure, Started: started, Finished: r.opts.Clock.Now()}
 		return flightSummary(rep, 0, err, r.opts.DryRun), err
+	}
+	if !r.opts.DryRun { // a dry run changes nothing, the history included
+		r.startRun(ctx, id, started)
 	}
 	tiles, bytes, err := r.store.PendingSummary(ctx, id)
 	if err != nil {
@@ -391,6 +395,7 @@ func (r *run) finish(sum *Summary, runErr error) error {
 			}
 		}
 	}
+	r.endRuns(sum)
 	var printErr error
 	if r.opts.Output == "json" {
 		printErr = sum.writeJSON(r.opts.IO.Out)
