@@ -53,3 +53,21 @@ func TestRunHistoryWriteFailureIsAWarningAndTheUploadGoesOn(t *testing.T) {
 		t.Errorf("no WARN about the run history:\n%s", res.stderr)
 	}
 }
+
+func TestRunHistoryRowsOfOneRunShareTheRunIDOfItsBatchClaims(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 2)
+	r.seed("F2", tilestore.FlightOnGround, 2)
+	if res := r.run(nil); res.code != exitcode.OK { // no --flight: every landed flight
+		t.Fatalf("exit %d (%v), want 0", res.code, res.err)
+	}
+	var rows, ids, unjoined int
+	if err := r.store.Pool().QueryRow(context.Background(), `SELECT count(*), count(DISTINCT run_id),
+		(SELECT count(*) FROM upload_batches b WHERE b.owner_run IS DISTINCT FROM (SELECT min(run_id) FROM upload_runs))
+		FROM upload_runs`).Scan(&rows, &ids, &unjoined); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 || ids != 1 || unjoined != 0 {
+		t.Errorf("%d history rows under %d run IDs, %d batches owned by another ID; want 2 rows of one run that owns every batch", rows, ids, unjoined)
+	}
+}

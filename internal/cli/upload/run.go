@@ -159,7 +159,7 @@ func (r *run) wire(ctx context.Context) error {
 		return fmt.Errorf("open the blob cache %s: %w", r.cfg.CacheDir, err)
 	}
 	inner, err := uploader.NewHTTP(uploader.HTTPOptions{
-		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: store, Blobs: blobs,
+		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
 		CacheDirSource: r.cfg.Source("cache_dir").String(),
@@ -266,7 +266,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
-		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch}
+		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle}
 	// A run must not send a tile that the next count gives up: without the
 	// decorator nothing counts in this run, and with it another run sharing
 	// the flight may have recorded a rejection this run has not counted.
