@@ -14,11 +14,11 @@ PKGS    ?= ./...
 # throwaway cluster when done, whatever the exit status.
 define with_pg
 	set -euo pipefail; pgenv=$$(scripts/pg.sh); eval "$$pgenv"; \
-	trap 'scripts/pg.sh stop "$$TILECTL_PG_THROWAWAY"' EXIT; \
+	trap 'if [ -z "$$TILECTL_PG_THROWAWAY" ]; then scripts/pg.sh drop-templates "$$TILECTL_TEST_DATABASE_URL"; fi; scripts/pg.sh stop "$$TILECTL_PG_THROWAWAY"' EXIT; \
 	$(1)
 endef
 
-.PHONY: all help build test lint demo bench fuzz-short chaos clean
+.PHONY: all help build test lint demo bench fuzz-short chaos stress clean
 
 all: build
 
@@ -29,6 +29,7 @@ help:
 	@echo "make bench       every benchmark, then the table of performance targets"
 	@echo "make lint        gofmt -l, go vet, go mod tidy -diff, no conflict markers"
 	@echo "make fuzz-short  a short run of every fuzz target"
+	@echo "make stress      the mass give-up tests at full size (150,000 and 40,000 give-ups)"
 	@echo "make chaos       seeded soak: faults, SIGKILLs, DB breaks and restarts, provider crashes (SEED= ROUNDS= TILES= FAULT_RATE=)"
 
 build:
@@ -78,6 +79,11 @@ TILES ?= 60
 FAULT_RATE ?= 0.3
 chaos:
 	@SEED=$(SEED) ROUNDS=$(ROUNDS) TILES=$(TILES) FAULT_RATE=$(FAULT_RATE) $(GO) run ./cmd/tilechaos
+
+# The mass give-up tests at full size (make test runs them at a tenth):
+# 150,000 give-ups into the default ring, 40,000 into a 256 KiB one.
+stress:
+	@$(call with_pg,TILECTL_MASS_FULL=1 $(GO) test -count=1 -timeout 30m -run 'TestAMassGiveUp|TestNoGiveUpCommitsAfter' -v ./retrydecorator/)
 
 clean:
 	rm -rf bin demo-run $(BENCH_OUT) bench.json

@@ -3,6 +3,7 @@ package retrydecorator
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -59,6 +60,23 @@ func openRing(t *testing.T, capacity int64) (RingRecorder, string) {
 	return RingRecorder{rec}, path
 }
 
+// massFull says the mass give-up tests run at full size: 150,000 give-ups
+// into the default 4 MiB ring, 40,000 into a 256 KiB one (make stress sets
+// TILECTL_MASS_FULL=1; about a minute each without -race on 2 cores, most
+// of it Postgres writing the rows). make test runs them at a tenth of that
+// size, against rings scaled down with them, so every chunking and
+// ring-overwrite path is the same: several chunks, more records than the
+// ring holds.
+var massFull = os.Getenv("TILECTL_MASS_FULL") == "1"
+
+// massSize is small under make test and full under make stress.
+func massSize(small, full int) int {
+	if massFull {
+		return full
+	}
+	return small
+}
+
 func givenUpCount(t *testing.T, st *tilestore.Store, fl string) int {
 	t.Helper()
 	var n int
@@ -69,11 +87,13 @@ func givenUpCount(t *testing.T, st *tilestore.Store, fl string) int {
 	return n
 }
 
-func TestOneHundredFiftyThousandGiveUpsInOneCountCommitInChunksWithOneSyncEach(t *testing.T) {
+func TestAMassGiveUpInOneCountCommitsInChunksWithOneSyncEach(t *testing.T) {
 	t.Parallel() // with the other mass test: each is mostly Postgres work
-	const fl, n = "FM", 150_000
+	const fl = "FM"
+	n := massSize(15_000, 150_000)
+	capacity := int64(massSize(1<<20, fdr.DefaultCapacity))
 	st := massRejected(t, fl, n)
-	ring, _ := openRing(t, fdr.DefaultCapacity)
+	ring, _ := openRing(t, capacity)
 	rec := &syncCount{GiveUpRecorder: ring}
 	var committed []tilestore.GiveUp
 	store := &commitLog{Store: st, committed: &committed}
@@ -95,11 +115,14 @@ func TestOneHundredFiftyThousandGiveUpsInOneCountCommitInChunksWithOneSyncEach(t
 	if rec.syncs != store.commits || store.commits > n/1000 {
 		t.Errorf("%d syncs for %d commits of %d give-ups; want one sync per commit, at least 1000 give-ups each", rec.syncs, store.commits, n)
 	}
-	// The run wrote one record per give-up, far more than 4 MiB holds,
+	// The run wrote one record per give-up, far more than the ring holds,
 	// and its report says so.
-	if rep.FDRRecords != n || rep.FDRBytes <= fdr.DefaultCapacity {
+	if rep.FDRRecords != n || rep.FDRBytes <= capacity {
 		t.Errorf("report fdr_records %d fdr_bytes %d; want %d records, more bytes than the %d-byte ring",
-			rep.FDRRecords, rep.FDRBytes, n, fdr.DefaultCapacity)
+			rep.FDRRecords, rep.FDRBytes, n, capacity)
+	}
+	if store.commits < 3 {
+		t.Errorf("%d commits of %d give-ups into a %d-byte ring; want several chunks", store.commits, n, capacity)
 	}
 }
 
@@ -190,8 +213,9 @@ func (s *commitLog) CountRejectionsUpTo(ctx context.Context, flightID string, ma
 
 func TestNoGiveUpCommitsAfterItsRecordWasOverwrittenInASmallRing(t *testing.T) {
 	t.Parallel()
-	const fl, n = "FS", 40_000
-	const capacity = 256 << 10
+	const fl = "FS"
+	n := massSize(4_000, 40_000)
+	capacity := int64(massSize(fdr.MinCapacity, 256<<10))
 	st := massRejected(t, fl, n)
 	ring, path := openRing(t, capacity)
 	var committed []tilestore.GiveUp

@@ -3,6 +3,7 @@
 #
 #   eval "$(scripts/pg.sh)"        # prints ONE line: export TILECTL_TEST_DATABASE_URL=... TILECTL_PG_THROWAWAY=...
 #   scripts/pg.sh stop "$TILECTL_PG_THROWAWAY"   # stops and deletes a throwaway cluster ("" does nothing)
+#   scripts/pg.sh drop-templates "$TILECTL_TEST_DATABASE_URL"   # drops the tests' template databases
 #
 # Order: $TILECTL_TEST_DATABASE_URL, then $TILECTL_DATABASE_URL, then a server
 # answering on 127.0.0.1:5432, then a throwaway cluster (initdb + pg_ctl on a
@@ -81,9 +82,35 @@ start_throwaway() {
 	echo "export TILECTL_TEST_DATABASE_URL='postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable' TILECTL_PG_THROWAWAY='$dir'"
 }
 
+# drop_templates drops the migrated template databases internal/pgtest
+# keeps while tests run (tilectl_tmpl_<schema hash>), so `make test` leaves
+# no database behind on a server it did not start. Each test's own
+# database is dropped by the test itself.
+drop_templates() {
+	local url=${1:-} psql dbs db
+	# PG_TEMPLATE_PATTERN (a LIKE pattern) lets a test drop only its own.
+	local pattern='tilectl\_tmpl\_%'
+	if [ -n "${PG_TEMPLATE_PATTERN:-}" ]; then pattern=$PG_TEMPLATE_PATTERN; fi
+	[ -n "$url" ] || return 0
+	if ! psql=$(find_bin psql); then
+		log "psql not found: cannot drop the test template databases on $url"
+		return 0
+	fi
+	dbs=$("$psql" -X -A -t -d "$url" -c "SELECT datname FROM pg_database WHERE datname LIKE '$pattern'") ||
+		{ log "could not list the test template databases"; return 0; }
+	for db in $dbs; do
+		"$psql" -X -q -d "$url" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null ||
+			log "could not drop test template database $db"
+	done
+}
+
 main() {
 	if [ "${1:-}" = stop ]; then
 		stop_cluster "${2:-}"
+		return
+	fi
+	if [ "${1:-}" = drop-templates ]; then
+		drop_templates "${2:-}"
 		return
 	fi
 	if [ "${PG_FORCE_THROWAWAY:-}" != 1 ]; then

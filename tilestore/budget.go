@@ -16,7 +16,7 @@ SELECT t.tile_id
   LEFT JOIN (SELECT tile_id, count(*)::int AS n FROM upload_rejections
               WHERE counted_at IS NULL GROUP BY tile_id) u USING (tile_id)
  WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted')
-   AND t.upload_attempts + coalesce(u.n, 0) >= $2
+   AND t.upload_attempts - t.budget_base + coalesce(u.n, 0) >= $2
  ORDER BY t.tile_id`
 
 // AtBudget returns the flight's uploadable tiles whose upload_attempts plus

@@ -101,7 +101,7 @@ type Claimed struct {
 const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
 	  AND NOT t.tile_id = ANY($4::text[])
-	  AND ($3::int <= 0 OR t.upload_attempts + (SELECT count(*) FROM upload_rejections r
+	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base + (SELECT count(*) FROM upload_rejections r
 	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
 	ORDER BY t.tile_id LIMIT $2
 	FOR UPDATE OF t SKIP LOCKED`

@@ -24,14 +24,19 @@ import (
 //
 // Only batches no live run holds are settled: this run's own, and those
 // whose lease expired (their run died or lost the database). A live
-// owner's batch is never touched.
-func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally) (int, error) {
+// owner's batch is never touched. settling, if not nil, is told when
+// settling starts and when it is done.
+func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress)) (int, error) {
 	open, err := u.store.AdoptOpenBatches(ctx, flightID)
 	if err != nil {
 		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
 	if len(open) == 0 {
 		return 0, nil
+	}
+	if settling != nil {
+		settling(SettlingProgress{Open: len(open)})
+		defer settling(SettlingProgress{Open: len(open), Done: true})
 	}
 	members, err := u.loadMembers(ctx, flightID, open)
 	if err != nil {

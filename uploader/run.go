@@ -69,7 +69,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	}
 	ctx, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
-	settled, err := u.settleOpen(ctx, req.FlightID, t)
+	settled, err := u.settleOpen(ctx, req.FlightID, t, req.Settling)
 	if err != nil {
 		return finish(err)
 	}

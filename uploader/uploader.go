@@ -50,6 +50,12 @@ type Request struct {
 	// decorator counts the rejections those settlements recorded here, so a
 	// tile they brought to its budget gives up before it can be sent again.
 	SettledOpen func(ctx context.Context) error
+	// Settling, if set, is told when the run starts settling the batches
+	// an earlier run left open (Done false) and when it has finished with
+	// them (Done true, also when settling failed), from the goroutine
+	// running UploadPendingTiles. It is not called when there are none. It
+	// must not block.
+	Settling func(SettlingProgress)
 	// MaxAttempts, if positive, is the per-tile budget: a tile whose counted
 	// attempts plus uncounted rejections reach it is not sent. A run without
 	// the retry decorator counts nothing, so it sets this to keep a tile the
@@ -67,6 +73,13 @@ type BatchProgress struct {
 	Replayed bool
 	Latency  time.Duration
 	Resends  int
+}
+
+// SettlingProgress is the settling of the batches an earlier run left
+// open, for progress displays.
+type SettlingProgress struct {
+	Open int  // how many open batches this run adopted
+	Done bool // false when settling starts, true when it has finished
 }
 
 // Outcome summarises a run.

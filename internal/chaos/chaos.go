@@ -84,6 +84,9 @@ type Report struct {
 	GivenUp    int
 	Took       time.Duration
 	AbortedIn  int // the round the soak stopped in on an error; 0 when it ran to the end
+	// RoundsWithDBRestart and RoundsWithProviderCrash count the rounds in
+	// which that fault landed while a run was going.
+	RoundsWithDBRestart, RoundsWithProviderCrash int
 
 	// DBRestarts and ProviderKills landed while a run was going; the
 	// MidBatch ones while a batch was executing at the provider.

@@ -24,6 +24,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("DB connection breaks", r.DBBreaks)
 	row("DB restarts (-m immediate), mid-batch", fmt.Sprintf("%d, %d", r.DBRestarts, r.DBRestartsMidBatch))
 	row("provider SIGKILLs + restarts, mid-batch", fmt.Sprintf("%d, %d", r.ProviderKills, r.ProviderKillsMidBatch))
+	row("rounds with a DB restart / provider crash mid-run", fmt.Sprintf("%d / %d of %d", r.RoundsWithDBRestart, r.RoundsWithProviderCrash, r.Rounds))
 	row("exit codes (unkilled runs)", joinCounts(intKeys(r.ExitCodes)))
 	row("tiles uploaded / given up", fmt.Sprintf("%d / %d", r.Uploaded, r.GivenUp))
 	total := 0

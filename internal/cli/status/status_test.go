@@ -68,7 +68,7 @@ func TestJSONShapeIsStable(t *testing.T) {
 	}
 	flights := raw["flights"].([]any)
 	f1 := flights[0].(map[string]any)
-	if got := keys(f1); !reflect.DeepEqual(got, []string{"counts", "flight_id", "state", "total"}) {
+	if got := keys(f1); !reflect.DeepEqual(got, []string{"counts", "flight_id", "runs", "runs_total", "state", "total"}) {
 		t.Fatalf("flight keys %v", got)
 	}
 	wantCounts := map[string]any{"pending": 2.0, "trusted": 0.0, "rejected": 0.0, "uploaded": 0.0, "upload_giveup": 1.0}

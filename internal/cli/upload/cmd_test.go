@@ -151,6 +151,63 @@ func TestProgressDrawsTileCountsAndACountdownOnATerminal(t *testing.T) {
 	}
 }
 
+func TestProgressShowsSettlingOpenBatchesInPlaceOnATerminal(t *testing.T) {
+	var errOut, logs bytes.Buffer
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.New(&logs),
+		func(time.Duration) (<-chan time.Time, func()) {
+			t.Fatal("log ticker used on a terminal")
+			return nil, nil
+		},
+		metricsfile.New(), func() time.Time { return now })
+	p.settle(uploader.SettlingProgress{Open: 2})
+	if got := p.line(); !strings.Contains(got, "settling 2 open batches") {
+		t.Errorf("status %q, want the settling state", got)
+	}
+	if !strings.Contains(errOut.String(), "settling 2 open batches") {
+		t.Errorf("stderr %q: the settling state was not drawn when it began", errOut.String())
+	}
+	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1, Sleep: 4 * time.Second, Pending: 6, Rejected: 2})
+	if got := p.line(); !strings.Contains(got, "retrying in 4s") {
+		t.Errorf("status %q, want a retry's countdown over the settling state", got)
+	}
+	now = now.Add(5 * time.Second)
+	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 4, Replayed: true})
+	if got := p.line(); !strings.Contains(got, "4/10 tiles") || !strings.Contains(got, "settling 2 open batches") {
+		t.Errorf("status %q, want the settling state back once the countdown ran out and a batch settled", got)
+	}
+	p.settle(uploader.SettlingProgress{Open: 2, Done: true})
+	if got := p.line(); !strings.Contains(got, "uploading") || strings.Contains(got, "settling") {
+		t.Errorf("status %q, want uploading once the open batches are settled", got)
+	}
+	p.finish()
+	if logs.Len() != 0 {
+		t.Errorf("log lines on a terminal: %s", logs.String())
+	}
+}
+
+func TestProgressLogsSettlingOpenBatchesWhenNotATerminal(t *testing.T) {
+	var logs bytes.Buffer
+	p := newProgress("F1", 10, 1000, nil, false, zerolog.New(&logs),
+		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} }, metricsfile.New(), time.Now)
+	p.settle(uploader.SettlingProgress{Open: 1})
+	if got := p.stateText(); got != "settling 1 open batch" {
+		t.Errorf("state %q, want the settling state in the periodic log lines", got)
+	}
+	p.settle(uploader.SettlingProgress{Open: 1, Done: true})
+	p.finish()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"message":"settling the batches an earlier run left open"`) ||
+		!strings.Contains(lines[1], `"message":"settled the batches an earlier run left open"`) {
+		t.Fatalf("log %q, want one line when settling starts and one when it is done", lines)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"open_batches":1`) || !strings.Contains(l, `"flight_id":"F1"`) {
+			t.Errorf("log line %s lacks the flight or the number of open batches", l)
+		}
+	}
+}
+
 func TestDeadlineEndsTheRunWithExitOneAndSaysSo(t *testing.T) {
 	r := newCmdRig(t)
 	r.seed("F1", "on_ground", 2)

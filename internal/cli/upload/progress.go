@@ -43,6 +43,9 @@ type progress struct {
 	state   string        // "" while uploading
 	until   time.Time     // a countdown's end, shown in the state
 	dynamic func() string // a state computed at each redraw
+	// settling is "settling N open batches" while an earlier run's open
+	// batches settle; a retry's countdown or an outage shows over it.
+	settling string
 
 	status *iostreams.StatusLine // nil off a terminal
 	log    zerolog.Logger
@@ -134,6 +137,8 @@ func (p *progress) stateText() string {
 	switch {
 	case p.dynamic != nil:
 		return p.dynamic()
+	case p.state == "" && p.settling != "":
+		return p.settling
 	case p.state == "":
 		return "uploading"
 	case p.until.IsZero():
@@ -205,6 +210,35 @@ func (p *progress) hooks() retrydecorator.Hooks {
 			p.giveups.Add(1)
 		},
 	}
+}
+
+// settle is the uploader's Request.Settling: "settling N open batches"
+// as the state until they are settled (a retry's countdown or an outage
+// shows over it meanwhile), drawn in place on a terminal; off one, a log
+// line at the start and at the end as well.
+func (p *progress) settle(e uploader.SettlingProgress) {
+	if p.quiet {
+		return
+	}
+	text := ""
+	if !e.Done {
+		text = fmt.Sprintf("settling %d open batches", e.Open)
+		if e.Open == 1 {
+			text = "settling 1 open batch"
+		}
+	}
+	p.mu.Lock()
+	p.settling = text
+	p.mu.Unlock()
+	if p.status != nil {
+		p.redraw()
+		return
+	}
+	msg := "settling the batches an earlier run left open"
+	if e.Done {
+		msg = "settled the batches an earlier run left open"
+	}
+	p.log.Info().Str("flight_id", p.flightID).Int("open_batches", e.Open).Msg(msg)
 }
 
 // breaker renders the circuit breaker's state changes.

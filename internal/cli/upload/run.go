@@ -41,6 +41,7 @@ type run struct {
 	tty       bool
 	newTicker func(time.Duration) (<-chan time.Time, func())
 	progress  atomic.Pointer[progress] // the flight being uploaded, for breaker events
+	history   []tilestore.UploadRun    // the run-history rows this run started
 }
 
 func uploadRun(ctx context.Context, opts *Options) error {
@@ -153,13 +154,13 @@ func (r *run) wire(ctx context.Context) error {
 	}
 	// Every batch this run claims names it (host, pid, run ID) and carries
 	// a lease it renews while it works.
-	r.store = store.ForRun(tilestore.Run{Lease: r.cfg.Upload.Lease})
+	r.store = store.ForRun(tilestore.Run{ID: r.opts.RunID, Lease: r.cfg.Upload.Lease})
 	blobs, err := tilestore.NewBlobStore(r.cfg.CacheDir)
 	if err != nil {
 		return fmt.Errorf("open the blob cache %s: %w", r.cfg.CacheDir, err)
 	}
 	inner, err := uploader.NewHTTP(uploader.HTTPOptions{
-		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: store, Blobs: blobs,
+		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
 		CacheDirSource: r.cfg.Source("cache_dir").String(),
@@ -247,6 +248,9 @@ func (r *run) flights(ctx context.Context) ([]string, error) {
 // flight uploads one flight, sharing it with any other run on it.
 func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	started := r.opts.Clock.Now()
+	if !r.opts.DryRun { // a dry run changes nothing, the history included
+		r.startRun(ctx, id, started)
+	}
 	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
@@ -271,7 +275,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
-		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch}
+		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle}
 	// A run must not send a tile that the next count gives up: without the
 	// decorator nothing counts in this run, and with it another run sharing
 	// the flight may have recorded a rejection this run has not counted.
@@ -401,6 +405,7 @@ func (r *run) finish(sum *Summary, runErr error) error {
 			}
 		}
 	}
+	r.endRuns(sum)
 	var printErr error
 	if r.opts.Output == "json" {
 		printErr = sum.writeJSON(r.opts.IO.Out)

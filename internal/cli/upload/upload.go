@@ -47,6 +47,9 @@ type Options struct {
 	// Default: a time.Ticker.
 	NewTicker func(d time.Duration) (c <-chan time.Time, stop func())
 	Version   string
+	// RunID names this run in its batch claims and the run history
+	// (upload_runs.run_id). Default: a fresh ID (tilestore.NewRun).
+	RunID string
 
 	FlightID           string
 	NoRetry            bool
