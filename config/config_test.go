@@ -204,3 +204,15 @@ func TestEmptyFileChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// An empty key ("?" alone is a YAML mapping with a null key) is an unknown
+// key, not a way into the loader's unexported fields (it panicked).
+func TestEmptyKeyIsAnUnknownKeyNotAPanic(t *testing.T) {
+	for _, body := range []string{"?\n", "? \n: x\n", "upload:\n  ? \n"} {
+		file := writeFile(t, body)
+		_, err := Load(file, envMap(nil))
+		if err == nil || !strings.Contains(err.Error(), "unknown key") {
+			t.Errorf("config %q: err = %v; want an unknown-key error", body, err)
+		}
+	}
+}

@@ -75,6 +75,11 @@ func envName(key string) string {
 
 // fieldByName finds the field of struct value v whose yaml name is name.
 func fieldByName(v reflect.Value, name string) (reflect.Value, bool) {
+	if name == "" {
+		// yamlName is "" for unexported fields: an empty key ("?" in
+		// YAML) must not reach them.
+		return reflect.Value{}, false
+	}
 	t := v.Type()
 	for i := range t.NumField() {
 		if yamlName(t.Field(i)) == name {
