@@ -39,11 +39,14 @@ func TestMakeTestDropsTheTemplateDatabasesItLeft(t *testing.T) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{keep}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	// Deferred, not t.Cleanup: it must run before conn is closed.
+	defer func() {
 		for _, n := range append(names, keep) {
-			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)")
+			if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)"); err != nil {
+				t.Errorf("drop %s: %v", n, err)
+			}
 		}
-	})
+	}()
 
 	root := repoRoot(t)
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "pg.sh"), "drop-templates", pgtest.AdminURL())
