@@ -39,7 +39,7 @@ func BenchmarkReadFile(b *testing.B) {
 	r.Close()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := ReadFile(path); err != nil {
+		if _, _, err := ReadFile(context.Background(), path); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -55,14 +55,14 @@ func TestAFrameTheHeaderNeverCommittedIsNotARecord(t *testing.T) {
 				appendN(t, r, 1, 5)
 			}
 			r.Close()
-			_, before, err := ReadFile(path)
+			_, before, err := ReadFile(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			giveUp := Entry{Kind: "c11.upload.giveup", Key: "giveup/t1/1", Durable: true, Payload: map[string]string{"tile_id": "t1"}}
 			crashAfterFrameCopy(t, path, giveUp)
 
-			recs, rep, err := ReadFile(path)
+			recs, rep, err := ReadFile(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestAFrameTheHeaderNeverCommittedIsNotARecord(t *testing.T) {
 				t.Fatalf("keyed append returned seq %d, want a new record at committed next seq %d", got.Seq, before.NextSeq)
 			}
 			appendN(t, r2, 1, 3) // would overwrite a frame the header never counted
-			recs, _, err = ReadFile(path)
+			recs, _, err = ReadFile(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -89,7 +89,7 @@ func TestConcurrentAppendsAcrossProcesses(t *testing.T) {
 			t.Fatalf("writer %d: %v", i, err)
 		}
 	}
-	recs, rep, err := ReadFile(path)
+	recs, rep, err := ReadFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func Follow(ctx context.Context, path string, after uint64, interval time.Durati
 			return err
 		}
 		if err == nil && next != seen {
-			recs, _, err := ReadFile(path)
+			recs, _, err := ReadFile(ctx, path)
 			if err != nil {
 				return err
 			}

@@ -30,7 +30,7 @@ func TestKeyedAppendWritesOnceAcrossReopen(t *testing.T) {
 	if err != nil || again.Seq != first.Seq || string(again.Payload) != string(first.Payload) {
 		t.Fatalf("after reopen: %+v, %v; want the first record", again, err)
 	}
-	recs, _, _ := ReadFile(path)
+	recs, _, _ := ReadFile(context.Background(), path)
 	if len(recs) != 4 {
 		t.Fatalf("%d records, want 4", len(recs))
 	}

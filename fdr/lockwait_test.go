@@ -79,7 +79,7 @@ func TestAppendWaitsForABusyLockOnlyAsLongAsItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Release()
-	recs, _, err := ReadFile(path)
+	recs, _, err := ReadFile(context.Background(), path)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("read %d records, %v; want the one appended after the holder let go", len(recs), err)
 	}
@@ -195,5 +195,43 @@ func TestOpenWaitsForABusyLockOnlyAsLongAsItsContext(t *testing.T) {
 		release()
 		<-done
 		t.Fatal("open still waiting for the lock 5s after its 200ms deadline")
+	}
+}
+
+func TestReadFileWaitsForAHeldLockOnlyAsLongAsItsContext(t *testing.T) {
+	t.Parallel()
+	r, path := openRing(t, MinCapacity)
+	if _, err := r.Append(context.Background(), Entry{Kind: "c11.upload.giveup", Key: "giveup/t1/1", Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	release := holdLock(t, path) // a writer of another process, mid-append
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, _, err := ReadFile(ctx, path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("read under a held lock: %v, want the context's deadline", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("read returned %s after a 200ms deadline", took)
+		}
+	case <-time.After(5 * time.Second):
+		release() // let the blocked read finish
+		<-done
+		t.Fatal("read still waiting for the lock 5s after its 200ms deadline")
+	}
+
+	// Once the holder lets go, the ring reads, even with the ended context.
+	release()
+	recs, _, err := ReadFile(ctx, path)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("read on a free lock: %d records, %v; want the 1 appended", len(recs), err)
 	}
 }

@@ -30,16 +30,17 @@ type ReadReport struct {
 
 // ReadFile reads every intact record in the ring at path, oldest first.
 // Damage never fails the whole read: it is skipped and reported. The error
-// is for a file that cannot be read or is not a ring at all.
-func ReadFile(path string) ([]Record, ReadReport, error) {
+// is for a file that cannot be read or is not a ring at all, or for a
+// ctx that ended while another process held the ring's write lock.
+func ReadFile(ctx context.Context, path string) ([]Record, ReadReport, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, ReadReport{}, fmt.Errorf("read fdr %s: %w", path, err)
 	}
 	defer f.Close()
 	// A shared lock waits out an append in progress, so a live ring reads
-	// as a consistent snapshot.
-	unlock, err := lockFile(context.Background(), f, false)
+	// as a consistent snapshot; the wait ends with ctx.
+	unlock, err := lockFile(ctx, f, false)
 	if err != nil {
 		return nil, ReadReport{}, fmt.Errorf("read fdr %s: %w", path, err)
 	}

@@ -38,7 +38,7 @@ func TestTruncatedLastRecordIsSkipped(t *testing.T) {
 	if err := os.Truncate(path, offs[10]+20); err != nil { // mid-frame
 		t.Fatal(err)
 	}
-	recs, rep, err := ReadFile(path)
+	recs, rep, err := ReadFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestCorruptRecordIsSkippedAndTheRestRead(t *testing.T) {
 		}
 		f.WriteAt(junk, at)
 		f.Close()
-		recs, rep, err := ReadFile(path)
+		recs, rep, err := ReadFile(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestGarbageBetweenRecordsAndGapsAreReported(t *testing.T) {
 	f.WriteAt(garbage, offs[3])
 	f.WriteAt(make([]byte, offs[8]-offs[7]), offs[7])
 	f.Close()
-	recs, rep, err := ReadFile(path)
+	recs, rep, err := ReadFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestDamagedHeaderIsRebuiltFromRecords(t *testing.T) {
 	f, _ := os.OpenFile(path, os.O_RDWR, 0)
 	f.WriteAt([]byte{0xAB, 0xCD}, 30) // inside write offset / next seq
 	f.Close()
-	recs, rep, err := ReadFile(path)
+	recs, rep, err := ReadFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestDamagedHeaderIsRebuiltFromRecords(t *testing.T) {
 	if err != nil || rec.Seq != 2001 || logged != 1 {
 		t.Fatalf("append after header damage = %+v, %v (logged %d)", rec, err, logged)
 	}
-	recs2, rep2, _ := ReadFile(path)
+	recs2, rep2, _ := ReadFile(context.Background(), path)
 	if rep2.HeaderDamaged || recs2[len(recs2)-1].Seq != 2001 || len(rep2.Gaps) != 0 || rep2.Skipped != 0 {
 		t.Fatalf("after repair: report %+v", rep2)
 	}
@@ -171,7 +171,7 @@ func TestNotARingIsAnErrorAndIsNotClobbered(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(path, []byte("dear diary"), 0o600)
-	if _, _, err := ReadFile(path); !errors.Is(err, ErrNotRing) {
+	if _, _, err := ReadFile(context.Background(), path); !errors.Is(err, ErrNotRing) {
 		t.Fatalf("ReadFile: %v, want ErrNotRing", err)
 	}
 	if _, err := Open(context.Background(), path, Options{}); !errors.Is(err, ErrNotRing) {
@@ -180,7 +180,7 @@ func TestNotARingIsAnErrorAndIsNotClobbered(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "dear diary" {
 		t.Fatalf("file changed to %q", b)
 	}
-	if _, _, err := ReadFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
+	if _, _, err := ReadFile(context.Background(), filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
@@ -188,7 +188,7 @@ func TestNotARingIsAnErrorAndIsNotClobbered(t *testing.T) {
 func TestEmptyRingReadsAsNothing(t *testing.T) {
 	t.Parallel()
 	_, path := openRing(t, MinCapacity)
-	recs, rep, err := ReadFile(path)
+	recs, rep, err := ReadFile(context.Background(), path)
 	if err != nil || len(recs) != 0 || rep.Skipped != 0 || len(rep.Gaps) != 0 || rep.NextSeq != 1 {
 		t.Fatalf("%v %+v %v", recs, rep, err)
 	}

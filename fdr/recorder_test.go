@@ -79,7 +79,7 @@ func TestAppendThenReadRoundTrips(t *testing.T) {
 		}
 		got = append(got, rec)
 	}
-	recs, rep, err := ReadFile(path)
+	recs, rep, err := ReadFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestWrapAroundKeepsOnlyTheNewestInOrder(t *testing.T) {
 	r, path := openRing(t, MinCapacity)
 	const n = 5000 // ~50 bytes each: several laps of 64 KiB
 	appendN(t, r, 1, n)
-	recs, rep, err := ReadFile(path)
+	recs, rep, err := ReadFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestConcurrentAppendsInOneProcess(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	recs, rep, err := ReadFile(path)
+	recs, rep, err := ReadFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestDurableAppendSyncsBeforeReturning(t *testing.T) {
 	if syncs != 1 {
 		t.Fatalf("durable append made %d syncs, want 1", syncs)
 	}
-	recs, _, err := ReadFile(path)
+	recs, _, err := ReadFile(context.Background(), path)
 	if err != nil || len(recs) != 2 || recs[1].Seq != rec.Seq {
 		t.Fatalf("read %+v, %v", recs, err)
 	}

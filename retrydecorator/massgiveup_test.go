@@ -169,7 +169,7 @@ func (r *ringCheck) check() {
 	if len(*r.committed) == 0 {
 		return
 	}
-	recs, _, err := fdr.ReadFile(r.path)
+	recs, _, err := fdr.ReadFile(context.Background(), r.path)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func newTestRecorder(t *testing.T) *testRecorder {
 	t.Cleanup(func() { _ = rec.Close() })
 	return &testRecorder{GiveUpRecorder: RingRecorder{rec}, count: func(t *testing.T, kind string) int {
 		t.Helper()
-		recs, _, err := fdr.ReadFile(path)
+		recs, _, err := fdr.ReadFile(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,7 +87,7 @@ func loadClientView(ctx context.Context, dbURL, fdrPath, flightID string) (clien
 		return v, fmt.Errorf("read upload rejections of flight %s: %w", flightID, err)
 	}
 
-	recs, _, err := fdr.ReadFile(fdrPath)
+	recs, _, err := fdr.ReadFile(ctx, fdrPath)
 	if err != nil {
 		return v, fmt.Errorf("read FDR %s: %w", fdrPath, err)
 	}

@@ -47,7 +47,7 @@ func TestConcurrentProcessesCountEachRejectionOnceAndRecordEachGiveUpOnce(t *tes
 			t.Errorf("tile %s was sent under %d keys, want %d (its budget)", id, carried[id], budget)
 		}
 	}
-	recs, _, err := fdr.ReadFile(r.fdr)
+	recs, _, err := fdr.ReadFile(context.Background(), r.fdr)
 	if err != nil {
 		t.Fatal(err)
 	}

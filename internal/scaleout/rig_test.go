@@ -201,3 +201,18 @@ func (r *rig) counts() map[string]int {
 	}
 	return out
 }
+
+// holds reports whether the process pid holds an open batch of the flight.
+func (r *rig) holds(t *testing.T, pid int) bool {
+	t.Helper()
+	ls, err := r.store.Leases(context.Background(), r.flight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.PID == pid && l.Tiles > 0 {
+			return true
+		}
+	}
+	return false
+}

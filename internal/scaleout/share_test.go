@@ -14,9 +14,20 @@ func shareScenario(t *testing.T, r *rig) {
 	const lease = 3 * time.Second
 	flags := []string{"--batch-size", "20", "--concurrency", "2", "--lease", lease.String()}
 	procs := []*proc{r.start(flags...), r.start(flags...), r.start(flags...)}
-	time.Sleep(time.Second)
 	victim := procs[2]
 	victimPID := victim.cmd.Process.Pid
+	// Killed after a second, at a moment it holds a batch: on a loaded
+	// machine a process may not have claimed one yet after a second.
+	killAt, giveUp := time.Now().Add(time.Second), time.Now().Add(60*time.Second)
+	for {
+		if time.Now().After(killAt) && r.holds(t, victimPID) {
+			break
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("process %d never held an open batch in 60s: %v", victimPID, r.counts())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	victim.kill(t)
 
 	// The killed run's batches are still its own: open, under its lease.
@@ -31,7 +42,7 @@ func shareScenario(t *testing.T, r *rig) {
 		}
 	}
 	if held == 0 {
-		t.Fatalf("the killed process held no open batch (leases %+v): the test would prove nothing", ls)
+		t.Fatalf("the killed process held no open batch by the time it died (leases %+v): the test would prove nothing", ls)
 	}
 
 	for i, p := range procs[:2] {

@@ -89,7 +89,7 @@ func tailRun(ctx context.Context, opts *TailOptions) error {
 		}
 		path = p
 	}
-	recs, rep, err := fdr.ReadFile(path)
+	recs, rep, err := fdr.ReadFile(ctx, path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		// Nothing recorded yet is not a failure; -f waits for the file.

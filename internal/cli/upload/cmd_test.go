@@ -234,3 +234,23 @@ func TestMetricsFileThatCannotBeWrittenExitsOneAfterTheUpload(t *testing.T) {
 		t.Errorf("summary %v, want the upload reported with exit_code 1 and the error", m)
 	}
 }
+
+func TestProgressShowsATotalNotYetCountedAsUnknownNotZero(t *testing.T) {
+	var logs bytes.Buffer
+	tick := make(chan time.Time)
+	p := newProgress("F1", -1, 0, nil, false, zerolog.New(&logs),
+		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, metricsfile.New(), time.Now)
+	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 4})
+	if got := p.line(); !strings.Contains(got, "4/? tiles") {
+		t.Errorf("status %q, want 4/? tiles before the count arrives", got)
+	}
+	tick <- time.Now()
+	p.setTotal(10, 1000)
+	if got := p.line(); !strings.Contains(got, "4/10 tiles") {
+		t.Errorf("status %q, want 4/10 tiles once counted", got)
+	}
+	p.finish()
+	if out := logs.String(); !strings.Contains(out, `"tiles_total":null`) || !strings.Contains(out, `"bytes_total":null`) {
+		t.Errorf("progress log before the count %s, want null totals", out)
+	}
+}

@@ -30,12 +30,11 @@ const (
 // --quiet. Its methods are safe for concurrent use (batches settle on
 // several goroutines).
 type progress struct {
-	flightID   string
-	totalTiles int
-	totalBytes int64
-	metrics    *metricsfile.Metrics
-	now        func() time.Time
-	started    time.Time
+	flightID string
+	total    atomic.Pointer[totals] // nil until the flight's pending tiles are counted
+	metrics  *metricsfile.Metrics
+	now      func() time.Time
+	started  time.Time
 
 	tiles, retries, giveups, rejections atomic.Int64
 	bytes                               atomic.Int64
@@ -56,10 +55,27 @@ type progress struct {
 	wg     sync.WaitGroup
 }
 
+// totals is what the flight had pending when the run started.
+type totals struct {
+	tiles int
+	bytes int64
+}
+
+// setTotal shows the flight's pending tiles and bytes once they are known:
+// the count runs beside the upload, so the first batch does not wait for it.
+func (p *progress) setTotal(tiles int, bytes int64) {
+	p.total.Store(&totals{tiles: tiles, bytes: bytes})
+}
+
+// newProgress starts the display; tiles < 0 means the total is not known
+// yet (setTotal gives it).
 func newProgress(flightID string, tiles int, bytes int64, status *iostreams.StatusLine, quiet bool, log zerolog.Logger,
 	ticker func(time.Duration) (<-chan time.Time, func()), m *metricsfile.Metrics, now func() time.Time) *progress {
-	p := &progress{flightID: flightID, totalTiles: tiles, totalBytes: bytes, metrics: m, log: log, quiet: quiet,
+	p := &progress{flightID: flightID, metrics: m, log: log, quiet: quiet,
 		status: status, now: now, started: now(), done: make(chan struct{}), stop: func() {}}
+	if tiles >= 0 {
+		p.setTotal(tiles, bytes)
+	}
 	if quiet {
 		return p
 	}
@@ -92,7 +108,11 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 
 // line is the status line's text.
 func (p *progress) line() string {
-	done, total := p.tiles.Load(), int64(p.totalTiles)
+	done, tot := p.tiles.Load(), p.total.Load()
+	total, totalTiles, totalBytes := int64(0), "?", "?"
+	if tot != nil {
+		total, totalTiles, totalBytes = int64(tot.tiles), fmt.Sprint(tot.tiles), iostreams.HumanBytes(tot.bytes)
+	}
 	const width = 20
 	filled := 0
 	if total > 0 {
@@ -107,8 +127,8 @@ func (p *progress) line() string {
 	if elapsed > 0 {
 		rate = iostreams.HumanBytes(int64(float64(p.bytes.Load())/elapsed.Seconds())) + "/s"
 	}
-	return fmt.Sprintf("%s [%s] %d/%d tiles  %s/%s  %s  %s", p.flightID, bar, done, total,
-		iostreams.HumanBytes(p.bytes.Load()), iostreams.HumanBytes(p.totalBytes), rate, p.stateText())
+	return fmt.Sprintf("%s [%s] %d/%s tiles  %s/%s  %s  %s", p.flightID, bar, done, totalTiles,
+		iostreams.HumanBytes(p.bytes.Load()), totalBytes, rate, p.stateText())
 }
 
 func (p *progress) stateText() string {
@@ -144,10 +164,15 @@ func (p *progress) redraw() {
 }
 
 func (p *progress) logLine() {
-	p.log.Info().Str("flight_id", p.flightID).
-		Int64("tiles_done", p.tiles.Load()).Int("tiles_total", p.totalTiles).
-		Int64("bytes_done", p.bytes.Load()).Int64("bytes_total", p.totalBytes).
-		Int64("retries", p.retries.Load()).Int64("given_up", p.giveups.Load()).
+	e := p.log.Info().Str("flight_id", p.flightID)
+	if tot := p.total.Load(); tot != nil {
+		e = e.Int64("tiles_done", p.tiles.Load()).Int("tiles_total", tot.tiles).
+			Int64("bytes_done", p.bytes.Load()).Int64("bytes_total", tot.bytes)
+	} else { // not counted yet: null, not 0
+		e = e.Int64("tiles_done", p.tiles.Load()).RawJSON("tiles_total", []byte("null")).
+			Int64("bytes_done", p.bytes.Load()).RawJSON("bytes_total", []byte("null"))
+	}
+	e.Int64("retries", p.retries.Load()).Int64("given_up", p.giveups.Load()).
 		Str("state", p.stateText()).
 		Msg("upload progress")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -247,20 +248,28 @@ func (r *run) flights(ctx context.Context) ([]string, error) {
 // flight uploads one flight, sharing it with any other run on it.
 func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	started := r.opts.Clock.Now()
-	failed := func(err error) (FlightSummary, error) {
-		rep := uploader.UploadBatchReport{FlightID: id, Outcome: uploader.OutcomeFailure, Started: started, Finished: r.opts.Clock.Now()}
-		return flightSummary(rep, 0, err, r.opts.DryRun), err
-	}
 	if !r.opts.DryRun { // a dry run changes nothing, the history included
 		r.startRun(ctx, id, started)
 	}
-	tiles, bytes, err := r.store.PendingSummary(ctx, id)
-	if err != nil {
-		return failed(err)
-	}
-	p := newProgress(id, tiles, bytes, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
+	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
+	// Counting a large flight's pending tiles takes a scan of them (0.5 s
+	// at 1M): the display gets the total when it is known and the first
+	// batch does not wait for it.
+	var bytes int64
+	var counted sync.WaitGroup
+	counted.Go(func() {
+		tiles, b, err := r.store.PendingSummary(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("count the flight's pending tiles for the progress display")
+			}
+			return
+		}
+		bytes = b
+		p.setTotal(tiles, b)
+	})
 	up := r.inner
 	if r.decorate && !r.opts.DryRun {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
@@ -272,6 +281,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	// the flight may have recorded a rejection this run has not counted.
 	req.MaxAttempts = r.retry.MaxPerTileAttempts
 	rep, err := up.UploadPendingTiles(ctx, req)
+	counted.Wait()
 	p.finish()
 	if rep.FlightID == "" {
 		rep.FlightID = id

@@ -98,7 +98,7 @@ func TestGivenUpTileExitsThreeAndWritesMetricsFileAtomically(t *testing.T) {
 	if !slices.Equal(r.clock.sleeps, []time.Duration{2 * time.Second}) {
 		t.Errorf("sleeps %v, want [2s]", r.clock.sleeps)
 	}
-	recs, _, err := fdr.ReadFile(r.cfg.FDRPath)
+	recs, _, err := fdr.ReadFile(context.Background(), r.cfg.FDRPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestTokenNeverAppearsInOutputMetricsOrFDR(t *testing.T) {
 		}
 		outputs = append(outputs, string(b))
 	}
-	if recs, _, err := fdr.ReadFile(r.cfg.FDRPath); err != nil || len(recs) != 1 {
+	if recs, _, err := fdr.ReadFile(context.Background(), r.cfg.FDRPath); err != nil || len(recs) != 1 {
 		t.Fatalf("FDR holds %d records (%v), want the one give-up", len(recs), err)
 	}
 	for i, o := range outputs {
