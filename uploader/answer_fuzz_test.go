@@ -132,8 +132,22 @@ func FuzzAnswerToSettlement(f *testing.F) {
 		for _, r := range st.Rejections {
 			texts = append(texts, r.Reason, r.Message)
 		}
+		// The token may be a piece of the redaction marker or of any
+		// word (a one-letter token is in almost every text): look for it
+		// with each marker cut out, replaced by a byte the token lacks so
+		// that the pieces around a marker cannot join into the token.
+		sep := ""
+		for _, c := range []string{"\x00", "\x01", "\x02", "\x03"} {
+			if !strings.Contains(token, c) {
+				sep = c
+				break
+			}
+		}
+		if sep == "" {
+			return
+		}
 		for _, s := range texts {
-			if strings.Contains(s, token) {
+			if strings.Contains(strings.ReplaceAll(s, "[redacted]", sep), token) {
 				t.Fatalf("token %q reaches the store in %q", token, s)
 			}
 		}
