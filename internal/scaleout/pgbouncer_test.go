@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,7 +75,11 @@ logfile = %s
 	write("pgbouncer.ini", ini)
 	write("users.txt", fmt.Sprintf("%q \"\"\n", user))
 	args := []string{filepath.Join(dir, "pgbouncer.ini")}
-	var cmd *exec.Cmd
+	// pgbouncer itself is the child (no runuser in between), in its own
+	// process group, so the cleanup's kill reaches it: killing a wrapper
+	// left pgbouncer running after the tests.
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if os.Geteuid() == 0 {
 		uid, gid := ensureUser(t)
 		for _, p := range []string{dir, filepath.Join(dir, "pgbouncer.ini"), filepath.Join(dir, "users.txt")} {
@@ -82,9 +87,7 @@ logfile = %s
 				t.Fatal(err)
 			}
 		}
-		cmd = exec.Command("runuser", append([]string{"-u", pgbouncerUser, "--", bin}, args...)...)
-	} else {
-		cmd = exec.Command(bin, args...)
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start pgbouncer: %v", err)
@@ -92,7 +95,7 @@ logfile = %s
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	})
 	q := u.Query()
