@@ -86,6 +86,11 @@ type Claim struct {
 	// under a new key. Whichever run's batch failed, no other tile that
 	// awaits a lookup is claimed.
 	LookedUp []string
+	// LookedUpAt is AmbiguousPending's asOf for the read LookedUp came
+	// from. A looked-up tile that a failed batch or an unclear rejection
+	// recorded at or after it names again (another run sent it meanwhile)
+	// is not claimed: it needs a new lookup.
+	LookedUpAt time.Time
 	// Pick runs inside the claim's transaction with the candidates in
 	// tile_id order. It returns the batch to journal (no tiles: none) and
 	// the candidates rejected without being sent (too large, say); the
@@ -116,7 +121,12 @@ type Claimed struct {
 const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
 	  AND NOT t.tile_id = ANY($4::text[])
-	  AND (t.tile_id = ANY($6::text[]) OR t.tile_id NOT IN (
+	  AND ((t.tile_id = ANY($6::text[])
+	        AND NOT EXISTS (SELECT 1 FROM upload_batches b WHERE b.flight_id = $1 AND b.state = 'failed'
+	                          AND b.settled_at >= $7 AND t.tile_id = ANY(b.tile_ids))
+	        AND NOT EXISTS (SELECT 1 FROM upload_rejections r WHERE r.tile_id = t.tile_id
+	                          AND r.reason = ANY($5::text[]) AND r.rejected_at >= $7))
+	       OR t.tile_id NOT IN (
 	        SELECT unnest(b.tile_ids) FROM upload_batches b WHERE b.flight_id = $1 AND b.state = 'failed'
 	        UNION ALL
 	        SELECT r.tile_id FROM upload_rejections r WHERE r.reason = ANY($5::text[])))
@@ -152,7 +162,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if lookedUp == nil {
 			lookedUp = []string{}
 		}
-		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp)
+		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt)
 		if err != nil {
 			return err
 		}

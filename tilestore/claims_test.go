@@ -165,7 +165,11 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	// The rejected tile (one uncounted rejection) is left out at a budget
 	// of 1, and when the caller excludes it; it is free below its budget.
 	// The failed batch's tiles go again only once a lookup found them not held.
-	c3, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 1, LookedUp: c2.Batch.TileIDs, Pick: pickAll("op-3")})
+	_, asOf, err := s.AmbiguousPending(ctx, "FS", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c3, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 1, LookedUp: c2.Batch.TileIDs, LookedUpAt: asOf, Pick: pickAll("op-3")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +235,12 @@ func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
 	// Once B's own lookup said "send" for one of them, that one (and only
 	// that one) is claimable.
 	sendable := ca.Batch.TileIDs[1]
+	_, asOf, err := b.AmbiguousPending(ctx, "FL", []string{"protocol_error"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cl, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 10, UnclearReasons: []string{"protocol_error"},
-		LookedUp: []string{sendable}, Pick: pickAll("op-b2")})
+		LookedUp: []string{sendable}, LookedUpAt: asOf, Pick: pickAll("op-b2")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,5 +309,63 @@ func TestConcurrentCountersCountEachRejectionOnceAndReportEachGiveUpOnce(t *test
 		if giveUps[id] != 1 {
 			t.Errorf("tile %s gave up %d times, want once", id, giveUps[id])
 		}
+	}
+}
+
+// Run B's lookup said "send" for a tile; before B claims it, run A (whose
+// own lookup said the same) sends it under a new key and that batch fails
+// too, so the provider may now hold it. B's lookup is stale for that tile:
+// its claim leaves it for a new lookup. And a tile in an open batch is not
+// looked up at all while that batch may still store it.
+func TestALookUpOlderThanTheTilesLatestFailureDoesNotLetItBeClaimed(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	seedFlight(t, s, "FR", 3)
+	ctx := testCtx(t)
+	a := s.ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
+	b := s.ForRun(tilestore.Run{ID: "run-b", Lease: time.Minute})
+	first, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "FR", Limit: 1, Pick: pickAll("op-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tile := first.Batch.TileIDs[0]
+	if err := a.FailBatch(ctx, "op-1", 422, "key expired"); err != nil {
+		t.Fatal(err)
+	}
+	// Both runs read the tile as awaiting a lookup; both are told "send".
+	amb, asOfB, err := b.AmbiguousPending(ctx, "FR", nil)
+	if err != nil || len(amb) != 1 || amb[0].ID != tile {
+		t.Fatalf("ambiguous = %v, %v; want [%s]", amb, err, tile)
+	}
+	_, asOfA, err := a.AmbiguousPending(ctx, "FR", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "FR", Limit: 1, LookedUp: []string{tile}, LookedUpAt: asOfA, Pick: pickAll("op-2")})
+	if err != nil || fmt.Sprint(again.Batch.TileIDs) != fmt.Sprint([]string{tile}) {
+		t.Fatalf("run A's claim after its lookup = %v, %v; want [%s]", again.Batch.TileIDs, err, tile)
+	}
+	// While op-2 is open nobody looks the tile up: op-2 may still store it.
+	if amb, _, err := b.AmbiguousPending(ctx, "FR", nil); err != nil || len(amb) != 0 {
+		t.Fatalf("ambiguous while op-2 is open = %v, %v; want none", amb, err)
+	}
+	if err := a.FailBatch(ctx, "op-2", 422, "key expired"); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FR", Limit: 10, LookedUp: []string{tile}, LookedUpAt: asOfB, Pick: pickAll("op-3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(stale.Batch.TileIDs, tile) {
+		t.Fatalf("run B claimed %v with a lookup older than the tile's latest failure", stale.Batch.TileIDs)
+	}
+	// A fresh lookup lets it go.
+	_, asOfB2, err := b.AmbiguousPending(ctx, "FR", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FR", Limit: 10, LookedUp: []string{tile}, LookedUpAt: asOfB2, Pick: pickAll("op-4")})
+	if err != nil || !slices.Contains(fresh.Batch.TileIDs, tile) {
+		t.Fatalf("run B's claim after a fresh lookup = %v, %v; want it to hold %s", fresh.Batch.TileIDs, err, tile)
 	}
 }

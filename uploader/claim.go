@@ -60,10 +60,12 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 // claimAndSend claims one batch and sends it. more is false when nothing
 // was left to claim.
 func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally) (more bool, err error) {
+	lookedUp, lookedUpAt := t.lookedUpIDs()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
 		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(),
-		// A tile awaiting a lookup goes only if this call's lookup said send.
-		UnclearReasons: []string{ReasonProtocolError}, LookedUp: t.lookedUpIDs(),
+		// A tile awaiting a lookup goes only if this call's lookup said
+		// send, and no run sent it again after that lookup's read.
+		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			// Checked again under the rows' locks: a tile another worker
 			// rejected after this claim read Exclude, and whose settlement

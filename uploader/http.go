@@ -39,7 +39,7 @@ type Store interface {
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
 	RecordRejections(ctx context.Context, rs []tilestore.Rejection) error
 	AtBudget(ctx context.Context, flightID string, maxAttempts int) ([]string, error)
-	AmbiguousPending(ctx context.Context, flightID string, unclearReasons []string) ([]tilestore.Tile, error)
+	AmbiguousPending(ctx context.Context, flightID string, unclearReasons []string) ([]tilestore.Tile, time.Time, error)
 	MarkUploaded(ctx context.Context, ids []string) (int, error)
 }
 

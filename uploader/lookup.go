@@ -39,7 +39,7 @@ const (
 // and asked about again by the next. 401 and 403 end
 // the run.
 func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string, workers int, t *tally) ([]string, error) {
-	tiles, err := u.store.AmbiguousPending(ctx, flightID, []string{ReasonProtocolError})
+	tiles, asOf, err := u.store.AmbiguousPending(ctx, flightID, []string{ReasonProtocolError})
 	if err != nil || len(tiles) == 0 {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t.setLookedUp(notHeld)
+	t.setLookedUp(notHeld, asOf)
 	if len(same) > 0 {
 		jctx, cancel := journalCtx(ctx)
 		defer cancel()

@@ -51,7 +51,15 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		if perr != nil && err == nil {
 			err = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
 		}
-		return t.report(u.now(), pending, err), err
+		rep := t.report(u.now(), pending, err)
+		if !req.DryRun && rep.Outcome == OutcomeSuccess && pending > 0 {
+			// Nothing was rejected, but tiles this run may send are left:
+			// a batch failed and its tiles await a lookup, or another
+			// run's batch was failed under it. Partial, so the decorator
+			// calls again (with a fresh lookup) instead of stopping.
+			rep.Outcome = OutcomePartial
+		}
+		return rep, err
 	}
 	if err := u.ConfirmFlightState(ctx, req.FlightID); err != nil {
 		return finish(err)

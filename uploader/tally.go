@@ -24,6 +24,9 @@ type tally struct {
 	// provider about and found not held: the only ones of them its claims
 	// may send under a new key (tilestore.Claim.LookedUp).
 	lookedUp []string
+	// lookedUpAt is when the lookup read the tiles (the database's clock):
+	// a failure of one of them recorded later makes its lookup stale.
+	lookedUpAt time.Time
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -82,17 +85,18 @@ func (t *tally) unskipped(ts []tilestore.Tile) []tilestore.Tile {
 }
 
 // setLookedUp records the tiles this call's lookup found not held.
-func (t *tally) setLookedUp(ids []string) {
+func (t *tally) setLookedUp(ids []string, asOf time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.lookedUp = ids
+	t.lookedUp, t.lookedUpAt = ids, asOf
 }
 
-// lookedUpIDs returns the tiles awaiting a lookup that this call may send.
-func (t *tally) lookedUpIDs() []string {
+// lookedUpIDs returns the tiles awaiting a lookup that this call may send,
+// and when the lookup read them.
+func (t *tally) lookedUpIDs() ([]string, time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.lookedUp[:len(t.lookedUp):len(t.lookedUp)]
+	return t.lookedUp[:len(t.lookedUp):len(t.lookedUp)], t.lookedUpAt
 }
 
 // skippedIDs returns the tiles this call does not claim again.

@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tilectl/tilectl/migrations"
@@ -66,7 +68,20 @@ func NewEmptyDatabase(t testing.TB) string {
 // NewURL creates a database at the current schema and returns its URL.
 func NewURL(t testing.TB) string {
 	t.Helper()
-	return newDatabase(t, ensureTemplate(t))
+	// make test drops the templates when it ends (scripts/pg.sh
+	// drop-templates): a test running beside it then builds it again.
+	for attempt := 1; ; attempt++ {
+		url, err := tryNewDatabase(t, ensureTemplate(t))
+		if err == nil {
+			return url
+		}
+		var pgErr *pgconn.PgError
+		// 3D000 invalid_catalog_name: the template is gone.
+		if attempt < 3 && errors.As(err, &pgErr) && pgErr.Code == "3D000" {
+			continue
+		}
+		t.Fatalf("pgtest: %v", err)
+	}
 }
 
 // New creates a database at the current schema and returns a pool on it,
@@ -84,6 +99,15 @@ func New(t testing.TB) (*pgxpool.Pool, string) {
 
 func newDatabase(t testing.TB, template string) string {
 	t.Helper()
+	url, err := tryNewDatabase(t, template)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return url
+}
+
+func tryNewDatabase(t testing.TB, template string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	conn := connectAdmin(ctx, t)
@@ -98,10 +122,10 @@ func newDatabase(t testing.TB, template string) string {
 		defer unlock(ctx, conn, template)
 	}
 	if _, err := conn.Exec(ctx, stmt); err != nil {
-		t.Fatalf("pgtest: %s: %v", stmt, err)
+		return "", fmt.Errorf("%s: %w", stmt, err)
 	}
 	t.Cleanup(func() { dropDatabase(t, name) })
-	return WithDatabase(AdminURL(), name)
+	return WithDatabase(AdminURL(), name), nil
 }
 
 func dropDatabase(t testing.TB, name string) {
