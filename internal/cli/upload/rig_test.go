@@ -108,7 +108,8 @@ func (r *cmdRig) run(mod func(o *Options), set ...string) runResult {
 	opts := &Options{
 		IO:     ios,
 		Config: func() (*config.Config, error) { c := r.cfg; return &c, nil },
-		Logger: func() zerolog.Logger { return zerolog.New(logs) },
+		// Workers log at once: bytes.Buffer is not safe for that.
+		Logger: func() zerolog.Logger { return zerolog.New(zerolog.SyncWriter(logs)) },
 		Store:  func(context.Context) (*tilestore.Store, error) { return r.store, nil },
 		Clock:  r.clock,
 		NewTicker: func(time.Duration) (<-chan time.Time, func()) {
