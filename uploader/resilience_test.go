@@ -116,10 +116,13 @@ func TestBreakerKeepsAnOutageFromBeingHammeredAndTheRunResumes(t *testing.T) {
 	during, events, rep, p, c := runThroughOutage(t,
 		uploader.BreakerOptions{Cooldown: 250 * time.Millisecond, MaxCooldown: time.Second}, 2*time.Second)
 	t.Logf("requests reaching the provider during the 2 s outage: %d (16 batches in flight); breaker events: %d", during, len(events))
-	// The 16 batches in flight when it went down, plus the probes after
-	// 250 ms, 500 ms, 1 s and 1 s of cool-down.
-	if during > 16+4 {
-		t.Errorf("%d requests reached the provider during the outage, want at most 16 in flight + 4 probes", during)
+	// The 16 batches in flight when it went down; the resends of the
+	// workers whose attempt failed before the fifth failure in a row
+	// opened the breaker (up to 4 on a loaded machine, where the failures
+	// of the 16 do not arrive at once; seen: 22 in all); then the probes
+	// after 250 ms, 500 ms, 1 s and 1 s of cool-down.
+	if during > 16+4+4 {
+		t.Errorf("%d requests reached the provider during the outage, want at most 16 in flight + 4 resends before the breaker opened + 4 probes", during)
 	}
 	if rep.Outcome != uploader.OutcomeSuccess || rep.Pending != 0 || rep.Uploaded() != 240 {
 		t.Fatalf("report %+v: want all 240 tiles uploaded once the provider recovered", rep)
