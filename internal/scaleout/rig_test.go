@@ -19,8 +19,11 @@ import (
 
 	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/internal/testbin"
+	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
+
+const token = "scale-out-token-never-printed-4b1d"
 
 func TestMain(m *testing.M) { testbin.Main(m) }
 
@@ -31,7 +34,7 @@ type rig struct {
 	dbURL   string // what the processes connect to (direct, or through PgBouncer)
 	cache   string
 	fdr     string
-	prov    *keyProvider
+	prov    *providertest.Recorder
 	provURL string
 	flight  string
 	ids     []string
@@ -47,7 +50,8 @@ func newRig(t testing.TB, flight string, n int, latency time.Duration, reject fu
 	}
 	r := &rig{t: t, store: tilestore.NewStore(pool), dbURL: dbURL, cache: blobs.Root(),
 		fdr: filepath.Join(dir, "fdr.ring"), flight: flight}
-	r.prov, r.provURL = startKeyProvider(t, latency, reject)
+	r.prov = providertest.StartRecorder(t, providertest.RecorderConfig{Token: token, Latency: latency, Reject: reject})
+	r.provURL = r.prov.URL
 	ctx := context.Background()
 	if _, err := r.store.UpsertFlight(ctx, flight, tilestore.FlightOnGround); err != nil {
 		t.Fatal(err)
