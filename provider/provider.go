@@ -73,9 +73,9 @@ type Config struct {
 	// outcomes, 5 minutes, as seed 003).
 	SequenceCacheSize int
 	SequenceCacheTTL  time.Duration
-	Faults           FaultConfig
-	Logger           zerolog.Logger
-	Now              func() time.Time // default time.Now
+	Faults            FaultConfig
+	Logger            zerolog.Logger
+	Now               func() time.Time // default time.Now
 	// AfterSeal, if set, runs after a batch's answer is sealed and before
 	// it is written: tests use it to hold an answer back.
 	AfterSeal func(opID string)
