@@ -346,12 +346,12 @@ func TestConfigValidateRejectsBadValues(t *testing.T) {
 // database call would.
 type ctxCheckingStore struct{ *memStore }
 
-func (s ctxCheckingStore) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
+func (s ctxCheckingStore) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int, after string,
 	beforeCommit func(ctx context.Context, gaveUp []tilestore.GiveUp) error) (tilestore.CountResult, error) {
 	if err := ctx.Err(); err != nil {
 		return tilestore.CountResult{}, err
 	}
-	return s.memStore.CountRejectionsUpTo(ctx, flightID, maxAttempts, maxTiles, beforeCommit)
+	return s.memStore.CountRejectionsUpTo(ctx, flightID, maxAttempts, maxTiles, after, beforeCommit)
 }
 
 func TestRejectionsRecordedBeforeTheDeadlineAreCountedInThatRun(t *testing.T) {
