@@ -174,20 +174,28 @@ func (s *Store) OpenBatches(ctx context.Context, flightID string) ([]Batch, erro
 	if err := ValidateFlightID(flightID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at
-		FROM upload_batches WHERE flight_id = $1 AND state = 'open' ORDER BY created_at, op_id`, flightID)
+	rows, err := s.pool.Query(ctx, `SELECT op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at,
+			coalesce(s.client_id, ''), coalesce(b.client_seq, 0)
+		FROM upload_batches b LEFT JOIN upload_client_sequences s ON s.id = b.client_stream
+		WHERE flight_id = $1 AND state = 'open' ORDER BY created_at, op_id`, flightID)
 	if err != nil {
 		return nil, fmt.Errorf("open batches of flight %s: %w", flightID, err)
 	}
-	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Batch, error) {
-		var b Batch
-		err := r.Scan(&b.OpID, &b.FlightID, &b.Fingerprint, &b.TileIDs, &b.SHA256s, &b.Sends, &b.CreatedAt)
-		return b, err
-	})
+	bs, err := pgx.CollectRows(rows, scanBatch)
 	if err != nil {
 		return nil, fmt.Errorf("open batches of flight %s: %w", flightID, err)
 	}
 	return bs, nil
+}
+
+// scanBatch reads a batch row: the journal's columns, then its client
+// sequence ("" and 0 without one).
+func scanBatch(r pgx.CollectableRow) (Batch, error) {
+	var b Batch
+	var seq int64
+	err := r.Scan(&b.OpID, &b.FlightID, &b.Fingerprint, &b.TileIDs, &b.SHA256s, &b.Sends, &b.CreatedAt, &b.ClientID, &seq)
+	b.ClientSeq = uint64(seq)
+	return b, err
 }
 
 // FailBatch closes a batch that will never be answered (for example a key
@@ -199,18 +207,8 @@ func (s *Store) FailBatch(ctx context.Context, opID string, httpStatus int, deta
 	// concurrent SettleBatch win cleanly: Postgres rechecks it after the lock.
 	var failed bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var members []string
-		err := tx.QueryRow(ctx, `UPDATE upload_batches
-			SET state = 'failed', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
-			WHERE op_id = $1 AND state = 'open' RETURNING tile_ids`, opID, httpStatus, detail).Scan(&members)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		failed = true
-		_, err = tx.Exec(ctx, `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, opID)
+		var err error
+		failed, err = failOpenBatch(ctx, tx, opID, httpStatus, detail)
 		return err
 	})
 	if err != nil {
@@ -230,6 +228,23 @@ func (s *Store) FailBatch(ctx context.Context, opID string, httpStatus int, deta
 		return fmt.Errorf("fail batch %s: it is already settled: %w", opID, ErrBatchNotOpen)
 	}
 	return nil
+}
+
+// failOpenBatch fails opID if it is open and frees its tiles; failed is
+// false when it was not open (or does not exist).
+func failOpenBatch(ctx context.Context, tx pgx.Tx, opID string, httpStatus int, detail string) (failed bool, err error) {
+	var members []string
+	err = tx.QueryRow(ctx, `UPDATE upload_batches
+		SET state = 'failed', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
+		WHERE op_id = $1 AND state = 'open' RETURNING tile_ids`, opID, httpStatus, detail).Scan(&members)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, opID)
+	return err == nil, err
 }
 
 // SyncJournal makes every earlier journal write durable. SettleBatch and

@@ -115,6 +115,11 @@ type Batch struct {
 	SHA256s     []string
 	Sends       int
 	CreatedAt   time.Time
+	// ClientID and ClientSeq are the batch's strict client sequence
+	// (Client-Id, Client-Sequence): set by a claim with a Claim.Stream, and
+	// sent with every resend of the batch. "" and 0 for a batch without.
+	ClientID  string
+	ClientSeq uint64
 }
 
 // Settlement is what a batch's answer decided, applied in one transaction.
