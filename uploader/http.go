@@ -75,7 +75,11 @@ type HTTPOptions struct {
 	// RequestTimeout bounds one attempt, answer included. Default 60s.
 	RequestTimeout time.Duration
 	// MaxResends is how many times one batch is resent after a transport
-	// failure or a retryable answer. Default 8.
+	// failure or a retryable answer within one inner call. Default 5: with
+	// the default 60 s request timeout, 4 inner calls of 6 attempts and
+	// their backoffs fit the default 30 m deadline (25m16s); a batch whose
+	// resends run out stays open and the next inner call resends it under
+	// the same key, so a lower number loses nothing.
 	MaxResends int
 	// MaxRetryDelay caps one wait between resends; a server asking for
 	// more gives the batch up. Default 5 minutes.
@@ -129,7 +133,7 @@ var Version = "dev"
 
 const (
 	defaultRequestTimeout   = 60 * time.Second
-	defaultMaxResends       = 8
+	defaultMaxResends       = 5
 	defaultMaxRetryDelay    = 5 * time.Minute
 	defaultMaxResponseBytes = 8 << 20
 	defaultConcurrency      = 4

@@ -321,6 +321,23 @@ func TestTransientRejectionsAreRetriedWithBackoffUntilUploaded(t *testing.T) {
 	}
 }
 
+// An operator who sets nothing must not be warned on every run that the
+// defaults cannot keep their own deadline.
+func TestTheDefaultRetryScheduleFitsTheDefaultDeadlineWithoutAWarning(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 2)
+	res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true })
+	if res.code != exitcode.OK {
+		t.Fatalf("defaults with --strict-deadline: exit %d (%v), want 0", res.code, res.err)
+	}
+	if !strings.Contains(res.stderr, "retry schedule fits the deadline") || !strings.Contains(res.stderr, `"deadline":"30m0s"`) {
+		t.Errorf("log does not say the default schedule fits the 30m deadline:\n%s", res.stderr)
+	}
+	if strings.Contains(res.stderr, "worst case is") {
+		t.Errorf("a run on the defaults warns about its worst case:\n%s", res.stderr)
+	}
+}
+
 func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -328,11 +345,11 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 		want     string
 	}{
 		// defaults: 3 retries, backoff 2 s..60 s, request timeout 60 s,
-		// 8 HTTP resends backing off 0.5 s..30 s: one request is
-		// 9 x 60 s + (0.5+1+2+4+8+16+30+30) s = 631.5 s; the run
-		// 4 x 631.5 s + (2+4+8) s = 42m20s
-		{"fits", 60 * time.Minute, `"worst_case":"42m20s"`},
-		{"exceeds", 30 * time.Minute, "worst case is 42m20s"},
+		// 5 HTTP resends backing off 0.5 s..8 s: one request is
+		// 6 x 60 s + (0.5+1+2+4+8) s = 375.5 s; the run
+		// 4 x 375.5 s + (2+4+8) s = 25m16s
+		{"fits", 30 * time.Minute, `"worst_case":"25m16s"`},
+		{"exceeds", 20 * time.Minute, "worst case is 25m16s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,10 +370,11 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 func TestStrictDeadlineRefusesToStartWhenTheWorstCaseExceedsTheDeadline(t *testing.T) {
 	r := newCmdRig(t)
 	r.seed("F1", tilestore.FlightOnGround, 2)
-	res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true }) // defaults: 42m20s > 30m - 1m30s
-	if res.code != exitcode.Usage || !strings.Contains(errString(res.err), "worst case is 42m20s") ||
-		!strings.Contains(errString(res.err), "--deadline 30m0s minus a 1m30s margin") {
-		t.Fatalf("exit %d (%v), want 2 naming the 42m20s bound and the deadline", res.code, res.err)
+	r.cfg.Upload.Deadline = 20 * time.Minute
+	res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true }) // defaults: 25m16s > 20m - 1m
+	if res.code != exitcode.Usage || !strings.Contains(errString(res.err), "worst case is 25m16s") ||
+		!strings.Contains(errString(res.err), "--deadline 20m0s minus a 1m0s margin") {
+		t.Fatalf("exit %d (%v), want 2 naming the 25m16s bound and the deadline", res.code, res.err)
 	}
 	if n := r.prov.Posts(); n != 0 {
 		t.Fatalf("%d batches sent, want none", n)
