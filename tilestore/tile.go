@@ -136,6 +136,9 @@ type CountResult struct {
 	Counted  int            // rejections added to upload_attempts
 	Attempts map[string]int // tile ID -> attempts after counting
 	GaveUp   []GiveUp       // tiles moved to upload_giveup
+	// Last is the greatest tile ID counted (in the database's order), the
+	// cursor of CountRejectionsUpTo's next chunk; "" when none was.
+	Last string
 }
 
 // ErrTileNotFound is returned when a named tile does not exist.
