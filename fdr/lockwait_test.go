@@ -8,36 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/tilectl/tilectl/fdr/fdrtest"
 )
-
-// holdLock takes the ring's flock through an open file description of its
-// own, as another process's writer does, until the returned func is called.
-func holdLock(t *testing.T, path string) (release func()) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		t.Fatalf("hold the ring's lock: %v", err)
-	}
-	var done bool
-	release = func() {
-		if !done {
-			done = true
-			f.Close() // drops the flock
-		}
-	}
-	t.Cleanup(release)
-	return release
-}
 
 func TestAppendWaitsForABusyLockOnlyAsLongAsItsContext(t *testing.T) {
 	t.Parallel()
 	r, path := openRing(t, MinCapacity)
-	release := holdLock(t, path)
+	release := fdrtest.HoldLock(t, path)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -175,7 +152,7 @@ func TestOpenWaitsForABusyLockOnlyAsLongAsItsContext(t *testing.T) {
 	t.Parallel()
 	r, path := openRing(t, MinCapacity)
 	r.Close()
-	release := holdLock(t, path)
+	release := fdrtest.HoldLock(t, path)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
@@ -204,7 +181,7 @@ func TestReadFileWaitsForAHeldLockOnlyAsLongAsItsContext(t *testing.T) {
 	if _, err := r.Append(context.Background(), Entry{Kind: "c11.upload.giveup", Key: "giveup/t1/1", Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	release := holdLock(t, path) // a writer of another process, mid-append
+	release := fdrtest.HoldLock(t, path) // a writer of another process, mid-append
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tilectl/tilectl/internal/testbin"
 	"github.com/tilectl/tilectl/provider/providertest"
 )
 
@@ -112,7 +113,7 @@ func TestReimportingADifferentFileForARecordedTileIsRefusedWithBothHashes(t *tes
 	original := s.importFlight("F3", 3)
 	corruptBlob(t, s.blobPath("F3", 1))
 	other := t.TempDir()
-	writeTile(t, other, 1, 99) // tile 10/1/7 with other pixels
+	testbin.WriteTile(t, other, 1, 99) // tile 10/1/7 with other pixels
 	r := s.run("tiles", "import", "--flight", "F3", "-o", "json", other)
 	var is struct {
 		Mismatched []struct {

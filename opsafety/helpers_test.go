@@ -5,63 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/internal/testbin"
 	"github.com/tilectl/tilectl/provider/providertest"
 )
 
-var (
-	buildOnce  sync.Once
-	tilectlBin string
-	buildErr   error
-	buildDir   string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// binary builds cmd/tilectl once per test binary (TILECTL_BIN names a
-// prebuilt one).
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		if b := os.Getenv("TILECTL_BIN"); b != "" {
-			tilectlBin = b
-			return
-		}
-		buildDir, buildErr = os.MkdirTemp("", "tilectl-opsafety-bin-")
-		if buildErr != nil {
-			return
-		}
-		tilectlBin = filepath.Join(buildDir, "tilectl")
-		cmd := exec.Command("go", "build", "-o", tilectlBin, "./cmd/tilectl")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/tilectl: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build tilectl: %v", buildErr)
-	}
-	return tilectlBin
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // station is one operator's machine: a tilectl database, a configured
 // (default) cache dir, an FDR file, and a provider.
@@ -78,13 +36,8 @@ type station struct {
 func newStation(t *testing.T, prov *providertest.Provider) *station {
 	t.Helper()
 	root := t.TempDir()
-	s := &station{t: t, bin: binary(t), dbURL: pgtest.NewURL(t), cache: filepath.Join(root, "cache"),
-		fdr: filepath.Join(root, "fdr.ring"), prov: prov}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TILECTL_") && !strings.HasPrefix(kv, "XDG_") && !strings.HasPrefix(kv, "HOME=") {
-			s.env = append(s.env, kv)
-		}
-	}
+	s := &station{t: t, bin: testbin.Tilectl(t), dbURL: pgtest.NewURL(t), cache: filepath.Join(root, "cache"),
+		fdr: filepath.Join(root, "fdr.ring"), prov: prov, env: testbin.Environ("XDG_", "HOME=")}
 	s.env = append(s.env, "HOME="+root, "XDG_CONFIG_HOME="+filepath.Join(root, "config"),
 		"TILECTL_DATABASE_URL="+s.dbURL, "TILECTL_CACHE_DIR="+s.cache, "TILECTL_FDR_PATH="+s.fdr,
 		"TILECTL_PROVIDER_URL="+prov.URL, "TILECTL_PROVIDER_TOKEN="+providertest.Token)
@@ -128,29 +81,10 @@ func (s *station) importFlight(flight string, n int, extra ...string) string {
 	s.t.Helper()
 	dir := s.t.TempDir()
 	for i := range n {
-		writeTile(s.t, dir, i, uint8(i))
+		testbin.WriteTile(s.t, dir, i, uint8(i))
 	}
 	s.mustRun(append(extra, "tiles", "import", "--flight", flight, dir)...)
 	return dir
-}
-
-// writeTile writes the 4x4 PNG tile 10/i/7 under dir, its pixels seeded by v.
-func writeTile(t *testing.T, dir string, i int, v uint8) string {
-	t.Helper()
-	img := image.NewGray(image.Rect(0, 0, 4, 4))
-	img.Pix[0], img.Pix[1], img.Pix[2] = uint8(i), uint8(i>>8), v
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "10", strconv.Itoa(i), "7.png")
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func tileID(flight string, i int) string { return fmt.Sprintf("%s-10-%d-7", flight, i) }

@@ -1,7 +1,6 @@
 package provider_test
 
 import (
-	"context"
 	"encoding/json"
 	"math/rand"
 	"net/http"
@@ -14,26 +13,6 @@ import (
 	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
 )
-
-// waitForNoOperationRecords polls the provider's table until the scheduled
-// GC has emptied it (the GC runs on its own ticker: nothing to signal).
-func waitForNoOperationRecords(t *testing.T, p *providertest.Provider) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var n int
-		if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operation_records`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d operation record(s) still there: the GC never collected them", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // The provider collects expired operation records on its own schedule, and
 // a key whose record is gone is still refused as expired (by the UUIDv7's
@@ -55,7 +34,7 @@ func TestExpiredOperationRecordsAreCollectedAndTheirKeysStayExpired(t *testing.T
 	}
 
 	clock.Add(int64(3 * time.Hour)) // past retention and the GC margin (= retention)
-	waitForNoOperationRecords(t, p)
+	p.WaitForNoOperationRecords(t, 15*time.Second)
 
 	if a := post(t, p, "f1", key, tiles); a.Status != 422 || a.code() != operation.CodeIdempotencyExpired {
 		t.Fatalf("collected key resent: %d %s, want 422 %s", a.Status, a.Body, operation.CodeIdempotencyExpired)

@@ -12,8 +12,8 @@ import (
 
 // BenchmarkDecoratorSuccessOverhead measures what the decorator adds to a
 // call whose inner upload succeeds at once: the start log line (JSON,
-// discarded), the two counts against an in-memory store, and the report
-// aggregation. Target (internal/benchreport): < 5 ms.
+// discarded), the count before the call against an in-memory store, and
+// the report aggregation. Target (internal/benchreport): < 5 ms.
 func BenchmarkDecoratorSuccessOverhead(b *testing.B) { benchSuccess(b, zerolog.New(io.Discard)) }
 
 func benchSuccess(b *testing.B, log zerolog.Logger) {

@@ -28,13 +28,14 @@ import (
 // RejectionCounter is the part of *tilestore.Store the decorator needs.
 //
 // CountRejectionsUpTo must, in one transaction, take the first maxTiles
-// tiles (tile_id order) with uncounted rejections of the flight, add those
-// rejections to their tiles' upload_attempts, mark them counted, move tiles
+// tiles (tile_id order) after the tile ID after ("" for the first) with
+// uncounted rejections of the flight, name the last it took in Last, add
+// those rejections to their tiles' upload_attempts, mark them counted, move tiles
 // at maxAttempts to upload_giveup (with the next give-up Generation), call
 // beforeCommit with them, and commit only if beforeCommit returned nil.
 // PendingSummary counts the flight's uploadable tiles.
 type RejectionCounter interface {
-	CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
+	CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int, after string,
 		beforeCommit func(ctx context.Context, gaveUp []tilestore.GiveUp) error) (tilestore.CountResult, error)
 	PendingSummary(ctx context.Context, flightID string) (tiles int, bytes int64, err error)
 }

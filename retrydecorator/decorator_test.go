@@ -47,6 +47,58 @@ func TestInnerSuccessIsReturnedUnchangedWithoutSleepOrCount(t *testing.T) {
 	}
 }
 
+// The success path costs one count, the one before the call: a call that
+// returned no error and reports no rejection recorded nothing to count.
+// A failed call is counted after whatever its report says, since it may
+// have recorded rejections before it failed.
+func TestOnlyACallThatFailedOrRecordedRejectionsIsFollowedByACount(t *testing.T) {
+	innerErr := errors.New("database down")
+	for _, c := range []struct {
+		name       string
+		rejected   int
+		err        error
+		wantCounts int
+	}{
+		{"success without rejections", 0, nil, 1},
+		{"partial with rejections", 1, nil, 2},
+		{"failure that reports no rejection", 0, innerErr, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newMemStore(flight, "a", "b")
+			inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+				rejected := map[string]string{}
+				if c.rejected > 0 || c.err != nil {
+					rejected["b"] = "invalid_tile"
+				}
+				st.settle("op", []string{"a"}, rejected)
+				out := uploader.OutcomeSuccess
+				switch {
+				case c.err != nil:
+					out = uploader.OutcomeFailure
+				case c.rejected > 0:
+					out = uploader.OutcomePartial
+				}
+				return uploader.UploadBatchReport{FlightID: flight, Outcome: out, Accepted: 1, Rejected: c.rejected}, c.err
+			}}
+			cfg := DefaultConfig()
+			cfg.MaxInCallRetries = 0
+			r := newRig(t, st, inner, cfg, Hooks{})
+			_, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
+			if !errors.Is(err, c.err) {
+				t.Fatalf("error %v, want %v", err, c.err)
+			}
+			if st.countCalls != c.wantCounts {
+				t.Errorf("%d counts, want %d", st.countCalls, c.wantCounts)
+			}
+			if c.rejected > 0 || c.err != nil {
+				if n := st.tile("b").attempts; n != 1 {
+					t.Errorf("tile b has %d attempts after its rejection, want 1 (counted in this call)", n)
+				}
+			}
+		})
+	}
+}
+
 func TestRejectionsLeftUncountedByAnEarlierRunAreCountedBeforeTheInnerCall(t *testing.T) {
 	st := newMemStore(flight, "a", "b")
 	st.settle("op-old", nil, map[string]string{"a": "invalid_tile"}) // earlier run died before counting
@@ -346,12 +398,12 @@ func TestConfigValidateRejectsBadValues(t *testing.T) {
 // database call would.
 type ctxCheckingStore struct{ *memStore }
 
-func (s ctxCheckingStore) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
+func (s ctxCheckingStore) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int, after string,
 	beforeCommit func(ctx context.Context, gaveUp []tilestore.GiveUp) error) (tilestore.CountResult, error) {
 	if err := ctx.Err(); err != nil {
 		return tilestore.CountResult{}, err
 	}
-	return s.memStore.CountRejectionsUpTo(ctx, flightID, maxAttempts, maxTiles, beforeCommit)
+	return s.memStore.CountRejectionsUpTo(ctx, flightID, maxAttempts, maxTiles, after, beforeCommit)
 }
 
 func TestRejectionsRecordedBeforeTheDeadlineAreCountedInThatRun(t *testing.T) {

@@ -112,7 +112,7 @@ func (s *memStore) tile(id string) memTile {
 	return *s.tiles[id]
 }
 
-func (s *memStore) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
+func (s *memStore) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int, after string,
 	beforeCommit func(ctx context.Context, gaveUp []tilestore.GiveUp) error) (tilestore.CountResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,10 +120,11 @@ func (s *memStore) CountRejectionsUpTo(ctx context.Context, flightID string, max
 	if err := ctx.Err(); err != nil {
 		return tilestore.CountResult{}, err
 	}
-	// The first maxTiles tiles, in tile ID order, with uncounted rejections.
+	// The first maxTiles tiles after after, in tile ID order, with
+	// uncounted rejections.
 	var picked []string
 	for _, r := range s.uncounted {
-		if !slices.Contains(picked, r.TileID) {
+		if r.TileID > after && !slices.Contains(picked, r.TileID) {
 			picked = append(picked, r.TileID)
 		}
 	}
@@ -159,6 +160,7 @@ func (s *memStore) CountRejectionsUpTo(ctx context.Context, flightID string, max
 	for _, id := range ids {
 		t := next[id]
 		res.Attempts[id] = t.attempts
+		res.Last = id
 		if t.attempts >= maxAttempts && t.status.Uploadable() {
 			t.status = tilestore.StatusUploadGiveup
 			t.giveups++

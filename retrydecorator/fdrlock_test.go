@@ -3,40 +3,15 @@ package retrydecorator
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
+	"github.com/tilectl/tilectl/fdr/fdrtest"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
-
-// holdRingLock takes the ring's flock through an open file description of
-// its own, as another tilectl process does, until the test ends or the
-// returned func is called.
-func holdRingLock(t *testing.T, path string) (release func()) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		t.Fatalf("hold the ring's lock: %v", err)
-	}
-	done := false
-	release = func() {
-		if !done {
-			done = true
-			f.Close()
-		}
-	}
-	t.Cleanup(release)
-	return release
-}
 
 // idleInTransaction counts this database's sessions that sit idle inside
 // a transaction.
@@ -67,7 +42,7 @@ func TestARunKeepsItsDeadlineAndHoldsNoRowLocksWhileAnotherProcessHoldsTheFDRLoc
 	cfg := DefaultConfig()
 	cfg.MaxPerTileAttempts = 2
 	u := New(idleInner(fl), st, ring, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})
-	release := holdRingLock(t, path)
+	release := fdrtest.HoldLock(t, path)
 
 	const deadline = 500 * time.Millisecond
 	rctx, cancel := context.WithTimeout(ctx, deadline)

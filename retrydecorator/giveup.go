@@ -61,12 +61,15 @@ func chunkTiles(capacity, recordBytes int64) int {
 // another process holds the ring) and keeps it until the commit: the
 // chunk's records are written with one fdatasync and are all in the ring
 // when the give-ups commit. A chunk whose records would not fit is rolled
-// back and retried with half as many tiles.
+// back and retried with half as many tiles. Each chunk resumes after the
+// last tile the one before counted, so a mass give-up costs the same per
+// tile however large it is.
 func (u *IdempotentRetryTileUploader) count(ctx context.Context, flightID string, agg *aggregate) (tilestore.CountResult, error) {
 	total := tilestore.CountResult{Attempts: map[string]int{}}
 	per := chunkTiles(u.rec.Capacity(), guessRecordBytes)
+	after := ""
 	for {
-		recs, bytes, res, err := u.countChunk(ctx, flightID, per)
+		recs, bytes, res, err := u.countChunk(ctx, flightID, per, after)
 		agg.fdrRecords += recs
 		agg.fdrBytes += bytes
 		if errors.Is(err, fdr.ErrBatchOverflow) && per > 1 {
@@ -83,6 +86,7 @@ func (u *IdempotentRetryTileUploader) count(ctx context.Context, flightID string
 		if len(res.Attempts) < per {
 			return total, nil
 		}
+		after = res.Last
 		if ctx.Err() != nil {
 			// The run is over: what is left stays uncounted, and the next
 			// run counts it before it sends anything.
@@ -94,9 +98,10 @@ func (u *IdempotentRetryTileUploader) count(ctx context.Context, flightID string
 	}
 }
 
-// countChunk is one chunk of count: at most per tiles, one transaction,
+// countChunk is one chunk of count: at most per tiles after the tile ID
+// after, one transaction,
 // under the ring's write lock, taken before the transaction begins.
-func (u *IdempotentRetryTileUploader) countChunk(ctx context.Context, flightID string, per int) (
+func (u *IdempotentRetryTileUploader) countChunk(ctx context.Context, flightID string, per int, after string) (
 	recs int, bytes int64, res tilestore.CountResult, err error) {
 	// A chunk is a short transaction over answers already recorded: it
 	// runs even when the run's deadline or a Ctrl-C has just ended the
@@ -113,7 +118,7 @@ func (u *IdempotentRetryTileUploader) countChunk(ctx context.Context, flightID s
 		return 0, 0, res, fmt.Errorf("flight data recorder: %w", err)
 	}
 	defer b.Release()
-	res, err = u.store.CountRejectionsUpTo(cctx, flightID, u.cfg.MaxPerTileAttempts, per,
+	res, err = u.store.CountRejectionsUpTo(cctx, flightID, u.cfg.MaxPerTileAttempts, per, after,
 		func(_ context.Context, gaveUp []tilestore.GiveUp) error { return recordGiveUps(b, gaveUp) })
 	recs, bytes = b.Written()
 	return recs, bytes, res, err

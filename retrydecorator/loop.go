@@ -69,8 +69,15 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		agg.add(rep)
 		// Count even when the inner call failed: the batches it settled
 		// before failing recorded rejections that must not wait for a
-		// later run to be counted.
-		_, cerr := u.count(ctx, req.FlightID, &agg)
+		// later run to be counted. A call that returned no error and
+		// reports no rejection recorded none (Rejected counts every one it
+		// recorded), so the success path costs one count, the one before
+		// the call; a rejection another process recorded meanwhile is that
+		// process's to count, or the next run's first count's.
+		var cerr error
+		if ierr != nil || rep.Rejected > 0 {
+			_, cerr = u.count(ctx, req.FlightID, &agg)
+		}
 		if ierr != nil {
 			if cerr != nil {
 				ierr = errors.Join(ierr, cerr)

@@ -201,9 +201,9 @@ type commitLog struct {
 	commits   int
 }
 
-func (s *commitLog) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
+func (s *commitLog) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int, after string,
 	beforeCommit func(ctx context.Context, gaveUp []tilestore.GiveUp) error) (tilestore.CountResult, error) {
-	res, err := s.Store.CountRejectionsUpTo(ctx, flightID, maxAttempts, maxTiles, beforeCommit)
+	res, err := s.Store.CountRejectionsUpTo(ctx, flightID, maxAttempts, maxTiles, after, beforeCommit)
 	if err == nil && len(res.GaveUp) > 0 {
 		s.commits++
 		*s.committed = append(*s.committed, res.GaveUp...)

@@ -3,15 +3,9 @@ package security
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"image"
-	"image/png"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,45 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/internal/testbin"
 )
 
-var (
-	buildOnce               sync.Once
-	tilectlBin, providerBin string
-	buildErr                error
-	buildDir                string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// binaries builds tilectl and tileprovider once per test binary.
-func binaries(t *testing.T) (tilectl, tileprovider string) {
-	t.Helper()
-	buildOnce.Do(func() {
-		// TILECTL_BIN and TILEPROVIDER_BIN name prebuilt binaries.
-		if a, b := os.Getenv("TILECTL_BIN"), os.Getenv("TILEPROVIDER_BIN"); a != "" && b != "" {
-			tilectlBin, providerBin = a, b
-			return
-		}
-		buildDir, buildErr = os.MkdirTemp("", "tilectl-security-bin-")
-		if buildErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		tilectlBin, providerBin, buildErr = build(ctx, buildDir)
-	})
-	if buildErr != nil {
-		t.Fatalf("build binaries: %v", buildErr)
-	}
-	return tilectlBin, providerBin
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // cli is one tilectl installation: a database, a cache, an FDR file and the
 // environment that points tilectl at them.
@@ -73,15 +32,9 @@ type cli struct {
 
 func newCLI(t *testing.T, providerURL, token string) *cli {
 	t.Helper()
-	bin, _ := binaries(t)
 	root := t.TempDir()
-	c := &cli{t: t, bin: bin, dbURL: pgtest.NewURL(t),
-		cache: filepath.Join(root, "cache"), fdr: filepath.Join(root, "fdr", "fdr.ring")}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TILECTL_") {
-			c.env = append(c.env, kv)
-		}
-	}
+	c := &cli{t: t, bin: testbin.Tilectl(t), dbURL: pgtest.NewURL(t),
+		cache: filepath.Join(root, "cache"), fdr: filepath.Join(root, "fdr", "fdr.ring"), env: testbin.Environ()}
 	c.env = append(c.env,
 		"TILECTL_DATABASE_URL="+c.dbURL,
 		"TILECTL_CACHE_DIR="+c.cache,
@@ -179,32 +132,6 @@ func (c *cli) count(sql string, args ...any) int {
 func writeTiles(t *testing.T, dir string, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		img := image.NewGray(image.Rect(0, 0, 4, 4))
-		img.Pix[0], img.Pix[1] = uint8(i), uint8(i>>8)
-		var buf bytes.Buffer
-		if err := png.Encode(&buf, img); err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, "10", strconv.Itoa(i), "7.png")
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testbin.WriteTile(t, dir, i, 0)
 	}
-}
-
-// build compiles cmd/tilectl and cmd/tileprovider into dir. The test runs
-// in the security folder, so the module root is its parent.
-func build(ctx context.Context, dir string) (tilectl, tileprovider string, err error) {
-	tilectl, tileprovider = filepath.Join(dir, "tilectl"), filepath.Join(dir, "tileprovider")
-	for bin, pkg := range map[string]string{tilectl: "./cmd/tilectl", tileprovider: "./cmd/tileprovider"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
-		}
-	}
-	return tilectl, tileprovider, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/internal/testbin"
 )
 
 // leakToken is distinctive so a grep cannot match anything else.
@@ -26,7 +27,7 @@ const leakToken = "tok-LEAKCHECK-7c1e9a3f5b2d8e60-do-not-print"
 // provider, and greps every output: stdout and stderr of each run, the
 // metrics file, the FDR file and every file in the cache.
 func TestProviderTokenNeverLeaks(t *testing.T) {
-	_, provBin := binaries(t)
+	provBin := testbin.Tileprovider(t)
 	base, stopProvider := startReferenceProvider(t, provBin, leakToken)
 	c := newCLI(t, base, leakToken)
 	c.env = append(c.env, "TILECTL_LOG_LEVEL=debug")

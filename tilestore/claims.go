@@ -91,6 +91,11 @@ type Claim struct {
 	// recorded at or after it names again (another run sent it meanwhile)
 	// is not claimed: it needs a new lookup.
 	LookedUpAt time.Time
+	// Stream, when not 0, is the strict client sequence (SequenceStream)
+	// the batch is bound to: it gets the stream's last committed number
+	// + 1, journaled with it. When another open batch holds that number
+	// the claim changes nothing and returns a *SequenceBusyError.
+	Stream int64
 	// Pick runs inside the claim's transaction with the candidates in
 	// tile_id order. It returns the batch to journal (no tiles: none) and
 	// the candidates rejected without being sent (too large, say); the
@@ -151,6 +156,19 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	var out Claimed
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		out = Claimed{}
+		var seq Stream
+		if c.Stream != 0 {
+			// First, so that two claims of one stream queue here before
+			// either locks a tile.
+			st, busy, err := s.lockStream(ctx, tx, c.Stream)
+			if err != nil {
+				return err
+			}
+			if busy != nil {
+				return busy
+			}
+			seq = st
+		}
 		exclude := c.Exclude
 		if exclude == nil {
 			exclude = []string{}
@@ -188,6 +206,9 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		}
 		if len(b.TileIDs) > 0 {
 			b.FlightID = c.FlightID
+			if seq.ID != 0 {
+				b.ClientID, b.ClientSeq = seq.ClientID, seq.LastCommitted+1
+			}
 			if err := validateBatch(b); err != nil {
 				return err
 			}
@@ -206,8 +227,14 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if len(b.TileIDs) == 0 {
 			return nil
 		}
-		if err := s.insertBatch(ctx, tx, b, true); err != nil {
+		if err := s.insertBatch(ctx, tx, b); err != nil {
 			return err
+		}
+		if seq.ID != 0 {
+			if _, err := tx.Exec(ctx, `UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
+				b.OpID, seq.ID, int64(b.ClientSeq)); err != nil {
+				return fmt.Errorf("bind client sequence %d: %w", b.ClientSeq, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2)`, b.OpID, b.TileIDs); err != nil {
 			return fmt.Errorf("mark members: %w", err)
@@ -221,13 +248,12 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	return out, nil
 }
 
-// insertBatch journals b as this run's; leased false leaves it without a
-// lease, so that any run may adopt it.
-func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b Batch, leased bool) error {
+// insertBatch journals b as this run's, with a fresh lease.
+func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b Batch) error {
 	_, err := tx.Exec(ctx, `INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s,
 		owner_run, owner_host, owner_pid, lease_expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $10::bool THEN now() + make_interval(secs => $9::float8) END)`,
-		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs(), leased)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::float8))`,
+		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
 	return err
 }
 
@@ -325,16 +351,13 @@ func (s *Store) AdoptOpenBatches(ctx context.Context, flightID string) ([]Batch,
 			WHERE flight_id = $1 AND state = 'open'
 			  AND (owner_run = $2 OR lease_expires_at IS NULL OR lease_expires_at <= now())
 			ORDER BY created_at, op_id FOR UPDATE SKIP LOCKED)
-		RETURNING op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at`,
+		RETURNING op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at,
+			coalesce((SELECT client_id FROM upload_client_sequences WHERE id = b.client_stream), ''), coalesce(client_seq, 0)`,
 		flightID, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
 	if err != nil {
 		return nil, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
-	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Batch, error) {
-		var b Batch
-		err := r.Scan(&b.OpID, &b.FlightID, &b.Fingerprint, &b.TileIDs, &b.SHA256s, &b.Sends, &b.CreatedAt)
-		return b, err
-	})
+	bs, err := pgx.CollectRows(rows, scanBatch)
 	if err != nil {
 		return nil, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}

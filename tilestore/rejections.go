@@ -9,21 +9,28 @@ import (
 )
 
 // countRejectionsSQL does all of CountRejectionsUpTo's writes in one
-// statement. pick takes the first $3 tiles (all when NULL) with uncounted
-// rejections; unc locks the flight's uncounted rejections and their tiles in tile_id
+// statement. pick takes the first $3 tiles (all when NULL) after $5, in
+// tile_id order, with uncounted rejections; the bound is on both tables so
+// that both index scans start at the cursor (a merge join walking
+// tiles_pkey from the first tile made chunked counting quadratic). unc
+// locks the flight's uncounted rejections and their tiles in tile_id
 // order, so a concurrent count waits and then finds nothing left to count;
 // per sums them per tile and picks the newest one's reason; mark sets
-// counted_at; upd adds the counts and moves uploadable tiles that reached
-// the budget ($2), or were rejected too_large ($4), to upload_giveup. generation names the give-up: a tile
-// leaves upload_giveup only by a requeue, so until requeues exist every
-// give-up is its tile's first; with them it is requeues + 1 (a requeue
-// must count up and never reset that number). old_status is read under the lock, so
-// "gave up now" is exact: the status changed in this statement.
+// counted_at (its rows are unc's, locked and still uncounted: saying so
+// lets it find them through the partial index of uncounted rejections,
+// where a hash join read the whole table per chunk); upd adds the counts
+// and moves uploadable tiles that reached the budget ($2), or were
+// rejected too_large ($4), to upload_giveup. generation names the give-up:
+// a tile leaves upload_giveup only by a requeue, so until requeues exist
+// every give-up is its tile's first; with them it is requeues + 1 (a
+// requeue must count up and never reset that number). old_status is read
+// under the lock, so "gave up now" is exact: the status changed in this
+// statement.
 const countRejectionsSQL = `
 WITH pick AS (
     SELECT DISTINCT r.tile_id
       FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
-     WHERE r.counted_at IS NULL AND t.flight_id = $1
+     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $5 AND t.tile_id > $5
      ORDER BY r.tile_id
      LIMIT $3
 ), unc AS (
@@ -42,7 +49,7 @@ WITH pick AS (
       FROM unc GROUP BY tile_id
 ), mark AS (
     UPDATE upload_rejections r SET counted_at = now()
-      FROM unc WHERE r.op_id = unc.op_id AND r.tile_id = unc.tile_id
+      FROM unc WHERE r.op_id = unc.op_id AND r.tile_id = unc.tile_id AND r.counted_at IS NULL
 ), upd AS (
     UPDATE tiles t
        SET upload_attempts = t.upload_attempts + per.n,
@@ -67,9 +74,10 @@ SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up
 // requeue` brings it back once the provider raises its limits.
 const ReasonTooLarge = "too_large"
 
-// uncountedExistSQL reads the partial index of uncounted rejections.
+// uncountedExistSQL reads the partial index of uncounted rejections after
+// the cursor $2.
 const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
-	WHERE r.counted_at IS NULL AND t.flight_id = $1)`
+	WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $2 AND t.tile_id > $2)`
 
 // CountRejections adds the flight's uncounted rejections to their tiles'
 // upload_attempts, exactly once each, and moves uploadable tiles whose
@@ -84,16 +92,22 @@ const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN
 // that writes an idempotent record per give-up writes it exactly once.
 func (s *Store) CountRejections(ctx context.Context, flightID string, maxAttempts int,
 	beforeCommit func(ctx context.Context, gaveUp []GiveUp) error) (CountResult, error) {
-	return s.CountRejectionsUpTo(ctx, flightID, maxAttempts, 0, beforeCommit)
+	return s.CountRejectionsUpTo(ctx, flightID, maxAttempts, 0, "", beforeCommit)
 }
 
 // CountRejectionsUpTo is CountRejections for the first maxTiles tiles (in
-// tile_id order) that have uncounted rejections; 0 means all of them. It
-// counted every tile there was when len(result.Attempts) < maxTiles. Each
-// call is one transaction: a caller that must write a record per give-up
-// before the commit (the flight data recorder, whose ring holds only so
-// many) bounds with maxTiles what one commit depends on.
-func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int,
+// tile_id order) after the tile ID after ("" for the first) that have
+// uncounted rejections; maxTiles 0 means all of them. It counted every tile
+// there was after after when len(result.Attempts) < maxTiles; otherwise
+// result.Last is the after of the next chunk. Each call is one
+// transaction: a caller that must write a record per give-up before the
+// commit (the flight data recorder, whose ring holds only so many) bounds
+// with maxTiles what one commit depends on, and passes the cursor so that
+// each chunk costs the same however many came before it
+// (BenchmarkCountRejectionsChunked). A rejection recorded behind the
+// cursor meanwhile is counted by the next count, as one recorded just after
+// the last chunk would be.
+func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int, after string,
 	beforeCommit func(ctx context.Context, gaveUp []GiveUp) error) (CountResult, error) {
 	if err := ValidateFlightID(flightID); err != nil {
 		return CountResult{}, err
@@ -113,7 +127,7 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	// A rejection recorded just after this read is counted by the next
 	// call, exactly as one recorded just after the transaction would be.
 	var found bool
-	if err := s.pool.QueryRow(ctx, uncountedExistSQL, flightID).Scan(&found); err != nil {
+	if err := s.pool.QueryRow(ctx, uncountedExistSQL, flightID, after).Scan(&found); err != nil {
 		return CountResult{}, fmt.Errorf("count rejections of flight %s: look for uncounted ones: %w", flightID, err)
 	}
 	if !found {
@@ -122,7 +136,7 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	var res CountResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = CountResult{Attempts: map[string]int{}}
-		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit, ReasonTooLarge)
+		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit, ReasonTooLarge, after)
 		if err != nil {
 			return err
 		}
@@ -133,6 +147,7 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 		_, err = pgx.ForEachRow(rows, []any{&g.TileID, &g.FlightID, &g.Attempts, &n, &gaveUp, &g.LastReason, &g.LastMessage, &gaveUpAt, &g.Generation}, func() error {
 			res.Counted += n
 			res.Attempts[g.TileID] = g.Attempts
+			res.Last = g.TileID // rows come in tile_id order, the database's
 			if gaveUp {
 				if gaveUpAt != nil {
 					g.GaveUpAt = *gaveUpAt

@@ -17,7 +17,7 @@ func TestCountRejectionsUpToCountsTheFirstTilesAndLeavesTheRestUncounted(t *test
 
 	var hooked [][]tilestore.GiveUp
 	hook := func(_ context.Context, g []tilestore.GiveUp) error { hooked = append(hooked, g); return nil }
-	first, err := s.CountRejectionsUpTo(ctx, "F1", 2, 2, hook)
+	first, err := s.CountRejectionsUpTo(ctx, "F1", 2, 2, "", hook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,18 +32,18 @@ func TestCountRejectionsUpToCountsTheFirstTilesAndLeavesTheRestUncounted(t *test
 	if a := readTile(t, s, ids[2]).Attempts; a != 0 {
 		t.Fatalf("tile 2 counted in the first chunk: %d attempts", a)
 	}
-	rest, err := s.CountRejectionsUpTo(ctx, "F1", 2, 2, hook)
+	rest, err := s.CountRejectionsUpTo(ctx, "F1", 2, 2, first.Last, hook)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rest.Attempts) != 2 || rest.Attempts[ids[2]] != 1 || rest.Attempts[ids[3]] != 2 || len(rest.GaveUp) != 1 {
 		t.Fatalf("second chunk %+v, want tiles 2 and 3, tile 3 given up", rest)
 	}
-	last, err := s.CountRejectionsUpTo(ctx, "F1", 2, 2, hook)
+	last, err := s.CountRejectionsUpTo(ctx, "F1", 2, 2, rest.Last, hook)
 	if err != nil || len(last.Attempts) != 1 || last.Attempts[ids[4]] != 1 {
 		t.Fatalf("third chunk %+v, %v; want tile 4 alone: fewer than 2 tiles says the count is done", last, err)
 	}
-	if _, err := s.CountRejectionsUpTo(ctx, "F1", 2, -1, nil); err == nil {
+	if _, err := s.CountRejectionsUpTo(ctx, "F1", 2, -1, "", nil); err == nil {
 		t.Error("a negative chunk size was accepted")
 	}
 }

@@ -74,7 +74,8 @@ func (st Settlement) Validate() error {
 // tiles become uploaded, its Rejections are recorded (a rejection already
 // recorded is ignored), and the batch becomes settled with its HTTP status.
 // Settling a settled batch is a no-op, so a crash between the answer and
-// the commit is repaired by settling again. A settlement that names tiles
+// the commit is repaired by settling again. A sequenced batch's number
+// becomes its stream's last committed in the same transaction. A settlement that names tiles
 // outside the batch changes nothing and returns a *NonMemberError; one for
 // a failed batch returns ErrBatchNotOpen; an unknown batch ErrBatchNotFound.
 // Without rejections its commit does not wait for the disk (see
@@ -104,6 +105,10 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		tx = s.inTx
 	}
 	err := tx(ctx, func(tx pgx.Tx) error {
+		// A 2xx commits a sequenced batch's number (migration 0010).
+		if err := advanceStream(ctx, tx, st.OpID); err != nil {
+			return err
+		}
 		var state string
 		var members []string
 		err := tx.QueryRow(ctx, `SELECT state, tile_ids FROM upload_batches WHERE op_id = $1 FOR UPDATE`,

@@ -115,6 +115,11 @@ type Batch struct {
 	SHA256s     []string
 	Sends       int
 	CreatedAt   time.Time
+	// ClientID and ClientSeq are the batch's strict client sequence
+	// (Client-Id, Client-Sequence): set by a claim with a Claim.Stream, and
+	// sent with every resend of the batch. "" and 0 for a batch without.
+	ClientID  string
+	ClientSeq uint64
 }
 
 // Settlement is what a batch's answer decided, applied in one transaction.
@@ -131,6 +136,9 @@ type CountResult struct {
 	Counted  int            // rejections added to upload_attempts
 	Attempts map[string]int // tile ID -> attempts after counting
 	GaveUp   []GiveUp       // tiles moved to upload_giveup
+	// Last is the greatest tile ID counted (in the database's order), the
+	// cursor of CountRejectionsUpTo's next chunk; "" when none was.
+	Last string
 }
 
 // ErrTileNotFound is returned when a named tile does not exist.

@@ -52,20 +52,7 @@ func TestExpiredKeyAfterProviderGCIsSettledWithoutStoringTwice(t *testing.T) {
 	oldKey := open[0].OpID
 
 	// The record expires 2 s after sealing and is collected 2 s later.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var n int
-		if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operation_records`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the provider's GC never collected the expired record (%d left)", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p.WaitForNoOperationRecords(t, 20*time.Second)
 
 	u, _ = newUploader(t, p.URL, c, nil)
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fx", Concurrency: 1})

@@ -124,19 +124,22 @@ type PerTileStatus struct {
 // UploadBatchReport is the result of one UploadPendingTiles call (or, from
 // the decorator, of all its inner calls together).
 type UploadBatchReport struct {
-	FlightID   string  `json:"flight_id"`
-	Outcome    Outcome `json:"outcome"`
-	Accepted   int     `json:"accepted"`
-	Duplicate  int     `json:"duplicate"`
-	Rejected   int     `json:"rejected"`
-	GivenUp    int     `json:"given_up"`
-	Pending    int     `json:"pending"` // still pending after the run
-	Bytes      int64   `json:"bytes"`
-	Batches    int     `json:"batches"`
-	Resends    int     `json:"resends"`  // transport-level resends
-	Replayed   int     `json:"replayed"` // answers with Idempotent-Replayed
-	Timeouts   int     `json:"timeouts"`
-	RetryCount int     `json:"retry_count"` // decorator's in-call retries
+	FlightID  string  `json:"flight_id"`
+	Outcome   Outcome `json:"outcome"`
+	Accepted  int     `json:"accepted"`
+	Duplicate int     `json:"duplicate"`
+	// Rejected counts every rejection the call recorded in the store: the
+	// retry decorator counts rejections after a call only when this is
+	// positive or the call returned an error.
+	Rejected   int   `json:"rejected"`
+	GivenUp    int   `json:"given_up"`
+	Pending    int   `json:"pending"` // still pending after the run
+	Bytes      int64 `json:"bytes"`
+	Batches    int   `json:"batches"`
+	Resends    int   `json:"resends"`  // transport-level resends
+	Replayed   int   `json:"replayed"` // answers with Idempotent-Replayed
+	Timeouts   int   `json:"timeouts"`
+	RetryCount int   `json:"retry_count"` // decorator's in-call retries
 	Traffic
 	NextRetryAt *time.Time      `json:"next_retry_at,omitempty"`
 	Rejections  []PerTileStatus `json:"rejections,omitempty"`
@@ -247,3 +250,7 @@ func (e *ProviderError) Retryable() bool {
 	}
 	return false
 }
+
+// ErrNoSequencing: a client ID is configured but the provider does not
+// offer strict client sequencing.
+var ErrNoSequencing = errors.New("the provider does not offer strict client sequencing")

@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tilectl/tilectl/internal/testbin"
 )
 
 // Config tunes a soak. The zero value of each field means its default.
@@ -111,7 +113,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.TilectlBin == "" || cfg.ProviderBin == "" {
 		fmt.Fprintf(cfg.Log, "building tilectl and tileprovider...\n")
-		tc, tp, err := BuildBinaries(ctx, filepath.Join(cfg.WorkDir, "bin"))
+		tc, tp, err := testbin.Build(ctx, filepath.Join(cfg.WorkDir, "bin"))
 		if err != nil {
 			return nil, err
 		}

@@ -7,7 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tilectl/tilectl/internal/testbin"
 )
+
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // testLog sends the soak's progress to t.Log.
 type testLog struct{ t *testing.T }
@@ -24,18 +28,7 @@ func TestChaosShortKeepsEveryInvariant(t *testing.T) {
 	if s, err := strconv.ParseUint(os.Getenv("SEED"), 10, 64); err == nil && s != 0 {
 		seed = s
 	}
-	// Building may wait on a busy machine; it gets its own budget.
-	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer bcancel()
-	// TILECTL_BIN and TILEPROVIDER_BIN name prebuilt binaries; by default
-	// the test builds both.
-	tc, tp := os.Getenv("TILECTL_BIN"), os.Getenv("TILEPROVIDER_BIN")
-	if tc == "" || tp == "" {
-		var err error
-		if tc, tp, err = BuildBinaries(bctx, t.TempDir()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tc, tp := testbin.Tilectl(t), testbin.Tileprovider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{Seed: seed, Rounds: 2, Tiles: 20, FaultRate: 0.4, TilectlBin: tc, ProviderBin: tp,

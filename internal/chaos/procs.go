@@ -9,43 +9,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
-
-// BuildBinaries builds cmd/tilectl and cmd/tileprovider of the module that
-// holds the current directory into dir and returns their paths.
-func BuildBinaries(ctx context.Context, dir string) (tilectl, tileprovider string, err error) {
-	root, err := moduleRoot(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	tilectl = filepath.Join(dir, "tilectl")
-	tileprovider = filepath.Join(dir, "tileprovider")
-	for bin, pkg := range map[string]string{tilectl: "./cmd/tilectl", tileprovider: "./cmd/tileprovider"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
-		}
-	}
-	return tilectl, tileprovider, nil
-}
-
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("find module root: go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("find module root: not inside a Go module (run from the tilectl checkout)")
-	}
-	return filepath.Dir(mod), nil
-}
 
 // freeAddr returns a loopback address with a port nothing listens on now.
 func freeAddr() (string, error) {

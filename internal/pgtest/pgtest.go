@@ -226,19 +226,22 @@ type Querier interface {
 
 // rejectionsOverBudgetSQL is the budget invariant: for each tile of the
 // flight, the number of distinct operation IDs whose answer rejected it
-// must be at most the per-tile budget ($2).
+// must be at most the per-tile budget ($2) counted from its budget_base
+// (migration 0006: a requeue sets budget_base to upload_attempts, giving the
+// tile a fresh budget, while the rejections before it stay on record).
 const rejectionsOverBudgetSQL = `
 SELECT r.tile_id, count(DISTINCT r.op_id)::int
   FROM upload_rejections r JOIN tiles t USING (tile_id)
  WHERE t.flight_id = $1
- GROUP BY r.tile_id
-HAVING count(DISTINCT r.op_id) > $2
+ GROUP BY r.tile_id, t.budget_base
+HAVING count(DISTINCT r.op_id) > t.budget_base + $2
  ORDER BY r.tile_id`
 
 // RejectionsOverBudget returns the flight's tiles that more distinct
-// operations rejected than budget allows, with how many did: empty when the
-// invariant "a tile at its budget is never sent again" holds. The tests of
-// the uploader and the chaos soak check it on a tile store database.
+// operations rejected than budget allows (counted from a requeued tile's
+// budget_base), with how many did: empty when the invariant "a tile at its
+// budget is never sent again" holds. The tests of the retry decorator and
+// of upload-pending check it on a tile store database.
 func RejectionsOverBudget(ctx context.Context, db Querier, flightID string, budget int) (map[string]int, error) {
 	rows, err := db.Query(ctx, rejectionsOverBudgetSQL, flightID, budget)
 	if err != nil {

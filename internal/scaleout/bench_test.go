@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tilectl/tilectl/internal/testbin"
 )
 
 // BenchmarkScaleOut runs 1, 2 and 4 upload-pending processes at once on one
@@ -17,7 +19,7 @@ func BenchmarkScaleOut(b *testing.B) {
 		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
 			const n = 1200
 			r := newRig(b, "BS", n, 50*time.Millisecond, nil)
-			tilectlBinary(b)
+			testbin.Tilectl(b) // built before the clock starts
 			flags := []string{"--batch-size", "20", "--concurrency", "2"}
 			var total time.Duration
 			b.ResetTimer()

@@ -41,7 +41,7 @@ func TestConcurrentProcessesCountEachRejectionOnceAndRecordEachGiveUpOnce(t *tes
 	if bad != 0 {
 		t.Fatalf("%d tiles are not given up with exactly %d attempts, each one a counted rejection", bad, budget)
 	}
-	_, carried := r.prov.snapshot()
+	carried := r.prov.Carried()
 	for _, id := range r.ids {
 		if carried[id] != budget {
 			t.Errorf("tile %s was sent under %d keys, want %d (its budget)", id, carried[id], budget)

@@ -13,47 +13,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/internal/testbin"
+	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+const token = "scale-out-token-never-printed-4b1d"
 
-// tilectlBinary builds cmd/tilectl once per test binary.
-func tilectlBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tilectl-scaleout-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "tilectl")
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/tilectl")
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/tilectl: %w\n%s", err, b)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // rig is one flight in its own database, its blobs, and a provider.
 type rig struct {
@@ -62,7 +34,7 @@ type rig struct {
 	dbURL   string // what the processes connect to (direct, or through PgBouncer)
 	cache   string
 	fdr     string
-	prov    *keyProvider
+	prov    *providertest.Recorder
 	provURL string
 	flight  string
 	ids     []string
@@ -78,7 +50,8 @@ func newRig(t testing.TB, flight string, n int, latency time.Duration, reject fu
 	}
 	r := &rig{t: t, store: tilestore.NewStore(pool), dbURL: dbURL, cache: blobs.Root(),
 		fdr: filepath.Join(dir, "fdr.ring"), flight: flight}
-	r.prov, r.provURL = startKeyProvider(t, latency, reject)
+	r.prov = providertest.StartRecorder(t, providertest.RecorderConfig{Token: token, Latency: latency, Reject: reject})
+	r.provURL = r.prov.URL
 	ctx := context.Background()
 	if _, err := r.store.UpsertFlight(ctx, flight, tilestore.FlightOnGround); err != nil {
 		t.Fatal(err)
@@ -116,7 +89,7 @@ func (r *rig) start(extra ...string) *proc {
 	r.t.Helper()
 	args := append([]string{"upload-pending", "--flight", r.flight, "-o", "json", "--deadline", "2m",
 		"--backoff-base", "100ms", "--backoff-cap", "500ms"}, extra...)
-	p := &proc{cmd: exec.Command(tilectlBinary(r.t), args...), done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(testbin.Tilectl(r.t), args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), "TILECTL_DATABASE_URL="+r.dbURL, "TILECTL_CACHE_DIR="+r.cache,
 		"TILECTL_PROVIDER_URL="+r.provURL, "TILECTL_PROVIDER_TOKEN="+token, "TILECTL_FDR_PATH="+r.fdr,
 		"TILECTL_LOG_LEVEL=warn", "TILECTL_LOG_FORMAT=json")

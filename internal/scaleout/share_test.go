@@ -80,7 +80,7 @@ func shareScenario(t *testing.T, r *rig) {
 	if c := r.counts(); c["uploaded"] != len(r.ids) {
 		t.Fatalf("statuses %v, want all %d uploaded", c, len(r.ids))
 	}
-	stores, _ := r.prov.snapshot()
+	stores := r.prov.Stores()
 	for _, id := range r.ids {
 		if stores[id] != 1 {
 			t.Errorf("tile %s stored %d times, want exactly once", id, stores[id])

@@ -84,6 +84,27 @@ func (p *Provider) Ledger(tb testing.TB) provider.Ledger {
 	return l
 }
 
+// WaitForNoOperationRecords polls the provider's table until its scheduled
+// GC has emptied it (the GC runs on its own ticker: nothing signals it),
+// failing the test after within.
+func (p *Provider) WaitForNoOperationRecords(tb testing.TB, within time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var n int
+		if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operation_records`).Scan(&n); err != nil {
+			tb.Fatalf("providertest: count operation records: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d operation record(s) still there after %s: the GC never collected them", n, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Client is the client side of an upload: a migrated tile store database
 // and a blob cache.
 type Client struct {

@@ -30,16 +30,16 @@ func TestNoRetryDoesNotSendTilesAlreadyAtTheirBudget(t *testing.T) {
 	if res.code != exitcode.Partial {
 		t.Fatalf("--no-retry run: exit %d (%v), want 3 (a tile still pending)\n%s", res.code, res.err, res.stderr)
 	}
-	if n := r.prov.timesSent(atBudget); n != 0 {
+	if n := r.prov.Carried()[atBudget]; n != 0 {
 		t.Errorf("--no-retry sent tile %s, already at its budget of %d, %d time(s)", atBudget, budget, n)
 	}
-	if r.prov.timesSent(ids[1]) != 1 || r.status(ids[1]) != "uploaded" {
+	if r.prov.Carried()[ids[1]] != 1 || r.status(ids[1]) != "uploaded" {
 		t.Errorf("the other tiles were not uploaded")
 	}
 
 	res = r.run(func(o *Options) { o.FlightID = "F1" })
-	if res.code != exitcode.Partial || r.status(atBudget) != "upload_giveup" || r.prov.timesSent(atBudget) != 0 {
+	if res.code != exitcode.Partial || r.status(atBudget) != "upload_giveup" || r.prov.Carried()[atBudget] != 0 {
 		t.Errorf("retrying run: exit %d, tile %s %s after %d sends; want exit 3, upload_giveup, never sent",
-			res.code, atBudget, r.status(atBudget), r.prov.timesSent(atBudget))
+			res.code, atBudget, r.status(atBudget), r.prov.Carried()[atBudget])
 	}
 }

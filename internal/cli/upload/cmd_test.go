@@ -215,8 +215,8 @@ func TestDeadlineEndsTheRunWithExitOneAndSaysSo(t *testing.T) {
 	if res.code != exitcode.Failure || !strings.Contains(errString(res.err), "deadline of 1ns reached") {
 		t.Fatalf("exit %d (%v), want 1 naming the deadline", res.code, res.err)
 	}
-	if r.prov.postCount() != 0 {
-		t.Errorf("sent %d batches after the deadline", r.prov.postCount())
+	if r.prov.Posts() != 0 {
+		t.Errorf("sent %d batches after the deadline", r.prov.Posts())
 	}
 }
 

@@ -3,14 +3,12 @@ package upload
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tilectl/tilectl/fdr"
+	"github.com/tilectl/tilectl/fdr/fdrtest"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/tilestore"
 )
@@ -82,14 +80,7 @@ func TestDeadlineIsKeptWhileAnotherProcessHoldsTheFDRLock(t *testing.T) {
 	ring.Close()
 	// Another process's writer: the ring's flock through a file
 	// description of its own.
-	f, err := os.OpenFile(r.cfg.FDRPath, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	release := fdrtest.HoldLock(t, r.cfg.FDRPath)
 
 	done := make(chan runResult, 1)
 	start := time.Now()
@@ -106,7 +97,7 @@ func TestDeadlineIsKeptWhileAnotherProcessHoldsTheFDRLock(t *testing.T) {
 			t.Errorf("exit %d, err %v; want a failure naming the flight data recorder\n%s", res.code, res.err, res.stderr)
 		}
 	case <-time.After(15 * time.Second):
-		f.Close() // let the run go on
+		release() // let the run go on
 		<-done
 		t.Fatal("a --deadline 500ms run was still waiting for the FDR lock after 15s")
 	}

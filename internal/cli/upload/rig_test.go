@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -43,7 +45,7 @@ type cmdRig struct {
 	store *tilestore.Store
 	blobs *tilestore.BlobStore
 	cfg   config.Config
-	prov  *fakeProvider
+	prov  *providertest.Recorder
 	srv   *httptest.Server
 	dir   string
 	clock *instantClock
@@ -53,7 +55,8 @@ func newCmdRig(t *testing.T, reject ...string) *cmdRig {
 	t.Helper()
 	pool, dbURL := pgtest.New(t)
 	dir := t.TempDir()
-	prov, srv := newFakeProvider(t, testToken, reject...)
+	prov := providertest.StartRecorder(t, providertest.RecorderConfig{Token: testToken,
+		Reject: func(id string) bool { return slices.Contains(reject, id) }})
 	blobs, err := tilestore.NewBlobStore(filepath.Join(dir, "cache"))
 	if err != nil {
 		t.Fatal(err)
@@ -61,10 +64,10 @@ func newCmdRig(t *testing.T, reject ...string) *cmdRig {
 	cfg := *config.Default(func(string) string { return "" })
 	cfg.DatabaseURL = dbURL
 	cfg.CacheDir = blobs.Root()
-	cfg.ProviderURL = srv.URL
+	cfg.ProviderURL = prov.URL
 	cfg.ProviderToken = config.NewSecret(testToken)
 	cfg.FDRPath = filepath.Join(dir, "fdr.ring")
-	return &cmdRig{t: t, store: tilestore.NewStore(pool), blobs: blobs, cfg: cfg, prov: prov, srv: srv, dir: dir, clock: &instantClock{}}
+	return &cmdRig{t: t, store: tilestore.NewStore(pool), blobs: blobs, cfg: cfg, prov: prov, srv: prov.HTTP, dir: dir, clock: &instantClock{}}
 }
 
 // seed creates a flight with n tiles whose blobs are in the cache.

@@ -1,6 +1,7 @@
 package upload
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -148,4 +149,10 @@ func TestSLIRatesAreNullWithoutRequests(t *testing.T) {
 			t.Errorf("sli.%s = %v (present %v), want null", k, v, ok)
 		}
 	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
 }

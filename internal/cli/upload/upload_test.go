@@ -132,8 +132,8 @@ func TestAirborneFlightExitsFour(t *testing.T) {
 	if res.code != exitcode.NotOnGround || !errors.Is(res.err, uploader.ErrFlightNotOnGround) {
 		t.Fatalf("exit %d (%v), want 4", res.code, res.err)
 	}
-	if r.prov.postCount() != 0 || r.status(ids[0]) != "pending" {
-		t.Errorf("posts %d, tile %s; want nothing sent", r.prov.postCount(), r.status(ids[0]))
+	if r.prov.Posts() != 0 || r.status(ids[0]) != "pending" {
+		t.Errorf("posts %d, tile %s; want nothing sent", r.prov.Posts(), r.status(ids[0]))
 	}
 }
 
@@ -197,8 +197,8 @@ func TestDryRunSendsAndChangesNothing(t *testing.T) {
 	if after := snapshot(); after != before {
 		t.Errorf("dry run changed the database:\n before %s\n after  %s", before, after)
 	}
-	if r.prov.postCount() != 0 {
-		t.Errorf("dry run sent %d batches", r.prov.postCount())
+	if r.prov.Posts() != 0 {
+		t.Errorf("dry run sent %d batches", r.prov.Posts())
 	}
 	if _, err := os.Stat(r.cfg.FDRPath); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("dry run created the FDR file (stat: %v)", err)
@@ -220,8 +220,8 @@ func TestNoRetryBypassesTheDecoratorAndLogsIt(t *testing.T) {
 	if !strings.Contains(res.stderr, "retry decorator bypassed") || !strings.Contains(res.stderr, `"no_retry_flag":true`) {
 		t.Errorf("stderr does not log the bypass:\n%s", res.stderr)
 	}
-	if r.prov.postCount() != 1 || len(r.clock.sleeps) != 0 {
-		t.Errorf("posts %d sleeps %v, want one batch and no retry", r.prov.postCount(), r.clock.sleeps)
+	if r.prov.Posts() != 1 || len(r.clock.sleeps) != 0 {
+		t.Errorf("posts %d sleeps %v, want one batch and no retry", r.prov.Posts(), r.clock.sleeps)
 	}
 	if !strings.Contains(res.stdout, "flight F1: partial in ") || !strings.Contains(res.stdout, ": 2 uploaded") {
 		t.Errorf("text summary:\n%s", res.stdout)
@@ -284,10 +284,8 @@ func TestTokenNeverAppearsInOutputMetricsOrFDR(t *testing.T) {
 			t.Errorf("output %d contains the provider token:\n%s", i, o)
 		}
 	}
-	r.prov.mu.Lock()
-	defer r.prov.mu.Unlock()
-	if len(r.prov.auth) == 0 || r.prov.auth[0] != "Bearer "+testToken {
-		t.Errorf("the token was not sent to the provider, so this test proves nothing: %v", r.prov.auth)
+	if auth := r.prov.Auth(); len(auth) == 0 || auth[0] != "Bearer "+testToken {
+		t.Errorf("the token was not sent to the provider, so this test proves nothing: %v", auth)
 	}
 }
 
@@ -300,8 +298,8 @@ func errString(err error) string {
 
 func TestTransientRejectionsAreRetriedWithBackoffUntilUploaded(t *testing.T) {
 	r := newCmdRig(t)
-	r.prov.flaky["F1-t001"] = 2
-	r.prov.flaky["F1-t004"] = 1
+	r.prov.Busy("F1-t001", 2)
+	r.prov.Busy("F1-t004", 1)
 	r.seed("F1", tilestore.FlightOnGround, 6)
 	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
 	if res.code != exitcode.OK {
@@ -314,12 +312,29 @@ func TestTransientRejectionsAreRetriedWithBackoffUntilUploaded(t *testing.T) {
 	if !slices.Equal(r.clock.sleeps, []time.Duration{2 * time.Second, 4 * time.Second}) {
 		t.Errorf("sleeps %v, want [2s 4s]", r.clock.sleeps)
 	}
-	if r.prov.postCount() != 3 {
-		t.Errorf("posts %d, want 3 (each retry sends only what is still pending)", r.prov.postCount())
+	if r.prov.Posts() != 3 {
+		t.Errorf("posts %d, want 3 (each retry sends only what is still pending)", r.prov.Posts())
 	}
 	var attempts int
 	if err := r.store.Pool().QueryRow(context.Background(), `SELECT upload_attempts FROM tiles WHERE tile_id = 'F1-t001'`).Scan(&attempts); err != nil || attempts != 2 {
 		t.Errorf("F1-t001 attempts %d (%v), want 2", attempts, err)
+	}
+}
+
+// An operator who sets nothing must not be warned on every run that the
+// defaults cannot keep their own deadline.
+func TestTheDefaultRetryScheduleFitsTheDefaultDeadlineWithoutAWarning(t *testing.T) {
+	r := newCmdRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 2)
+	res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true })
+	if res.code != exitcode.OK {
+		t.Fatalf("defaults with --strict-deadline: exit %d (%v), want 0", res.code, res.err)
+	}
+	if !strings.Contains(res.stderr, "retry schedule fits the deadline") || !strings.Contains(res.stderr, `"deadline":"30m0s"`) {
+		t.Errorf("log does not say the default schedule fits the 30m deadline:\n%s", res.stderr)
+	}
+	if strings.Contains(res.stderr, "worst case is") {
+		t.Errorf("a run on the defaults warns about its worst case:\n%s", res.stderr)
 	}
 }
 
@@ -330,11 +345,11 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 		want     string
 	}{
 		// defaults: 3 retries, backoff 2 s..60 s, request timeout 60 s,
-		// 8 HTTP resends backing off 0.5 s..30 s: one request is
-		// 9 x 60 s + (0.5+1+2+4+8+16+30+30) s = 631.5 s; the run
-		// 4 x 631.5 s + (2+4+8) s = 42m20s
-		{"fits", 60 * time.Minute, `"worst_case":"42m20s"`},
-		{"exceeds", 30 * time.Minute, "worst case is 42m20s"},
+		// 5 HTTP resends backing off 0.5 s..8 s: one request is
+		// 6 x 60 s + (0.5+1+2+4+8) s = 375.5 s; the run
+		// 4 x 375.5 s + (2+4+8) s = 25m16s
+		{"fits", 30 * time.Minute, `"worst_case":"25m16s"`},
+		{"exceeds", 20 * time.Minute, "worst case is 25m16s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,12 +370,13 @@ func TestWorstCaseOfTheRetryScheduleIsLoggedAndWarnedWhenItExceedsTheDeadline(t 
 func TestStrictDeadlineRefusesToStartWhenTheWorstCaseExceedsTheDeadline(t *testing.T) {
 	r := newCmdRig(t)
 	r.seed("F1", tilestore.FlightOnGround, 2)
-	res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true }) // defaults: 42m20s > 30m - 1m30s
-	if res.code != exitcode.Usage || !strings.Contains(errString(res.err), "worst case is 42m20s") ||
-		!strings.Contains(errString(res.err), "--deadline 30m0s minus a 1m30s margin") {
-		t.Fatalf("exit %d (%v), want 2 naming the 42m20s bound and the deadline", res.code, res.err)
+	r.cfg.Upload.Deadline = 20 * time.Minute
+	res := r.run(func(o *Options) { o.FlightID, o.StrictDeadline = "F1", true }) // defaults: 25m16s > 20m - 1m
+	if res.code != exitcode.Usage || !strings.Contains(errString(res.err), "worst case is 25m16s") ||
+		!strings.Contains(errString(res.err), "--deadline 20m0s minus a 1m0s margin") {
+		t.Fatalf("exit %d (%v), want 2 naming the 25m16s bound and the deadline", res.code, res.err)
 	}
-	if n := r.prov.postCount(); n != 0 {
+	if n := r.prov.Posts(); n != 0 {
 		t.Fatalf("%d batches sent, want none", n)
 	}
 	r.cfg.Upload.Deadline = time.Hour
