@@ -264,3 +264,42 @@ func TestTwoRunsWithOneClientIDNeverHaveTwoBatchesInFlight(t *testing.T) {
 	}
 	storedOnce(t, p, 16)
 }
+
+func TestABatchADeadRunLeftOpenOnAnotherFlightStopsTheClientIDNamingThatFlight(t *testing.T) {
+	t.Parallel()
+	_, rec, url := strictProvider(t, nil)
+	c := providertest.NewClient(t, "da")
+	if _, err := c.Store.UpsertFlight(testCtx(t), "db", tilestore.FlightOnGround); err != nil {
+		t.Fatal(err)
+	}
+	c.AddTiles(t, "da", 2, 256, 9)
+	c.AddTiles(t, "db", 2, 256, 10)
+	// A run of flight da journaled a batch with number 1 and died.
+	st, err := c.Store.SequenceStream(testCtx(t), url, "drone-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
+	if _, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "da", Limit: 2, Stream: st.ID,
+		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			b := tilestore.Batch{OpID: operation.NewID(), Fingerprint: "fp"}
+			for _, tl := range ts {
+				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
+			}
+			return b, nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.ReleaseLeases(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	_, err = u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "db"})
+	var busy *tilestore.SequenceBusyError
+	if !errors.As(err, &busy) || busy.FlightID != "da" || !strings.Contains(err.Error(), "upload-pending --flight da") {
+		t.Fatalf("run of db: %v, want an error naming flight da to settle first", err)
+	}
+	if reqs := rec.all(); len(reqs) != 0 {
+		t.Fatalf("batches were sent: %+v", reqs)
+	}
+}
