@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/textproto"
+	"sync"
 	"time"
 
 	"github.com/tilectl/tilectl/tilestore"
@@ -62,12 +64,15 @@ type batchBody struct {
 	opID   string
 	segs   [][]byte
 	length int64
+	bytes  *tileBytes // the arena the tiles' segments are in
 }
 
-// newBatchBody lays out the body of tiles whose verified bytes are data
-// (in the same order). The framing is multipart.Writer's, written once
-// with empty parts; each tile's bytes go where its part's content starts.
-func newBatchBody(opID string, tiles []tilestore.Tile, data [][]byte) (*batchBody, error) {
+// newBatchBody lays out the body of tiles whose verified bytes are
+// tb.data (in the same order). The framing is multipart.Writer's, written
+// once with empty parts; each tile's bytes go where its part's content
+// starts.
+func newBatchBody(opID string, tiles []tilestore.Tile, tb *tileBytes) (*batchBody, error) {
+	data := tb.data
 	if len(data) != len(tiles) {
 		return nil, fmt.Errorf("batch %s: %d tiles but %d verified blobs", opID, len(tiles), len(data))
 	}
@@ -109,7 +114,7 @@ func newBatchBody(opID string, tiles []tilestore.Tile, data [][]byte) (*batchBod
 		return nil, err
 	}
 	fb := frame.Bytes()
-	b := &batchBody{opID: opID, segs: make([][]byte, 0, 2*len(tiles)+1), length: int64(len(fb))}
+	b := &batchBody{opID: opID, segs: make([][]byte, 0, 2*len(tiles)+1), length: int64(len(fb)), bytes: tb}
 	prev := 0
 	for i, cut := range cuts {
 		b.segs = append(b.segs, fb[prev:cut], data[i])
@@ -144,19 +149,39 @@ const bodyOverhead = 512
 
 // bodyReader is one attempt's request body: a read over the body's
 // segments. Its exact length makes the request carry a Content-Length, so a
-// server sees a cut-short body as incomplete, never as a smaller one.
+// server sees a cut-short body as incomplete, never as a smaller one. It
+// holds the arena while open; once closed it refuses to read, so the arena
+// can go to another batch (see tileBytes).
 type bodyReader struct {
-	segs [][]byte // shared with the batchBody: never written
-	i    int      // the segment being read
-	off  int      // how far into it
-	left int64
+	mu     sync.Mutex
+	segs   [][]byte // shared with the batchBody: never written
+	i      int      // the segment being read
+	off    int      // how far into it
+	left   int64
+	bytes  *tileBytes
+	closed bool
 }
 
-func (b *batchBody) reader() *bodyReader { return &bodyReader{segs: b.segs, left: b.length} }
+// errBodyClosed is a read of a batch body after net/http closed it.
+var errBodyClosed = errors.New("read of a batch body after it was closed")
 
-func (r *bodyReader) Len() int { return int(r.left) }
+func (b *batchBody) reader() *bodyReader {
+	b.bytes.acquire()
+	return &bodyReader{segs: b.segs, left: b.length, bytes: b.bytes}
+}
+
+func (r *bodyReader) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return int(r.left)
+}
 
 func (r *bodyReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, errBodyClosed
+	}
 	n := 0
 	for n < len(p) && r.i < len(r.segs) {
 		c := copy(p[n:], r.segs[r.i][r.off:])
@@ -171,4 +196,17 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// Close lets the arena go once every reader and the batch's owner have;
+// a second Close does nothing.
+func (r *bodyReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		r.segs = nil
+		r.bytes.release()
+	}
+	return nil
 }
