@@ -43,30 +43,36 @@ func pgStore(t *testing.T, flightID string, n int) (*tilestore.Store, []string) 
 	return st, ids
 }
 
+// pickAll puts every candidate of a claim in one batch under op.
+func pickAll(op string) func([]tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+	return func(c []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+		b := tilestore.Batch{OpID: op, Fingerprint: "fp-" + op}
+		for _, t := range c {
+			b.TileIDs, b.SHA256s = append(b.TileIDs, t.ID), append(b.SHA256s, t.SHA256)
+		}
+		return b, nil
+	}
+}
+
 // storeInner is an inner uploader that works like the HTTP one against the
-// store: it pages PendingUploads, journals one batch, and settles it with
-// the answer reject gives, recording every tile it sent.
+// store: it claims every claimable tile in one batch (ClaimBatch, as upload
+// runs do), and settles it with the answer reject gives, recording every
+// tile it sent.
 func storeInner(st *tilestore.Store, flightID string, reject func(call int, id string) bool) (*fakeInner, *[][]string) {
 	f := &fakeInner{}
 	sent := &[][]string{}
 	f.UploadFunc = func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
 		call := f.calls - 1
 		rep := uploader.UploadBatchReport{FlightID: flightID, Outcome: uploader.OutcomeSuccess}
-		tiles, err := st.PendingUploads(ctx, flightID, "", 1000)
+		claimed, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: flightID, Limit: 1000,
+			Pick: pickAll(fmt.Sprintf("op-%s-%d", flightID, call))})
 		if err != nil {
 			return rep, err
 		}
-		b := tilestore.Batch{OpID: fmt.Sprintf("op-%s-%d", flightID, call), FlightID: flightID, Fingerprint: "fp"}
-		for _, tl := range tiles {
-			b.TileIDs = append(b.TileIDs, tl.ID)
-			b.SHA256s = append(b.SHA256s, tl.SHA256)
-		}
+		b := claimed.Batch
 		*sent = append(*sent, b.TileIDs)
-		if len(tiles) == 0 {
+		if len(b.TileIDs) == 0 {
 			return rep, nil
-		}
-		if err := st.OpenBatch(ctx, b); err != nil {
-			return rep, err
 		}
 		s := tilestore.Settlement{OpID: b.OpID, HTTPStatus: 200}
 		for _, id := range b.TileIDs {

@@ -27,14 +27,7 @@ func TestACallThatLeavesSendableTilesPendingIsPartialSoTheDecoratorCallsAgain(t 
 	tiles := c.AddTiles(t, fl, 8, 256, 13)
 	ctx := context.Background()
 	other := c.Store.ForRun(tilestore.Run{ID: "run-other", Lease: time.Hour})
-	claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4,
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			b := tilestore.Batch{OpID: "op-run-other", Fingerprint: "fp-run-other"}
-			for _, tl := range cands {
-				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
-			}
-			return b, nil
-		}})
+	claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4, Pick: pickAll("op-run-other")})
 	if err != nil || len(claimed.Tiles) != 4 {
 		t.Fatalf("the other run's claim: %+v %v", claimed, err)
 	}

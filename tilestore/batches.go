@@ -4,28 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// ErrBatchMismatch is returned by OpenBatch when the operation ID is already
-// recorded with different members: reusing a key for another body would
-// make the provider answer IDEMPOTENCY_CONFLICT, or worse, replay the old
-// answer for the new tiles.
-var ErrBatchMismatch = errors.New("operation ID already recorded with different members")
-
 // ErrBatchNotOpen is returned when a batch that is no longer open is failed
 // or settled the other way.
 var ErrBatchNotOpen = errors.New("upload batch is not open")
-
-// ErrTilesInOpenBatch is returned by OpenBatch when a member is already in
-// another open batch: sending a tile under two keys at once would upload it
-// twice and count its rejections twice.
-var ErrTilesInOpenBatch = errors.New("tile already in another open batch")
 
 // NonMemberError says a settlement named tiles that are not members of the
 // batch. Nothing was changed.
@@ -60,81 +46,6 @@ func validateBatch(b Batch) error {
 		seen[id] = true
 	}
 	return validateTileIDs(b.TileIDs)
-}
-
-// OpenBatch records a batch before its first byte is sent. Recording the
-// same op_id with the same flight, members and checksums again is a no-op
-// (a crashed run's retry); with anything different it is ErrBatchMismatch.
-// Members must be tiles of the flight and in no other open batch. The batch
-// names this Store's run but has no lease, as batches journaled before
-// leases existed: any run may adopt it (AdoptOpenBatches). Upload runs
-// journal their batches with ClaimBatch instead; OpenBatch is for a batch
-// whose members the caller chose (tests of recovery, tools).
-func (s *Store) OpenBatch(ctx context.Context, b Batch) error {
-	if err := validateBatch(b); err != nil {
-		return fmt.Errorf("open batch %s: %w", b.OpID, err)
-	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		// Serialise batch opening per flight so the "in no other open
-		// batch" check cannot race with a concurrent OpenBatch.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('tilectl/open_batch/' || $1))`, b.FlightID); err != nil {
-			return err
-		}
-		var flight, fp string
-		var ids, sums []string
-		err := tx.QueryRow(ctx, `SELECT flight_id, fingerprint, tile_ids, sha256s FROM upload_batches WHERE op_id = $1`,
-			b.OpID).Scan(&flight, &fp, &ids, &sums)
-		if err == nil {
-			if flight == b.FlightID && fp == b.Fingerprint && slices.Equal(ids, b.TileIDs) && slices.Equal(sums, b.SHA256s) {
-				return nil
-			}
-			return ErrBatchMismatch
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		var notOfFlight []string
-		if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(u.id ORDER BY u.id), '{}') FROM unnest($1::text[]) AS u(id)
-			WHERE NOT EXISTS (SELECT 1 FROM tiles t WHERE t.tile_id = u.id AND t.flight_id = $2)`,
-			b.TileIDs, b.FlightID).Scan(&notOfFlight); err != nil {
-			return err
-		}
-		if len(notOfFlight) > 0 {
-			return fmt.Errorf("not tiles of flight %s: %w", b.FlightID, &UnknownTilesError{IDs: notOfFlight})
-		}
-		var other string
-		var busy []string
-		err = tx.QueryRow(ctx, `SELECT op_id, ARRAY(SELECT unnest(tile_ids) INTERSECT SELECT unnest($2::text[]))
-			FROM upload_batches WHERE flight_id = $1 AND state = 'open' AND tile_ids && $2::text[] LIMIT 1`,
-			b.FlightID, b.TileIDs).Scan(&other, &busy)
-		if err == nil {
-			sort.Strings(busy)
-			return fmt.Errorf("%w %s: %s", ErrTilesInOpenBatch, other, strings.Join(clipIDs(busy), ", "))
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if err := s.insertBatch(ctx, tx, b, false); err != nil {
-			return err
-		}
-		// A tile ClaimBatch put in a batch meanwhile has open_op_id set.
-		tag, err := tx.Exec(ctx, `UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2) AND open_op_id IS NULL`, b.OpID, b.TileIDs)
-		if err == nil && int(tag.RowsAffected()) != len(b.TileIDs) {
-			return fmt.Errorf("%w claimed meanwhile", ErrTilesInOpenBatch)
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("open batch %s: %w", b.OpID, err)
-	}
-	return nil
-}
-
-func clipIDs(ids []string) []string {
-	if len(ids) > 5 {
-		return append(ids[:5:5], fmt.Sprintf("and %d more", len(ids)-5))
-	}
-	return ids
 }
 
 // NoteSend counts one more send of the batch's request and renews its

@@ -3,6 +3,7 @@ package tilestore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/tilectl/tilectl/tilestore"
@@ -34,60 +35,84 @@ func countRows(t testing.TB, s *tilestore.Store, q string, args ...any) int {
 	return n
 }
 
-func TestOpenBatchSameMembersIsANoOpDifferentMembersIsAnError(t *testing.T) {
+// journal journals b, a batch of the tiles the test chose, the way upload
+// runs do: through ClaimBatch, whose Pick returns b. c says what else the
+// claim asks (LookedUp, say); its FlightID, Limit and Pick are set here.
+func journal(ctx context.Context, s *tilestore.Store, b tilestore.Batch, c tilestore.Claim) error {
+	c.FlightID, c.Limit = b.FlightID, 1000
+	c.Pick = func([]tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) { return b, nil }
+	got, err := s.ClaimBatch(ctx, c)
+	if err == nil && got.Batch.OpID != b.OpID {
+		err = fmt.Errorf("claim journaled %q, want batch %s (no candidates: %d)", got.Batch.OpID, b.OpID, got.Candidates)
+	}
+	return err
+}
+
+func TestClaimBatchNeverJournalsAKeyTwice(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 4)
 	b := batchOf("op-1", "F1", ids[:2])
-	if err := s.OpenBatch(ctx, b); err != nil {
+	if err := journal(ctx, s, b, tilestore.Claim{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.NoteSend(ctx, "op-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.OpenBatch(ctx, b); err != nil {
-		t.Fatalf("reopening with the same members: %v", err)
+	// Its members are in an open batch now: no claim offers them again,
+	// under the same key or any other.
+	if err := journal(ctx, s, b, tilestore.Claim{}); err == nil {
+		t.Fatalf("claiming the same members again under the same key succeeded")
+	}
+	changed := []tilestore.Batch{
+		batchOf("op-1", "F1", ids[:3]),
+		batchOf("op-1", "F1", []string{ids[1], ids[0]}),
+		batchOf("op-1", "F1", ids[2:4]), // free tiles, but the key is taken
+	}
+	otherSum := batchOf("op-1", "F1", ids[:2])
+	otherSum.SHA256s[1] = sum("something else")
+	changed = append(changed, otherSum)
+	for i, c := range changed {
+		if err := journal(ctx, s, c, tilestore.Claim{}); err == nil {
+			t.Errorf("variant %d: journaled key op-1 again with other members", i)
+		}
 	}
 	open, err := s.OpenBatches(ctx, "F1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(open) != 1 || open[0].Sends != 1 || open[0].Fingerprint != "fp-op-1" || len(open[0].TileIDs) != 2 {
-		t.Fatalf("open batches = %+v, want op-1 once, with 1 send (reopen must not reset it)", open)
+		t.Fatalf("open batches = %+v, want op-1 once, with 1 send (a refused claim must not touch it)", open)
 	}
-
-	changed := []tilestore.Batch{
-		batchOf("op-1", "F1", ids[:3]),
-		batchOf("op-1", "F1", []string{ids[1], ids[0]}),
-	}
-	otherSum := batchOf("op-1", "F1", ids[:2])
-	otherSum.SHA256s[1] = sum("something else")
-	changed = append(changed, otherSum)
-	for i, c := range changed {
-		if err := s.OpenBatch(ctx, c); !errors.Is(err, tilestore.ErrBatchMismatch) {
-			t.Errorf("variant %d: err = %v, want ErrBatchMismatch", i, err)
-		}
+	if n := countRows(t, s, `SELECT count(*) FROM tiles WHERE open_op_id IS NOT NULL`); n != 2 {
+		t.Errorf("%d tiles are in a batch, want op-1's 2 (a refused claim marks none)", n)
 	}
 	if err := s.NoteSend(ctx, "op-missing"); !errors.Is(err, tilestore.ErrBatchNotFound) {
 		t.Errorf("NoteSend(unknown) = %v", err)
 	}
 }
 
-func TestOpenBatchRefusesTilesOfAnotherOpenBatchUntilItFails(t *testing.T) {
+func TestClaimBatchRefusesTilesOfAnotherOpenBatchUntilItFails(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 4)
 	seedFlight(t, s, "F2", 1)
-	if err := s.OpenBatch(ctx, batchOf("op-1", "F1", ids[:2])); err != nil {
+	if err := journal(ctx, s, batchOf("op-1", "F1", ids[:2]), tilestore.Claim{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.OpenBatch(ctx, batchOf("op-2", "F1", ids[1:3])); !errors.Is(err, tilestore.ErrTilesInOpenBatch) {
-		t.Fatalf("overlapping batch: err = %v, want ErrTilesInOpenBatch", err)
+	if err := journal(ctx, s, batchOf("op-2", "F1", ids[1:3]), tilestore.Claim{}); err == nil {
+		t.Fatalf("overlapping batch journaled")
 	}
-	if err := s.OpenBatch(ctx, batchOf("op-x", "F2", ids[:1])); !errors.Is(err, tilestore.ErrTileNotFound) {
-		t.Errorf("batch of another flight's tile: err = %v, want ErrTileNotFound", err)
+	if err := journal(ctx, s, batchOf("op-x", "F2", ids[:1]), tilestore.Claim{}); err == nil {
+		t.Errorf("batch of another flight's tile journaled")
+	}
+	for _, fl := range []string{"F1", "F2"} {
+		if open, err := s.OpenBatches(ctx, fl); err != nil || len(open) != map[string]int{"F1": 1, "F2": 0}[fl] ||
+			(fl == "F1" && open[0].OpID != "op-1") {
+			t.Fatalf("after the refused claims, open batches of %s = %+v, %v; want only op-1", fl, open, err)
+		}
 	}
 
 	if err := s.FailBatch(ctx, "op-1", 422, "IDEMPOTENCY_EXPIRED"); err != nil {
@@ -99,7 +124,13 @@ func TestOpenBatchRefusesTilesOfAnotherOpenBatchUntilItFails(t *testing.T) {
 	if st, code := batchState(t, s, "op-1"); st != "failed" || code == nil || *code != 422 {
 		t.Errorf("op-1 = %s/%v, want failed/422", st, code)
 	}
-	if err := s.OpenBatch(ctx, batchOf("op-2", "F1", ids[1:3])); err != nil {
+	// A failed batch's tiles are free, once looked up (the provider may
+	// have stored them under op-1).
+	_, asOf, err := s.AmbiguousPending(ctx, "F1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := journal(ctx, s, batchOf("op-2", "F1", ids[1:3]), tilestore.Claim{LookedUp: ids[1:2], LookedUpAt: asOf}); err != nil {
 		t.Fatalf("after FailBatch the tiles are free, but: %v", err)
 	}
 	if st := readTile(t, s, ids[0]).Status; st != "pending" {
@@ -120,7 +151,7 @@ func TestOpenBatchesListsOldestFirst(t *testing.T) {
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 3)
 	for i, op := range []string{"op-c", "op-a", "op-b"} {
-		if err := s.OpenBatch(ctx, batchOf(op, "F1", ids[i:i+1])); err != nil {
+		if err := journal(ctx, s, batchOf(op, "F1", ids[i:i+1]), tilestore.Claim{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -227,7 +227,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if len(b.TileIDs) == 0 {
 			return nil
 		}
-		if err := s.insertBatch(ctx, tx, b, true); err != nil {
+		if err := s.insertBatch(ctx, tx, b); err != nil {
 			return err
 		}
 		if seq.ID != 0 {
@@ -248,13 +248,12 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	return out, nil
 }
 
-// insertBatch journals b as this run's; leased false leaves it without a
-// lease, so that any run may adopt it.
-func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b Batch, leased bool) error {
+// insertBatch journals b as this run's, with a fresh lease.
+func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b Batch) error {
 	_, err := tx.Exec(ctx, `INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s,
 		owner_run, owner_host, owner_pid, lease_expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $10::bool THEN now() + make_interval(secs => $9::float8) END)`,
-		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs(), leased)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::float8))`,
+		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
 	return err
 }
 

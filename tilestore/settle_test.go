@@ -12,7 +12,7 @@ func TestSettleBatchAppliesTheAnswerOnceAndResettlingIsANoOp(t *testing.T) {
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 4)
-	if err := s.OpenBatch(ctx, batchOf("op-1", "F1", ids[:3])); err != nil {
+	if err := journal(ctx, s, batchOf("op-1", "F1", ids[:3]), tilestore.Claim{}); err != nil {
 		t.Fatal(err)
 	}
 	st := tilestore.Settlement{
@@ -59,7 +59,7 @@ func TestSettleBatchNamingNonMembersChangesNothing(t *testing.T) {
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 4)
-	if err := s.OpenBatch(ctx, batchOf("op-1", "F1", ids[:2])); err != nil {
+	if err := journal(ctx, s, batchOf("op-1", "F1", ids[:2]), tilestore.Claim{}); err != nil {
 		t.Fatal(err)
 	}
 	err := s.SettleBatch(ctx, tilestore.Settlement{
@@ -139,7 +139,7 @@ func TestSettleBatchIsAtomicWhenALaterStatementFails(t *testing.T) {
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 2)
-	if err := s.OpenBatch(ctx, batchOf("op-1", "F1", ids)); err != nil {
+	if err := journal(ctx, s, batchOf("op-1", "F1", ids), tilestore.Claim{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Pool().Exec(ctx, `

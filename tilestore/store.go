@@ -180,7 +180,7 @@ var (
 // because they are re-derived: settling a batch (the batch stays open, the
 // next run resends its key and the provider replays the answer; rejections
 // are keyed by (op_id, tile_id)) and counting sends. A later synchronous
-// commit that writes something (SyncJournal, OpenBatch, a settlement with
+// commit that writes something (SyncJournal, ClaimBatch, a settlement with
 // rejections) makes every earlier one durable, since WAL is flushed in
 // order; a commit that writes nothing flushes nothing.
 func (s *Store) inRelaxedTx(ctx context.Context, fn func(tx pgx.Tx) error) error {

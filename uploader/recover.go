@@ -50,7 +50,7 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 		u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 			Msg("settling a batch an earlier run left open")
 		if ok {
-			err = u.sendBatch(ctx, flightID, b.OpID, tiles, tb, t)
+			err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, t)
 			if errors.Is(err, errBatchFailed) {
 				// An earlier run's key that can no longer be used (expired
 				// after a long outage, say) must not end this run: the
