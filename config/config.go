@@ -53,7 +53,9 @@ type Config struct {
 
 // Upload tunes the HTTP uploader.
 type Upload struct {
-	// Concurrency is how many batches are in flight at once (1..64). Default: 4.
+	// Concurrency is how many batches are in flight at once (1..64).
+	// Default: 4, or 1 when ClientID is set (strict sequencing allows one
+	// batch in flight; Complete fills it in).
 	Concurrency int `yaml:"concurrency"`
 	// BatchSize caps tiles per batch; 0 means the provider's max_batch_tiles.
 	// Default: 0.
@@ -95,6 +97,12 @@ type Upload struct {
 	// ResendBudgetPercent is the share of first attempts added to the
 	// budget, in percent (0..100). Default: 20.
 	ResendBudgetPercent int `yaml:"resend_budget_percent"`
+	// ClientID, when set, turns on strict client sequencing
+	// (provider-api.md): every batch carries Client-Id with this value and
+	// a Client-Sequence journaled in the database, one batch in flight at a
+	// time. 1..128 characters of letters, digits, '.', '_', ':' and '-'.
+	// The provider must offer sequencing. Default: unset.
+	ClientID string `yaml:"client_id"`
 }
 
 // Retry tunes the retry decorator.
@@ -183,5 +191,9 @@ func defaultCacheDir(getenv func(string) string) string {
 func (c *Config) Complete() {
 	if c.FDRPath == "" {
 		c.FDRPath = filepath.Join(c.CacheDir, DefaultFDRFile)
+	}
+	if c.Upload.ClientID != "" && c.Source("upload.concurrency").Kind == SourceDefault {
+		// One batch in flight: batch n runs only once n-1 is committed.
+		c.Upload.Concurrency = 1
 	}
 }

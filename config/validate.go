@@ -104,6 +104,17 @@ func (c *Config) Validate() error {
 	if c.Upload.OutageLimit < 0 {
 		bad("upload.outage_limit", c.Upload.OutageLimit.String(), "must be 0 (wait until upload.deadline) or a positive duration such as 10m")
 	}
+	if c.Upload.ClientID != "" {
+		if !validClientID(c.Upload.ClientID) {
+			bad("upload.client_id", fmt.Sprintf("%q", c.Upload.ClientID),
+				"must be 1..128 characters of letters, digits, '.', '_', ':' and '-'")
+		}
+		if c.Upload.Concurrency > 1 {
+			bad("upload.concurrency", fmt.Sprint(c.Upload.Concurrency), fmt.Sprintf(
+				"must be 1 when upload.client_id is set (from %s): strict client sequencing keeps one batch in flight; "+
+					"drop one of the two settings", c.Source("upload.client_id")))
+		}
+	}
 	intRange("upload.resend_budget", int64(c.Upload.ResendBudget), 0, 100000)
 	intRange("upload.resend_budget_percent", int64(c.Upload.ResendBudgetPercent), 0, 100)
 
@@ -117,6 +128,19 @@ func (c *Config) Validate() error {
 	}
 	oneOf("retry.jitter", c.Retry.Jitter, "none", "full", "equal", "decorrelated")
 	return errors.Join(errs...)
+}
+
+func validClientID(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)
+		if !ok {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func badTokenRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }

@@ -67,9 +67,15 @@ type Config struct {
 	GCEvery time.Duration
 	// StrictSequencing enables Client-Id / Client-Sequence checking.
 	StrictSequencing bool
-	Faults           FaultConfig
-	Logger           zerolog.Logger
-	Now              func() time.Time // default time.Now
+	// SequenceCacheSize and SequenceCacheTTL bound the outcomes strict
+	// sequencing replays for a committed number; after them a resend is
+	// answered 409 ALREADY_COMMITTED. Zero: operation's defaults (10,000
+	// outcomes, 5 minutes, as seed 003).
+	SequenceCacheSize int
+	SequenceCacheTTL  time.Duration
+	Faults            FaultConfig
+	Logger            zerolog.Logger
+	Now               func() time.Time // default time.Now
 	// AfterSeal, if set, runs after a batch's answer is sealed and before
 	// it is written: tests use it to hold an answer back.
 	AfterSeal func(opID string)
@@ -140,7 +146,8 @@ func New(cfg Config) (*Server, error) {
 	s.table = operation.NewTable(operation.NewPGStore(cfg.Pool), operation.TableOptions{
 		Retention: cfg.Retention, Now: cfg.Now, IssuedAt: operation.UUIDv7IssuedAt})
 	if cfg.StrictSequencing {
-		s.seq = operation.NewSequencer(operation.NewPGSequenceStore(cfg.Pool), operation.SequencerOptions{Now: cfg.Now})
+		s.seq = operation.NewSequencer(operation.NewPGSequenceStore(cfg.Pool), operation.SequencerOptions{
+			CacheSize: cfg.SequenceCacheSize, CacheTTL: cfg.SequenceCacheTTL, Now: cfg.Now})
 	}
 	if len(cfg.AllowedFlights) > 0 {
 		s.allowed = map[string]bool{}

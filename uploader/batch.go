@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -47,18 +48,49 @@ var errBatchFailed = errors.New("batch failed; its tiles go into a new batch")
 var errLeftOpen = errors.New("batch left open")
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
-// whose tiles' verified bytes are data, and settles it from the answer. It
+// whose tiles' verified bytes are tb's, and settles it from the answer. It
 // returns a run-ending error only; a batch it cannot settle is left open
-// for the next run.
-func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, data [][]byte, t *tally) error {
-	body, err := newBatchBody(opID, tiles, data)
+// for the next run. It makes no body reader after it returns, so the
+// caller may then release tb.
+//
+// A sequenced batch (seq.n > 0) carries its Client-Id and Client-Sequence;
+// SEQUENCE_GAP rebinds it and resends it under the same key and body, and
+// a number the provider holds committed settles it by tile lookup.
+func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, t *tally) error {
+	body, err := newBatchBody(opID, tiles, tb)
 	if err != nil {
 		return err
 	}
 	start := u.now()
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles:batch"
-	a := u.do(ctx, http.MethodPost, path, opID, body,
-		func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) }, acceptBatchAnswer)
+	var a answer
+	for rebinds := 0; ; rebinds++ {
+		a = u.doExchange(&exchange{u: u, runCtx: ctx, opID: opID, seq: seq, accept: acceptBatchAnswer}, http.MethodPost, path, body,
+			func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) })
+		if seq.n == 0 || a.budgetSpent {
+			break
+		}
+		verdict, detail := sequenceVerdict(opID, a)
+		if verdict == seqCommitted {
+			return u.settleCommitted(ctx, flightID, opID, seq, a.status, detail, t)
+		}
+		if verdict != seqGap {
+			break
+		}
+		if rebinds >= maxRebinds {
+			// Left open: the next run asks again.
+			return &ProviderError{Status: a.status, Code: operation.CodeSequenceGap, OpID: opID,
+				Message: fmt.Sprintf("still a sequence gap after following the provider's client state %d times", rebinds)}
+		}
+		n, err := u.followGap(ctx, opID, seq)
+		if errors.Is(err, errCommittedAhead) {
+			return u.settleCommitted(ctx, flightID, opID, seq, a.status, "provider answered SEQUENCE_GAP, and its client state says this number is committed", t)
+		}
+		if err != nil {
+			return err
+		}
+		seq.n = n
+	}
 
 	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
 	if a.budgetSpent {

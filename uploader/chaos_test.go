@@ -5,7 +5,6 @@ import (
 
 	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
-	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -46,18 +45,7 @@ func TestUploadUnderFaultsStoresEveryTileExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := c.Counts(t, "fc")[tilestore.StatusUploaded]; got != n {
-		t.Fatalf("uploaded = %d, want %d", got, n)
-	}
-	l := p.Ledger(t)
-	if len(l.Tiles) != n {
-		t.Fatalf("provider holds %d tiles, want %d", len(l.Tiles), n)
-	}
-	for _, tl := range l.Tiles {
-		if tl.Writes != 1 {
-			t.Errorf("tile %s written %d times", tl.TileID, tl.Writes)
-		}
-	}
+	l := allUploadedOnce(t, c, p, "fc", n)
 	for _, op := range l.Ops {
 		if op.Fingerprints != 1 {
 			t.Errorf("op %s arrived with %d fingerprints", op.OpID, op.Fingerprints)

@@ -20,6 +20,11 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 	if workers <= 0 {
 		workers = defaultConcurrency
 	}
+	if u.clientID != "" {
+		// Strict sequencing: batch n runs only when n-1 is committed, so
+		// a second batch in flight would be a gap.
+		workers = 1
+	}
 	// stop ends claiming on the first run-level error; batches already
 	// claimed finish (they are journaled) but no new one is claimed.
 	stopCtx, stop := context.WithCancel(ctx)
@@ -62,7 +67,7 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally) (more bool, err error) {
 	lookedUp, lookedUpAt := t.lookedUpIDs()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
-		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(),
+		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
 		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
@@ -74,6 +79,10 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 			t.skip(rs)
 			return b, rs
 		}})
+	var busy *tilestore.SequenceBusyError
+	if errors.As(err, &busy) {
+		return u.sequenceBusy(ctx, stopCtx, flightID, busy, t)
+	}
 	if err != nil {
 		if stopCtx.Err() != nil && ctx.Err() == nil {
 			return false, nil // another worker ended the run
@@ -93,7 +102,8 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	send := c.Tiles[:0:0]
 	var bad []LocalFailure
 	var badIDs []string
-	tb := newTileBytes(c.Tiles)
+	tb := pooledTileBytes(c.Tiles)
+	defer tb.release() // after the last send: a reader net/http still holds keeps the arena
 	for _, tl := range c.Tiles {
 		lf, err := tb.read(u.blobs, tl)
 		if err != nil {
@@ -126,7 +136,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	if err := stopCtx.Err(); err != nil {
 		return false, nil // the run ended while the blobs were read; the batch stays open
 	}
-	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, send, tb.data, t); err != nil && !errors.Is(err, errLeftOpen) {
+	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, t); err != nil && !errors.Is(err, errLeftOpen) {
 		return false, err
 	}
 	// A batch left open stays this run's until the run ends; the next run

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/tilectl/tilectl/provider/providertest"
-	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -25,18 +24,7 @@ func TestUploadStoresEveryTileOnceAndMarksItUploaded(t *testing.T) {
 	if rep.Accepted != 50 || rep.Outcome != uploader.OutcomeSuccess || rep.Pending != 0 || rep.Batches != 7 {
 		t.Fatalf("report = %+v, want 50 accepted in 7 batches, success, none pending", rep)
 	}
-	if got := c.Counts(t, "f1")[tilestore.StatusUploaded]; got != 50 {
-		t.Fatalf("uploaded tiles = %d, want 50", got)
-	}
-	l := p.Ledger(t)
-	if len(l.Tiles) != 50 {
-		t.Fatalf("provider holds %d tiles, want 50", len(l.Tiles))
-	}
-	for _, tl := range l.Tiles {
-		if tl.Writes != 1 {
-			t.Errorf("tile %s written %d times", tl.TileID, tl.Writes)
-		}
-	}
+	allUploadedOnce(t, c, p, "f1", 50)
 	if progress.Load() != 7 {
 		t.Errorf("progress called %d times, want 7", progress.Load())
 	}

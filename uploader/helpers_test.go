@@ -8,7 +8,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -52,4 +54,24 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// allUploadedOnce fails the test unless the flight's n tiles are uploaded
+// and the provider holds n tiles, each written once. It returns the
+// provider's ledger for further checks.
+func allUploadedOnce(t *testing.T, c *providertest.Client, p *providertest.Provider, flight string, n int) provider.Ledger {
+	t.Helper()
+	if got := c.Counts(t, flight)[tilestore.StatusUploaded]; got != int64(n) {
+		t.Fatalf("uploaded = %d, want %d", got, n)
+	}
+	l := p.Ledger(t)
+	if len(l.Tiles) != n {
+		t.Fatalf("provider holds %d tiles, want %d", len(l.Tiles), n)
+	}
+	for _, tl := range l.Tiles {
+		if tl.Writes != 1 {
+			t.Errorf("tile %s written %d times", tl.TileID, tl.Writes)
+		}
+	}
+	return l
 }

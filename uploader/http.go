@@ -115,6 +115,11 @@ type HTTPOptions struct {
 	// Rand is the jitter's random source; tests pass a seeded one.
 	// Default: nil, the global source.
 	Rand *rand.Rand
+	// ClientID, when set, turns on strict client sequencing
+	// (provider-api.md): every batch carries Client-Id and a
+	// Client-Sequence journaled with it, one batch in flight at a time.
+	// The Store must then implement SequenceStore. Default: unset.
+	ClientID string
 }
 
 // DefaultMaxResends is HTTPOptions.MaxResends's default, for bounding a
@@ -169,6 +174,10 @@ type HTTPTileUploader struct {
 	// answered is set once the provider answered as the API: from then on
 	// a failure is an outage, given the full resends, not a wrong URL.
 	answered atomic.Bool
+	// clientID is HTTPOptions.ClientID; stream its sequence stream, set
+	// by prepareSequence at the start of each run.
+	clientID string
+	stream   atomic.Int64
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)
@@ -190,7 +199,12 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		base: base, token: opts.Token, store: opts.Store, blobs: opts.Blobs, log: opts.Logger,
 		timeout: opts.RequestTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
 		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
-		cacheDirSource: opts.CacheDirSource,
+		cacheDirSource: opts.CacheDirSource, clientID: opts.ClientID,
+	}
+	if u.clientID != "" {
+		if _, err := u.seqStore(); err != nil {
+			return nil, fmt.Errorf("new HTTP uploader: %w", err)
+		}
 	}
 	if u.timeout <= 0 {
 		u.timeout = defaultRequestTimeout

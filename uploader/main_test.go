@@ -70,8 +70,9 @@ func childMain() int {
 	u, err := uploader.NewHTTP(uploader.HTTPOptions{
 		BaseURL: os.Getenv("CHILD_PROVIDER_URL"), Token: os.Getenv("CHILD_TOKEN"),
 		Store: &dyingStore{Store: store, n: dieAfter}, Blobs: blobs,
-		Logger: zerolog.New(os.Stderr).Level(zerolog.WarnLevel),
-		Sleep:  func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+		Logger:   zerolog.New(os.Stderr).Level(zerolog.WarnLevel),
+		Sleep:    func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+		ClientID: os.Getenv("CHILD_CLIENT_ID"),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tilectl/tilectl/provider/providertest"
-	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -128,18 +127,7 @@ func TestBreakerKeepsAnOutageFromBeingHammeredAndTheRunResumes(t *testing.T) {
 	if len(events) == 0 || events[0].State != uploader.BreakerOpen || events[len(events)-1].State != uploader.BreakerClosed {
 		t.Fatalf("breaker events %+v: want it to open, then close", events)
 	}
-	if got := c.Counts(t, "fo")[tilestore.StatusUploaded]; got != 240 {
-		t.Fatalf("uploaded = %d, want 240", got)
-	}
-	l := p.Ledger(t)
-	if len(l.Tiles) != 240 {
-		t.Fatalf("provider holds %d tiles, want 240", len(l.Tiles))
-	}
-	for _, tl := range l.Tiles {
-		if tl.Writes != 1 {
-			t.Errorf("tile %s written %d times", tl.TileID, tl.Writes)
-		}
-	}
+	allUploadedOnce(t, c, p, "fo", 240)
 }
 
 // dropAnswers runs the provider, then loses its answer: the batch is

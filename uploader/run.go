@@ -75,6 +75,11 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	if req.DryRun {
 		return u.dryRun(ctx, req, lim, t)
 	}
+	if u.clientID != "" {
+		if err := u.prepareSequence(ctx); err != nil {
+			return finish(err)
+		}
+	}
 	ctx, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
 	settled, err := u.settleOpen(ctx, req.FlightID, t, req.Settling)

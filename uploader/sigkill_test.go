@@ -11,7 +11,6 @@ import (
 
 	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
-	"github.com/tilectl/tilectl/tilestore"
 )
 
 // killer SIGKILLs the running child when the provider reaches the chosen
@@ -144,18 +143,7 @@ func TestSIGKILLAtAnyPointStillUploadsExactlyOnce(t *testing.T) {
 		t.Logf("clean run %d exited %d: %s", i, exit, stderr)
 	}
 	noneUploadedThatProviderLacks()
-	if got := c.Counts(t, flight)[tilestore.StatusUploaded]; got != n {
-		t.Fatalf("uploaded %d, want %d", got, n)
-	}
-	l := p.Ledger(t)
-	if len(l.Tiles) != n {
-		t.Fatalf("provider holds %d tiles, want %d", len(l.Tiles), n)
-	}
-	for _, tl := range l.Tiles {
-		if tl.Writes != 1 {
-			t.Errorf("tile %s written %d times", tl.TileID, tl.Writes)
-		}
-	}
+	l := allUploadedOnce(t, c, p, flight, n)
 	ops := map[string]provider.LedgerOp{}
 	for _, o := range l.Ops {
 		ops[o.OpID] = o

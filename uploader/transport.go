@@ -28,6 +28,9 @@ type exchange struct {
 	u      *HTTPTileUploader
 	runCtx context.Context
 	opID   string
+	// seq is a sequenced batch's Client-Id and Client-Sequence, sent with
+	// every attempt.
+	seq batchSeq
 	// accept reports whether a 2xx body is a complete answer; one that is
 	// not (cut off, not JSON) means the answer was lost, so the request is
 	// resent with the same key and the provider replays it.
@@ -158,6 +161,7 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		req.GetBody = nil
 		req.Header.Set("Content-Type", body.contentType())
 		req.Header.Set("Idempotency-Key", opID)
+		setSequenceHeaders(req.Header, ex.seq)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", u.ua)

@@ -250,3 +250,7 @@ func (e *ProviderError) Retryable() bool {
 	}
 	return false
 }
+
+// ErrNoSequencing: a client ID is configured but the provider does not
+// offer strict client sequencing.
+var ErrNoSequencing = errors.New("the provider does not offer strict client sequencing")

@@ -1,14 +1,10 @@
 package providertest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +15,9 @@ import (
 // token, capabilities, batches under idempotency keys, one request per key
 // at a time, a seen key replaying its sealed answer, operation state) but
 // stores a tile again whenever a new key carries it and never answers
-// duplicate, so a tile sent under two keys shows as stored twice.
+// duplicate, so a tile sent under two keys shows as stored twice. It
+// answers a tile lookup (GET /v1/flights/{f}/tiles/{t}) from what it
+// stored, and LoseAnswers makes it lose answers as a broken link would.
 type Recorder struct {
 	URL  string
 	HTTP *httptest.Server
@@ -27,6 +25,7 @@ type Recorder struct {
 	token   string
 	latency time.Duration
 	reject  func(tileID string) bool
+	caps    map[string]any
 
 	mu      sync.Mutex
 	busy    map[string]int    // tile_id -> storage_busy answers still to give
@@ -36,6 +35,15 @@ type Recorder struct {
 	keyMu   map[string]*sync.Mutex
 	posts   int
 	auth    []string
+	held    map[string]heldTile // tile_id -> what it stored last
+	lookups int
+	lose    func(key string, ids []string) string
+	expired map[string]bool // keys answered 422 IDEMPOTENCY_EXPIRED
+}
+
+type heldTile struct {
+	sha256 string
+	size   int
 }
 
 // RecorderConfig says how a Recorder answers. The zero value accepts
@@ -49,6 +57,8 @@ type RecorderConfig struct {
 	// Reject names tiles it always rejects as decode_error, a poison tile
 	// (default none).
 	Reject func(tileID string) bool
+	// MaxBatchTiles is the max_batch_tiles it advertises (default 256).
+	MaxBatchTiles int
 }
 
 // StartRecorder serves a Recorder on loopback until the test ends.
@@ -60,14 +70,18 @@ func StartRecorder(tb testing.TB, cfg RecorderConfig) *Recorder {
 	if cfg.Reject == nil {
 		cfg.Reject = func(string) bool { return false }
 	}
+	if cfg.MaxBatchTiles == 0 {
+		cfg.MaxBatchTiles = 256
+	}
 	p := &Recorder{token: cfg.Token, latency: cfg.Latency, reject: cfg.Reject, busy: map[string]int{},
-		stores: map[string]int{}, carried: map[string]int{}, answers: map[string][]byte{}, keyMu: map[string]*sync.Mutex{}}
+		stores: map[string]int{}, carried: map[string]int{}, answers: map[string][]byte{}, keyMu: map[string]*sync.Mutex{},
+		held: map[string]heldTile{}, expired: map[string]bool{},
+		caps: map[string]any{"api_version": "v1", "max_batch_tiles": cfg.MaxBatchTiles, "max_batch_bytes": 32 << 20,
+			"max_tile_bytes": 4 << 20, "idempotency": map[string]any{"retention_seconds": 86400}}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/capabilities", func(w http.ResponseWriter, r *http.Request) {
-		recorderJSON(w, 200, map[string]any{"api_version": "v1", "max_batch_tiles": 256, "max_batch_bytes": 32 << 20,
-			"max_tile_bytes": 4 << 20, "idempotency": map[string]any{"retention_seconds": 86400}})
-	})
+	mux.HandleFunc("GET /v1/capabilities", func(w http.ResponseWriter, r *http.Request) { recorderJSON(w, 200, p.caps) })
 	mux.HandleFunc("POST /v1/flights/{flight}/tiles:batch", p.batch)
+	mux.HandleFunc("GET /v1/flights/{flight}/tiles/{tile}", p.lookup)
 	mux.HandleFunc("GET /v1/operations/{op}", p.operation)
 	p.HTTP = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
@@ -90,6 +104,47 @@ func (p *Recorder) Busy(tileID string, times int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.busy[tileID] = times
+}
+
+// LoseAnswers has lose called with each new key and its tile IDs; it
+// returns how that answer is lost: "drop" (store and seal, then cut the
+// connection, and from then on answer the key 422 IDEMPOTENCY_EXPIRED, as
+// if it were past retention by the next send), "omit:<tile_id>" (leave that
+// tile out of the results, though stored), or "" (answer in full).
+func (p *Recorder) LoseAnswers(lose func(key string, ids []string) string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lose = lose
+}
+
+// Hold makes the recorder hold tileID as if a batch had stored it (a
+// store counted; a lookup finds it).
+func (p *Recorder) Hold(tileID, sha256 string, size int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stores[tileID]++
+	p.held[tileID] = heldTile{sha256: sha256, size: size}
+}
+
+// Lookups is how many tile lookups arrived.
+func (p *Recorder) Lookups() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lookups
+}
+
+// StoredTwice lists, sorted, the tiles stored more than once.
+func (p *Recorder) StoredTwice() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for id, n := range p.stores {
+		if n > 1 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Posts is how many batch requests arrived, replays included.
@@ -119,116 +174,4 @@ func (p *Recorder) Carried() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return maps.Clone(p.carried)
-}
-
-func recorderJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func recorderError(w http.ResponseWriter, status int, code, msg string) {
-	recorderJSON(w, status, map[string]any{"errors": []any{map[string]any{"code": code, "message": msg}}})
-}
-
-func (p *Recorder) operation(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	ans, ok := p.answers[r.PathValue("op")]
-	p.mu.Unlock()
-	if !ok {
-		recorderJSON(w, 200, map[string]any{"op_id": r.PathValue("op"), "state": "absent"})
-		return
-	}
-	recorderJSON(w, 200, map[string]any{"op_id": r.PathValue("op"), "state": "sealed",
-		"outcome": map[string]any{"status": 200, "body": json.RawMessage(ans)}})
-}
-
-type recorderResult struct {
-	TileID  string `json:"tile_id"`
-	Status  string `json:"status"`
-	Reason  string `json:"reason,omitempty"`
-	Message string `json:"message,omitempty"`
-}
-
-func (p *Recorder) batch(w http.ResponseWriter, r *http.Request) {
-	key := strings.Trim(r.Header.Get("Idempotency-Key"), `"`)
-	p.mu.Lock()
-	p.posts++
-	km := p.keyMu[key]
-	if km == nil {
-		km = &sync.Mutex{}
-		p.keyMu[key] = km
-	}
-	p.mu.Unlock()
-	// One request per key at a time: a concurrent resend waits, then replays.
-	km.Lock()
-	defer km.Unlock()
-	p.mu.Lock()
-	ans, ok := p.answers[key]
-	p.mu.Unlock()
-	if ok {
-		w.Header().Set("Idempotent-Replayed", "true")
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(ans)
-		return
-	}
-	mr, err := r.MultipartReader()
-	if err != nil {
-		recorderError(w, 400, "INVALID_REQUEST", err.Error())
-		return
-	}
-	var man struct {
-		Tiles []struct {
-			TileID string `json:"tile_id"`
-			SHA256 string `json:"sha256"`
-		} `json:"tiles"`
-	}
-	sums := map[string]string{}
-	for {
-		part, err := mr.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			recorderError(w, 400, "INVALID_REQUEST", err.Error())
-			return
-		}
-		b, _ := io.ReadAll(part)
-		if part.FormName() != "manifest" {
-			h := sha256.Sum256(b)
-			sums[part.FormName()] = hex.EncodeToString(h[:])
-			continue
-		}
-		if err := json.Unmarshal(b, &man); err != nil {
-			recorderError(w, 400, "INVALID_REQUEST", err.Error())
-			return
-		}
-		p.mu.Lock()
-		for _, mt := range man.Tiles {
-			p.carried[mt.TileID]++
-		}
-		p.mu.Unlock()
-	}
-	time.Sleep(p.latency) // the satellite link's round trip
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var res []recorderResult
-	for _, mt := range man.Tiles {
-		switch {
-		case p.reject(mt.TileID):
-			res = append(res, recorderResult{TileID: mt.TileID, Status: "rejected", Reason: "decode_error", Message: "not a PNG"})
-		case p.busy[mt.TileID] > 0:
-			p.busy[mt.TileID]--
-			res = append(res, recorderResult{TileID: mt.TileID, Status: "rejected", Reason: "storage_busy", Message: "try again"})
-		case sums[mt.TileID] != mt.SHA256:
-			res = append(res, recorderResult{TileID: mt.TileID, Status: "rejected", Reason: "checksum_mismatch"})
-		default:
-			p.stores[mt.TileID]++
-			res = append(res, recorderResult{TileID: mt.TileID, Status: "accepted"})
-		}
-	}
-	ans, _ = json.Marshal(map[string]any{"op_id": key, "results": res})
-	p.answers[key] = ans
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(ans)
 }

@@ -64,6 +64,8 @@ func Code(err error) int {
 	switch {
 	case errors.Is(err, uploader.ErrFlightNotOnGround):
 		return NotOnGround
+	case errors.Is(err, uploader.ErrNoSequencing):
+		return Usage // a client ID configured for a provider without sequencing
 	}
 	return Failure
 }

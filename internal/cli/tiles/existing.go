@@ -46,7 +46,7 @@ func (m Mismatch) Error() string {
 // recorded sha256. It reports whether it wrote the blob. The file is read
 // whole and checked before anything is written (tiles are small), and the
 // blob is replaced atomically with mode 0600, as an import writes it.
-func repairBlob(blobs *tilestore.BlobStore, rec tilestore.Tile, t found) (bool, error) {
+func repairBlob(blobs *tilestore.BlobStore, rec tilestore.Tile, path string) (bool, error) {
 	if rec.VotingStatus == tilestore.StatusUploaded {
 		return false, nil // the provider holds it; the blob is not needed again
 	}
@@ -54,17 +54,17 @@ func repairBlob(blobs *tilestore.BlobStore, rec tilestore.Tile, t found) (bool, 
 	if err != nil || lf == nil {
 		return false, err
 	}
-	f, err := os.OpenFile(t.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return false, fmt.Errorf("repair the blob of tile %s from %q: %w", rec.ID, t.Path, err)
+		return false, fmt.Errorf("repair the blob of tile %s from %q: %w", rec.ID, path, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, rec.SizeBytes+1))
 	if err != nil {
-		return false, fmt.Errorf("repair the blob of tile %s from %q: %w", rec.ID, t.Path, err)
+		return false, fmt.Errorf("repair the blob of tile %s from %q: %w", rec.ID, path, err)
 	}
 	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != rec.SHA256 {
-		return false, fmt.Errorf("import %q: the file changed while it was being imported; run the import again", t.Path)
+		return false, fmt.Errorf("import %q: the file changed while it was being imported; run the import again", path)
 	}
 	if _, _, err := blobs.Put(rec.BlobPath, bytes.NewReader(b)); err != nil {
 		return false, fmt.Errorf("repair the blob of tile %s (%s): %w", rec.ID, lf.Problem, err)

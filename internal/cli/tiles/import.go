@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
@@ -21,9 +18,6 @@ import (
 
 // DefaultBatchSize is how many tiles go to Postgres per InsertTiles call.
 const DefaultBatchSize = 1000
-
-// copyConcurrency is how many tiles are copied into the cache at once.
-const copyConcurrency = 8
 
 // ImportOptions are `tiles import`'s inputs: dependencies first, flags after.
 type ImportOptions struct {
@@ -106,15 +100,18 @@ func NewCmdImport(f *factory.Factory, runF func(context.Context, *ImportOptions)
 	return cmd
 }
 
-// ImportRun does the import. Nothing is written (no blob, no row) when a
-// file is invalid and SkipInvalid is off.
+// ImportRun does the import in two passes over the directory. The first
+// checks every file (scan) and keeps only the problems; nothing is written
+// (no blob, no row) when a file is invalid and SkipInvalid is off. The
+// second imports the valid files a chunk at a time (importer), so memory
+// does not grow with the directory.
 func ImportRun(ctx context.Context, opts *ImportOptions) error {
-	tiles, problems, err := scan(ctx, opts.Dir)
+	valid, problems, err := scan(ctx, opts.Dir)
 	if err != nil {
 		return err
 	}
 	sum := ImportSummary{FlightID: opts.FlightID, FlightState: string(opts.State),
-		Found: len(tiles) + len(problems), Invalid: problems}
+		Found: valid + len(problems), Invalid: problems}
 	if sum.Invalid == nil {
 		sum.Invalid = []Problem{}
 	}
@@ -126,12 +123,12 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 		return fmt.Errorf("%d invalid file(s) under %s; nothing was imported "+
 			"(fix them, or pass --skip-invalid to import the rest)", len(problems), opts.Dir)
 	}
-	if len(tiles) == 0 && len(problems) == 0 {
+	if valid == 0 && len(problems) == 0 {
 		return fmt.Errorf("no tiles under %q (the layout is %s)", opts.Dir, layout)
 	}
 	sum.Skipped = len(problems)
 
-	if err := importTiles(ctx, opts, tiles, &sum); err != nil {
+	if err := importTiles(ctx, opts, problems, &sum); err != nil {
 		return err
 	}
 	if err := printSummary(opts, sum); err != nil {
@@ -154,7 +151,9 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 	return nil
 }
 
-func importTiles(ctx context.Context, opts *ImportOptions, tiles []found, sum *ImportSummary) error {
+// importTiles is the second pass: it walks opts.Dir again and imports
+// every file the first pass did not list in problems.
+func importTiles(ctx context.Context, opts *ImportOptions, problems []Problem, sum *ImportSummary) error {
 	cfg, err := opts.Config()
 	if err != nil {
 		return err
@@ -170,121 +169,18 @@ func importTiles(ctx context.Context, opts *ImportOptions, tiles []found, sum *I
 	if _, err := store.UpsertFlight(ctx, opts.FlightID, opts.State); err != nil {
 		return fmt.Errorf("record flight %s: %w", opts.FlightID, err)
 	}
-	batch := opts.BatchSize
-	if batch <= 0 {
-		batch = DefaultBatchSize
+	im := newImporter(opts, store, blobs, sum)
+	for _, p := range problems {
+		im.skip[p.Path] = true
 	}
-	for start := 0; start < len(tiles); start += batch {
-		chunk := tiles[start:min(start+batch, len(tiles))]
-		imported, present, err := importChunk(ctx, opts, store, blobs, chunk, sum)
-		if err != nil {
-			return err
-		}
-		sum.Imported += imported
-		sum.AlreadyPresent += present
+	if err := walkTiles(ctx, opts.Dir, func(c candidate) error { return im.add(ctx, c) }, func(Problem) {}); err != nil {
+		return err
 	}
-	return nil
+	return im.flush(ctx)
 }
 
-// importChunk copies the chunk's new tiles into the cache, then records
-// them in one InsertTiles. A tile already in the store keeps its record;
-// its blob is restored only from a file with the recorded sha256 (so the
-// blob never disagrees with the record), and a file with other bytes is a
-// Mismatch.
-func importChunk(ctx context.Context, opts *ImportOptions, store *tilestore.Store, blobs *tilestore.BlobStore,
-	chunk []found, sum *ImportSummary) (imported, present int, err error) {
-	ids := make([]string, len(chunk))
-	for i, t := range chunk {
-		ids[i] = tileID(opts.FlightID, t)
-	}
-	existing, err := existingTiles(ctx, store, ids)
-	if err != nil {
-		return 0, 0, err
-	}
-	var todo, recorded []int
-	for i, t := range chunk {
-		if rec, ok := existing[ids[i]]; ok {
-			present++
-			if rec.SHA256 != t.SHA256 {
-				sum.Mismatched = append(sum.Mismatched, Mismatch{Path: t.Path, TileID: ids[i],
-					RecordedSHA256: rec.SHA256, FileSHA256: t.SHA256})
-				continue
-			}
-			recorded = append(recorded, i)
-			continue
-		}
-		todo = append(todo, i)
-	}
-	repaired := make([]bool, len(recorded))
-	// Blobs are written without a per-file fsync and made durable by one
-	// syncfs before their metadata is recorded: a crash can lose a blob only
-	// while no row points at it. A few copies at once hide read latency.
-	rows := make([]tilestore.Tile, len(todo))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(copyConcurrency)
-	for k, i := range todo {
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			row, err := copyBlob(opts.FlightID, ids[i], chunk[i], blobs)
-			rows[k] = row
-			return err
-		})
-	}
-	for k, i := range recorded {
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			var err error
-			repaired[k], err = repairBlob(blobs, existing[ids[i]], chunk[i])
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return 0, 0, err
-	}
-	for k, ok := range repaired {
-		if ok {
-			sum.Repaired++
-			fmt.Fprintf(opts.IO.ErrOut, "repaired: tile %s: restored its cached blob from %q\n", ids[recorded[k]], chunk[recorded[k]].Path)
-		}
-	}
-	if err := blobs.Sync(); err != nil {
-		return 0, 0, err
-	}
-	n, err := store.InsertTiles(ctx, rows)
-	if err != nil {
-		return 0, 0, fmt.Errorf("record %d tiles: %w", len(rows), err)
-	}
-	// A concurrent import may have recorded some of them first.
-	return n, present + len(rows) - n, nil
-}
-
-func copyBlob(flightID, id string, t found, blobs *tilestore.BlobStore) (tilestore.Tile, error) {
-	rel := fmt.Sprintf("%s/%d/%d/%d.%s", flightID, t.Z, t.X, t.Y, t.Ext)
-	f, err := os.OpenFile(t.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return tilestore.Tile{}, fmt.Errorf("import %q: %w", t.Path, err)
-	}
-	defer f.Close()
-	size, sha, err := blobs.PutDeferred(rel, f)
-	if err != nil {
-		return tilestore.Tile{}, fmt.Errorf("copy %q into the cache: %w", t.Path, err)
-	}
-	if sha != t.SHA256 || size != t.Size {
-		return tilestore.Tile{}, fmt.Errorf("import %q: the file changed while it was being imported; run the import again", t.Path)
-	}
-	return tilestore.Tile{
-		ID: id, FlightID: flightID, Z: t.Z, X: t.X, Y: t.Y,
-		ContentType: t.ContentType, SizeBytes: size, SHA256: sha, BlobPath: rel,
-		CapturedAt: t.ModTime, VotingStatus: tilestore.StatusPending,
-	}, nil
-}
-
-func tileID(flightID string, t found) string {
-	return fmt.Sprintf("%s-%d-%d-%d", flightID, t.Z, t.X, t.Y)
+func tileID(flightID string, c candidate) string {
+	return fmt.Sprintf("%s-%d-%d-%d", flightID, c.Z, c.X, c.Y)
 }
 
 func printSummary(opts *ImportOptions, s ImportSummary) error {

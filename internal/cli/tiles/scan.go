@@ -1,11 +1,8 @@
 package tiles
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"image"
@@ -18,21 +15,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 )
 
-// found is one valid tile file under the import directory.
-type found struct {
+// candidate is a file whose path names a tile: its place in the z/x/y
+// layout and the coordinates' range are checked, its content is not.
+type candidate struct {
 	Path        string // on disk
-	Rel         string // relative to the import directory, slash-separated
 	Z           int
 	X, Y        int64
 	Ext         string // lower case, no dot
 	ContentType string
-	Size        int64
-	SHA256      string
-	ModTime     time.Time
 }
 
 // Problem is a file that cannot be imported, and why.
@@ -47,30 +39,60 @@ var contentTypes = map[string]string{
 	"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "webp": "image/webp",
 }
 
-// scan walks dir and checks every file: its place in the z/x/y layout, the
-// coordinates' range, and that its bytes really are the image type its
-// extension claims. It reads each file once, hashing it on the way. Hidden
-// files and directories (".name") are ignored. The error is for the walk
+// scan checks every file under dir as the import will: its place in the
+// z/x/y layout, the coordinates' range, and that its first bytes are an
+// image of the type its extension claims (a file is read no further than
+// that check needs). A second file naming a tile already found valid (3/2/4.png,
+// then 3/2/4.webp) is a problem too. It keeps nothing per valid file, so
+// its memory does not grow with the directory: it returns how many files
+// are valid and every problem, in walk order. The error is for the walk
 // itself (dir missing, context cancelled), not for bad files.
-func scan(ctx context.Context, dir string) ([]found, []Problem, error) {
+func scan(ctx context.Context, dir string) (valid int, problems []Problem, err error) {
+	r := newTileReader()
+	var (
+		col  [2]int64         // the z/x directory being walked
+		seen map[int64]string // y -> the first valid file of that tile in col
+	)
+	err = walkTiles(ctx, dir, func(c candidate) error {
+		if reason := r.check(c); reason != "" {
+			problems = append(problems, Problem{c.Path, reason})
+			return nil
+		}
+		// Every file of a z/x column is in one directory, which the walk
+		// visits whole: the tiles seen are those of this directory.
+		if k := [2]int64{int64(c.Z), c.X}; seen == nil || k != col {
+			col, seen = k, map[int64]string{}
+		}
+		if first, dup := seen[c.Y]; dup {
+			problems = append(problems, Problem{c.Path, fmt.Sprintf("same tile z=%d x=%d y=%d as %q", c.Z, c.X, c.Y, first)})
+			return nil
+		}
+		seen[c.Y] = c.Path
+		valid++
+		return nil
+	}, func(p Problem) { problems = append(problems, p) })
+	return valid, problems, err
+}
+
+// walkTiles walks dir in lexical order and hands visit every file whose
+// path names a tile, and problem every other entry that is not imported
+// (a symbolic link, a path outside the layout). Hidden files and
+// directories (".name") are ignored. The error is for the walk itself (dir
+// missing, context cancelled) or visit's.
+func walkTiles(ctx context.Context, dir string, visit func(candidate) error, problem func(Problem)) error {
 	info, err := os.Stat(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("import directory: %w", err)
+		return fmt.Errorf("import directory: %w", err)
 	}
 	if !info.IsDir() {
-		return nil, nil, fmt.Errorf("import directory %q is not a directory", dir)
+		return fmt.Errorf("import directory %q is not a directory", dir)
 	}
-	var (
-		tiles    []found
-		problems []Problem
-		seen     = map[[3]int64]string{}
-	)
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
 		if err != nil {
-			problems = append(problems, Problem{path, "unreadable: " + errText(err)})
+			problem(Problem{path, "unreadable: " + errText(err)})
 			if d != nil && d.IsDir() {
 				return fs.SkipDir
 			}
@@ -88,53 +110,32 @@ func scan(ctx context.Context, dir string) ([]found, []Problem, error) {
 		if d.Type()&fs.ModeSymlink != 0 {
 			// WalkDir does not follow links; neither may the import, or a
 			// link could pull a file from anywhere into the cache.
-			problems = append(problems, Problem{path, "is a symbolic link: tiles are imported only from regular files inside the directory"})
+			problem(Problem{path, "is a symbolic link: tiles are imported only from regular files inside the directory"})
 			return nil
 		}
 		rel, _ := filepath.Rel(dir, path)
 		parts := strings.Split(filepath.ToSlash(rel), "/")
 		if d.IsDir() {
 			if len(parts) > 2 {
-				problems = append(problems, Problem{path, "unexpected directory: the layout is " + layout})
+				problem(Problem{path, "unexpected directory: the layout is " + layout})
 				return fs.SkipDir
 			}
 			return nil
 		}
-		t, reason := checkFile(path, parts)
+		z, x, y, ext, ct, reason := parseTilePath(parts)
 		if reason != "" {
-			problems = append(problems, Problem{path, reason})
+			if strings.HasPrefix(reason, "extension ") {
+				reason = fmt.Sprintf("extension %q is not one of .png, .jpg, .jpeg, .webp", filepath.Ext(path))
+			}
+			problem(Problem{path, reason})
 			return nil
 		}
-		key := [3]int64{int64(t.Z), t.X, t.Y}
-		if first, dup := seen[key]; dup {
-			problems = append(problems, Problem{path, fmt.Sprintf("same tile z=%d x=%d y=%d as %q", t.Z, t.X, t.Y, first)})
-			return nil
-		}
-		seen[key] = path
-		tiles = append(tiles, t)
-		return nil
+		return visit(candidate{Path: path, Z: z, X: x, Y: y, Ext: ext, ContentType: ct})
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("scan %q: %w", dir, err)
+		return fmt.Errorf("scan %q: %w", dir, err)
 	}
-	return tiles, problems, nil
-}
-
-// checkFile validates one file at parts (its path below the import dir)
-// and returns it, or the reason it cannot be imported.
-func checkFile(path string, parts []string) (found, string) {
-	z, x, y, ext, ct, reason := parseTilePath(parts)
-	if reason != "" {
-		if strings.HasPrefix(reason, "extension ") {
-			reason = fmt.Sprintf("extension %q is not one of .png, .jpg, .jpeg, .webp", filepath.Ext(path))
-		}
-		return found{}, reason
-	}
-	t := found{Path: path, Rel: strings.Join(parts, "/"), Z: z, X: x, Y: y, Ext: ext, ContentType: ct}
-	if reason := t.readContent(); reason != "" {
-		return found{}, reason
-	}
-	return t, ""
+	return nil
 }
 
 // coordinate parses a canonical non-negative decimal (no sign, no leading
@@ -186,38 +187,6 @@ func parseTilePath(parts []string) (z int, x, y int64, ext, contentType, reason 
 	return int(zz), x, y, ext, ct, ""
 }
 
-// readContent checks the image type and records size, hash and mtime.
-func (t *found) readContent() string {
-	// O_NOFOLLOW: a file swapped for a link after the walk is refused too.
-	f, err := os.OpenFile(t.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return "unreadable: " + errText(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "unreadable: " + errText(err)
-	}
-	if !st.Mode().IsRegular() {
-		return "not a regular file"
-	}
-	h := sha256.New()
-	counter := &countWriter{}
-	br := bufio.NewReader(io.TeeReader(f, io.MultiWriter(h, counter)))
-	head, _ := br.Peek(512)
-	if len(head) == 0 {
-		return "file is empty"
-	}
-	if reason := checkImage(t.Ext, head, br); reason != "" {
-		return reason
-	}
-	if _, err := io.Copy(io.Discard, br); err != nil {
-		return "unreadable: " + errText(err)
-	}
-	t.Size, t.SHA256, t.ModTime = counter.n, hex.EncodeToString(h.Sum(nil)), st.ModTime().UTC()
-	return ""
-}
-
 func checkImage(ext string, head []byte, r io.Reader) string {
 	want := map[string]string{"png": "a PNG", "jpg": "a JPEG", "jpeg": "a JPEG", "webp": "a WebP"}[ext]
 	mismatch := func(detail string) string {
@@ -257,10 +226,6 @@ func checkImage(ext string, head []byte, r io.Reader) string {
 	}
 	return ""
 }
-
-type countWriter struct{ n int64 }
-
-func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
 // errText is an OS error without the path, which the Problem already has.
 func errText(err error) string {

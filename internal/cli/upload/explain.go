@@ -21,6 +21,9 @@ func (r *run) explain(err error) error {
 		return fmt.Errorf("%w\n  provider_url %s comes from %s; fix it there (tilectl config view shows every value and its source)",
 			err, r.cfg.ProviderURL, r.cfg.Source("provider_url"))
 	}
+	if errors.Is(err, uploader.ErrNoSequencing) {
+		return fmt.Errorf("%w\n  upload.client_id %s comes from %s", err, r.cfg.Upload.ClientID, r.cfg.Source("upload.client_id"))
+	}
 	var pe *uploader.ProviderError
 	if errors.As(err, &pe) && (pe.Status == 401 || pe.Status == 403) {
 		return fmt.Errorf("%w\n  the provider token comes from %s", err, r.cfg.Source("provider_token"))

@@ -173,6 +173,7 @@ func (r *run) wire(ctx context.Context) error {
 		Jitter:       r.retry.JitterKind(),
 		ResendBudget: float64(offIfZero(r.cfg.Upload.ResendBudget)),
 		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
+		ClientID:     r.cfg.Upload.ClientID,
 	})
 	if err != nil {
 		return exitcode.UsageError(err)

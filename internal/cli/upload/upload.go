@@ -64,6 +64,7 @@ type Options struct {
 	Deadline           time.Duration
 	Lease              time.Duration
 	MetricsFile        string
+	ClientID           string
 	InsecureSkipVerify bool
 	Output             string
 	// Quiet shows only errors and the summary: no progress, no INFO/WARN.
@@ -133,6 +134,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.DurationVar(&opts.Deadline, "deadline", 0, "bound on the whole run (default from config upload.deadline)")
 	fl.DurationVar(&opts.Lease, "lease", 0, "how long this run's open batches stay its own after it last renewed them (default from config upload.lease)")
 	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
+	fl.StringVar(&opts.ClientID, "client-id", "", "strict client sequencing: send Client-Id and a journaled Client-Sequence with every batch, one batch in flight (default from config upload.client_id)")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "show only errors and the summary (no progress, no info or warning logs)")
@@ -178,6 +180,7 @@ var configFlags = []struct {
 	{"backoff-base", "retry.backoff_base", func(o *Options) string { return o.BackoffBase.String() }},
 	{"backoff-cap", "retry.backoff_cap", func(o *Options) string { return o.BackoffCap.String() }},
 	{"metrics-file", "upload.metrics_file", func(o *Options) string { return o.MetricsFile }},
+	{"client-id", "upload.client_id", func(o *Options) string { return o.ClientID }},
 }
 
 // settings is the configuration with the user's flags applied (from the
@@ -199,6 +202,7 @@ func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Conf
 	if err := errors.Join(errs...); err != nil {
 		return cfg, retrydecorator.Config{}, err
 	}
+	cfg.Complete() // again: a flag may have set upload.client_id
 	if err := cfg.Validate(); err != nil {
 		return cfg, retrydecorator.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
 	}

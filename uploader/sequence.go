@@ -1,0 +1,252 @@
+package uploader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// Strict client sequencing (provider-api.md "Optional: strict client
+// sequencing", seed 003), on with HTTPOptions.ClientID. The store journals
+// each batch with its number (tilestore.Claim.Stream) before the first
+// byte; every resend carries the same key, body and number. One batch is in
+// flight per client ID, across processes: the provider runs batch n only
+// when n is last committed + 1, so a second batch in flight would be a gap.
+// SEQUENCE_GAP rebinds the open batch to the provider's last committed + 1
+// and resends it; ALREADY_COMMITTED (or another batch's answer replayed for
+// our number) settles the batch by asking the provider which of its tiles
+// it holds.
+
+// sequenceStore is what sequencing needs from the Store beyond Store.
+// *tilestore.Store implements it.
+type sequenceStore interface {
+	SequenceStream(ctx context.Context, provider, clientID string) (tilestore.Stream, error)
+	SyncSequence(ctx context.Context, stream int64, serverLast uint64) (bool, error)
+	RebindSequence(ctx context.Context, opID string, serverLast uint64) (uint64, error)
+	FailCommittedBatch(ctx context.Context, opID string, httpStatus int, detail string) error
+}
+
+var _ sequenceStore = (*tilestore.Store)(nil)
+
+// batchSeq is a batch's client sequence; n == 0 for a batch without one.
+type batchSeq struct {
+	client string
+	n      uint64
+}
+
+func seqOf(b tilestore.Batch) batchSeq { return batchSeq{client: b.ClientID, n: b.ClientSeq} }
+
+// maxRebinds bounds how often one send follows SEQUENCE_GAP: a provider
+// that answers a gap for the number its own state asked for is not
+// following the contract, and the batch is left open for the next run.
+const maxRebinds = 3
+
+// busyPoll is how long a run waits before claiming again while another
+// live run's batch holds the client's next number.
+const busyPoll = 250 * time.Millisecond
+
+// streamProvider names the provider in the client's sequence streams: the
+// base URL without credentials.
+func (u *HTTPTileUploader) streamProvider() string {
+	b := *u.base
+	b.User = nil
+	return b.String()
+}
+
+func (u *HTTPTileUploader) seqStore() (sequenceStore, error) {
+	s, ok := u.store.(sequenceStore)
+	if !ok {
+		return nil, errors.New("strict client sequencing: the store cannot journal client sequences")
+	}
+	return s, nil
+}
+
+// prepareSequence runs before a sequenced run settles or sends anything: it
+// makes sure the provider offers sequencing (ErrNoSequencing otherwise),
+// and raises the client's last committed number to the provider's, so a
+// lost local database or another tool using the client ID cannot make this
+// run send a number the provider committed for another batch.
+func (u *HTTPTileUploader) prepareSequence(ctx context.Context) error {
+	s, err := u.seqStore()
+	if err != nil {
+		return err
+	}
+	st, err := s.SequenceStream(ctx, u.streamProvider(), u.clientID)
+	if err != nil {
+		return err
+	}
+	if err := u.syncStream(ctx, s, st.ID, u.clientID); err != nil {
+		return err
+	}
+	u.stream.Store(st.ID)
+	return nil
+}
+
+func (u *HTTPTileUploader) syncStream(ctx context.Context, s sequenceStore, stream int64, client string) error {
+	last, err := u.clientState(ctx, client)
+	if err != nil {
+		return err
+	}
+	if _, err := s.SyncSequence(ctx, stream, last); err != nil {
+		return err
+	}
+	return nil
+}
+
+// clientState is GET /v1/clients/{id}/state: the provider's last committed
+// number for the client.
+func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint64, error) {
+	path := "/v1/clients/" + url.PathEscape(client) + "/state"
+	a := u.do(ctx, http.MethodGet, path, "", nil, nil, func(b []byte) bool {
+		return json.Unmarshal(b, &operation.ClientStateResponse{}) == nil
+	})
+	if a.err == nil && (a.status == http.StatusNotFound || a.status == http.StatusMethodNotAllowed) {
+		return 0, fmt.Errorf("%w: a client ID (%s) is configured, but GET %s answered %d; "+
+			"unset upload.client_id (--client-id, TILECTL_UPLOAD_CLIENT_ID), or use a provider that offers it",
+			ErrNoSequencing, client, path, a.status)
+	}
+	doing := fmt.Sprintf("read the provider's sequence state of client %s (GET %s)", client, path)
+	if err := a.failure("", doing); err != nil {
+		return 0, fmt.Errorf("%s: %w", doing, err)
+	}
+	var st operation.ClientStateResponse
+	if err := json.Unmarshal(a.body, &st); err != nil || st.ClientID != client {
+		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s does not name the client", doing, clip(string(a.body)))}
+	}
+	return st.LastCommittedSequence, nil
+}
+
+// seqVerdict is what an answer means for a sequenced batch.
+type seqVerdict int
+
+const (
+	seqPlain     seqVerdict = iota // not about the sequence: handled as usual
+	seqGap                         // 409 SEQUENCE_GAP
+	seqCommitted                   // the number is committed, not clearly by this batch
+)
+
+// sequenceVerdict reads an answer to a sequenced batch. A 2xx naming another
+// operation is another batch's outcome replayed for this number: it is
+// never applied to this batch's tiles.
+func sequenceVerdict(opID string, a answer) (seqVerdict, string) {
+	if a.err != nil {
+		return seqPlain, ""
+	}
+	switch {
+	case a.status == http.StatusConflict:
+		eb, _ := operation.ParseErrorBody(a.body)
+		switch eb.Code() {
+		case operation.CodeSequenceGap:
+			return seqGap, ""
+		case operation.CodeAlreadyCommitted:
+			return seqCommitted, "provider answered 409 ALREADY_COMMITTED"
+		}
+	case a.status >= 200 && a.status < 300:
+		if ans, ok := parseBatchAnswer(a.body); ok && ans.OpID != opID {
+			return seqCommitted, fmt.Sprintf("provider replayed operation %s's answer for this batch's number", clip(ans.OpID))
+		}
+	}
+	return seqPlain, ""
+}
+
+// errCommittedAhead: the provider's state says the batch's number is
+// already committed.
+var errCommittedAhead = errors.New("the provider's state says this number is committed")
+
+// followGap reads the provider's state after SEQUENCE_GAP and rebinds the
+// batch to its last committed + 1, durably, before the resend.
+func (u *HTTPTileUploader) followGap(ctx context.Context, opID string, seq batchSeq) (uint64, error) {
+	s, err := u.seqStore()
+	if err != nil {
+		return 0, err
+	}
+	last, err := u.clientState(ctx, seq.client)
+	if err != nil {
+		return 0, fmt.Errorf("after SEQUENCE_GAP for batch %s: %w", opID, err)
+	}
+	if last >= seq.n {
+		return 0, errCommittedAhead
+	}
+	n, err := s.RebindSequence(ctx, opID, last)
+	if err != nil {
+		return 0, err
+	}
+	u.log.Info().Str("op_id", opID).Uint64("sent", seq.n).Uint64("provider_last", last).Uint64("resend_as", n).
+		Msg("provider answered SEQUENCE_GAP; resending the batch under the same key with the number that follows its state")
+	return n, nil
+}
+
+// settleCommitted settles a batch whose number the provider holds committed
+// without saying this batch's outcome: the batch fails with its number
+// counted, the client's number follows the provider's state, and the
+// provider is asked which of the batch's tiles it holds (lookUpAmbiguous):
+// those are uploaded, the others go back to pending without a rejection.
+func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, status int, detail string, t *tally) error {
+	s, err := u.seqStore()
+	if err != nil {
+		return err
+	}
+	u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
+		Msg("batch's number is committed at the provider; settling it by tile lookup")
+	jctx, cancel := journalCtx(ctx)
+	defer cancel()
+	if err := s.FailCommittedBatch(jctx, opID, status, cleanText(u.redact(detail), 2000)); err != nil {
+		return err
+	}
+	// Without this, the next claim could bind another committed number.
+	st, err := s.SequenceStream(ctx, u.streamProvider(), seq.client)
+	if err != nil {
+		return err
+	}
+	if err := u.syncStream(ctx, s, st.ID, seq.client); err != nil {
+		return fmt.Errorf("after batch %s's number %d was found committed: %w", opID, seq.n, err)
+	}
+	unclear, err := u.lookUpAmbiguous(ctx, flightID, defaultConcurrency, t)
+	if err != nil {
+		return err
+	}
+	t.skipIDs(unclear)
+	return nil
+}
+
+// sequenceBusy decides what a claim does when another open batch holds the
+// client's next number. more false ends this worker.
+func (u *HTTPTileUploader) sequenceBusy(ctx, stopCtx context.Context, flightID string, busy *tilestore.SequenceBusyError, t *tally) (more bool, err error) {
+	switch {
+	case busy.Own:
+		// Left open in this run (its resends were refused): a new number
+		// would be a gap until it is settled, by the next run.
+		u.log.Info().Str("op_id", busy.OpID).Uint64("client_sequence", busy.Seq).
+			Msg("this run's open batch holds the client's next number; no further batch is sent in this run")
+		return false, nil
+	case !busy.Expired:
+		u.log.Debug().Str("op_id", busy.OpID).Str("flight_id", busy.FlightID).Msg("another run's batch holds the client's next number; waiting")
+		if err := u.sleep(stopCtx, busyPoll); err != nil {
+			return false, nil
+		}
+		return true, nil
+	case busy.FlightID == flightID:
+		if _, err := u.settleOpen(ctx, flightID, t, nil); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: settle it first with tilectl upload-pending --flight %s (same client ID)", busy, busy.FlightID)
+}
+
+// setSequenceHeaders adds a sequenced batch's headers to its request.
+func setSequenceHeaders(h http.Header, seq batchSeq) {
+	if seq.n == 0 {
+		return
+	}
+	h.Set(operation.HeaderClientID, seq.client)
+	h.Set(operation.HeaderClientSequence, strconv.FormatUint(seq.n, 10))
+}

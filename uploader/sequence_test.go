@@ -1,0 +1,412 @@
+package uploader_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider"
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+func withClientID(id string) func(*uploader.HTTPOptions) {
+	return func(o *uploader.HTTPOptions) { o.ClientID = id }
+}
+
+func localLast(t *testing.T, c *providertest.Client, providerURL, client string) uint64 {
+	t.Helper()
+	st, err := c.Store.SequenceStream(context.Background(), providerURL, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.LastCommitted
+}
+
+func TestEveryBatchCarriesTheClientIDAndTheNextNumberOneAtATime(t *testing.T) {
+	t.Parallel()
+	p, rec, url := strictProvider(t, nil)
+	c := providertest.NewClient(t, "sq")
+	c.AddTiles(t, "sq", 10, 256, 1)
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	// Concurrency 4 is asked for; strict sequencing allows one batch in
+	// flight: a second would carry a number after one not yet committed.
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sq", BatchSize: 3, Concurrency: 4})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 10 {
+		t.Fatalf("run: %+v, %v; want all 10 uploaded", rep, err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 4 {
+		t.Fatalf("%d batch requests, want 4: %+v", len(reqs), reqs)
+	}
+	for i, r := range reqs {
+		if r.Client != "drone-7" || r.Seq != uint64(i+1) || r.Status != 200 {
+			t.Errorf("request %d: %+v, want Client-Id drone-7, Client-Sequence %d, 200", i, r, i+1)
+		}
+	}
+	if rec.mostInFlight() != 1 {
+		t.Errorf("%d batches were in flight at once, want 1", rec.mostInFlight())
+	}
+	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 4 {
+		t.Errorf("provider's last committed %d, want 4", last)
+	}
+	if got := localLast(t, c, url, "drone-7"); got != 4 {
+		t.Errorf("client's last committed %d, want 4", got)
+	}
+	storedOnce(t, p, 10)
+}
+
+func TestASequenceGapIsRecoveredThroughClientStateUnderTheSameKey(t *testing.T) {
+	t.Parallel()
+	p, rec, url := strictProvider(t, nil)
+	c := providertest.NewClient(t, "sg")
+	c.AddTiles(t, "sg", 6, 256, 2)
+	// The client believes 5 committed; the provider (reset, say) has none.
+	st, err := c.Store.SequenceStream(testCtx(t), url, "drone-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Store.SyncSequence(testCtx(t), st.ID, 5); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sg", BatchSize: 3})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 6 {
+		t.Fatalf("run: %+v, %v; want all 6 uploaded", rep, err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 3 {
+		t.Fatalf("%d batch requests, want 3 (the gapped one, its resend, the next): %+v", len(reqs), reqs)
+	}
+	if reqs[0].Seq != 6 || reqs[0].Code != operation.CodeSequenceGap {
+		t.Errorf("first request %+v, want number 6 answered SEQUENCE_GAP", reqs[0])
+	}
+	if reqs[1].Key != reqs[0].Key || reqs[1].Seq != 1 || reqs[1].Status != 200 {
+		t.Errorf("resend %+v, want the same key %s with number 1, answered 200", reqs[1], reqs[0].Key)
+	}
+	if reqs[2].Key == reqs[0].Key || reqs[2].Seq != 2 || reqs[2].Status != 200 {
+		t.Errorf("next batch %+v, want a new key with number 2, answered 200", reqs[2])
+	}
+	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 2 {
+		t.Errorf("provider's last committed %d, want 2", last)
+	}
+	if got := localLast(t, c, url, "drone-7"); got != 2 {
+		t.Errorf("client's last committed %d, want 2", got)
+	}
+	storedOnce(t, p, 6)
+}
+
+func TestAlreadyCommittedIsSettledByTileLookupWithoutSpendingARejection(t *testing.T) {
+	t.Parallel()
+	var seals atomic.Int32
+	release := make(chan struct{})
+	p, rec, url := strictProvider(t, func(c *provider.Config) {
+		c.SequenceCacheTTL = time.Nanosecond // no outcome is replayed: ALREADY_COMMITTED
+		// The first batch is stored and committed, and its answer held
+		// back past the client's request timeout: lost.
+		c.AfterSeal = func(string) {
+			if seals.Add(1) == 1 {
+				<-release
+			}
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before the servers close
+	c := providertest.NewClient(t, "sa")
+	c.AddTiles(t, "sa", 6, 256, 3)
+	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+		o.ClientID = "drone-7"
+		o.RequestTimeout = time.Second
+	})
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sa", BatchSize: 3})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 6 || rep.Rejected != 0 {
+		t.Fatalf("run: %+v, %v; want all 6 uploaded, none rejected", rep, err)
+	}
+	var committed *seqReq
+	for _, r := range rec.all() {
+		if r.Code == operation.CodeAlreadyCommitted {
+			committed = &r
+			break
+		}
+	}
+	if committed == nil || committed.Seq != 1 {
+		t.Fatalf("no resend of number 1 was answered ALREADY_COMMITTED: %+v", rec.all())
+	}
+	var rejections int
+	if err := c.Store.Pool().QueryRow(testCtx(t), `SELECT count(*) FROM upload_rejections`).Scan(&rejections); err != nil {
+		t.Fatal(err)
+	}
+	if rejections != 0 {
+		t.Errorf("%d rejections recorded, want none: settling by lookup spends none", rejections)
+	}
+	if got := localLast(t, c, url, "drone-7"); got != 2 {
+		t.Errorf("client's last committed %d, want 2", got)
+	}
+	if last := serverLast(t, p, "drone-7"); last != 2 {
+		t.Errorf("provider's last committed %d, want 2", last)
+	}
+	storedOnce(t, p, 6)
+}
+
+func TestABatchThatFailsConsumesNoNumber(t *testing.T) {
+	t.Parallel()
+	// The provider takes 2 tiles a batch but its capabilities (rewritten
+	// in front of it) say 256: a batch of 3 is answered 413 by the batch
+	// handler, inside the provider's sequencer.
+	p, rec, url := strictProvider(t, func(c *provider.Config) { c.Limits.MaxBatchTiles = 2 })
+	rec.capsMaxTiles = 256
+	c := providertest.NewClient(t, "sf")
+	c.AddTiles(t, "sf", 5, 256, 4)
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sf", BatchSize: 3})
+	var pe *uploader.ProviderError
+	if !errors.As(err, &pe) || pe.Status != 413 {
+		t.Fatalf("first run: %v, want the 413", err)
+	}
+	if got := localLast(t, c, url, "drone-7"); got != 0 {
+		t.Fatalf("client's last committed %d after the failed batch, want 0", got)
+	}
+	u, _ = newUploader(t, url, c, withClientID("drone-7"))
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sf", BatchSize: 2})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 5 {
+		t.Fatalf("second run: %+v, %v; want all 5 uploaded", rep, err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 4 || reqs[0].Seq != 1 || reqs[0].Status != 413 {
+		t.Fatalf("requests %+v: want the 413 with number 1, then 3 batches", reqs)
+	}
+	if reqs[1].Seq != 1 || reqs[1].Key == reqs[0].Key || reqs[1].Status != 200 {
+		t.Errorf("the batch after the failed one: %+v, want number 1 again under a new key", reqs[1])
+	}
+	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 3 {
+		t.Errorf("provider's last committed %d, want 3", last)
+	}
+	storedOnce(t, p, 5)
+}
+
+func TestTheFirstBatchFollowsNumbersAnotherToolCommitted(t *testing.T) {
+	t.Parallel()
+	p, rec, url := strictProvider(t, nil)
+	// Another tool (or this client before its database was lost)
+	// committed 1..7 as drone-7: the provider's state says so.
+	if _, err := p.Pool.Exec(testCtx(t), `INSERT INTO client_sequences (scope, client_id, last_committed) VALUES ('client', 'drone-7', 7)`); err != nil {
+		t.Fatal(err)
+	}
+	c := providertest.NewClient(t, "ss")
+	c.AddTiles(t, "ss", 4, 256, 5)
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ss", BatchSize: 2})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 4 {
+		t.Fatalf("run: %+v, %v; want all 4 uploaded", rep, err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 2 || reqs[0].Seq != 8 || reqs[1].Seq != 9 || reqs[0].Status != 200 || reqs[1].Status != 200 {
+		t.Fatalf("requests %+v, want numbers 8 and 9, both 200", reqs)
+	}
+	if last := serverLast(t, p, "drone-7"); last != 9 {
+		t.Errorf("provider's last committed %d, want 9", last)
+	}
+}
+
+func TestAClientIDAgainstAProviderWithoutSequencingStopsBeforeSending(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, nil) // not strict: no /v1/clients/{id}/state
+	c := providertest.NewClient(t, "sn")
+	c.AddTiles(t, "sn", 2, 256, 6)
+	u, _ := newUploader(t, p.URL, c, withClientID("drone-7"))
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sn"})
+	if !errors.Is(err, uploader.ErrNoSequencing) || !strings.Contains(err.Error(), "strict client sequencing") {
+		t.Fatalf("run: %v, want ErrNoSequencing saying the provider does not offer strict client sequencing", err)
+	}
+	if l := p.Ledger(t); len(l.Tiles) != 0 || len(l.Ops) != 0 {
+		t.Fatalf("the provider got batches: %+v", l)
+	}
+	if open := openBatches(t, c, "sn"); len(open) != 0 {
+		t.Fatalf("%d batches journaled, want none", len(open))
+	}
+}
+
+func TestTwoRunsWithOneClientIDNeverHaveTwoBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	p, rec, url := strictProvider(t, nil)
+	c := providertest.NewClient(t, "ta")
+	if _, err := c.Store.UpsertFlight(testCtx(t), "tb", tilestore.FlightOnGround); err != nil {
+		t.Fatal(err)
+	}
+	c.AddTiles(t, "ta", 8, 256, 7)
+	c.AddTiles(t, "tb", 8, 256, 8)
+	var wg sync.WaitGroup
+	for i, flight := range []string{"ta", "tb", "ta"} {
+		store := c.Store.ForRun(tilestore.Run{Lease: time.Minute})
+		u, err := uploader.NewHTTP(uploader.HTTPOptions{BaseURL: url, Token: providertest.Token, Store: store, Blobs: c.Blobs,
+			ClientID: "drone-7", RequestTimeout: 10 * time.Second}) // real waits: a busy stream is polled
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: flight, BatchSize: 2})
+			if err != nil || rep.Pending != 0 {
+				t.Errorf("run %d on %s: %+v, %v", i, flight, rep, err)
+			}
+		})
+	}
+	wg.Wait()
+	if rec.mostInFlight() != 1 {
+		t.Errorf("%d batches of drone-7 were in flight at once, want 1", rec.mostInFlight())
+	}
+	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 8 {
+		t.Errorf("provider's last committed %d, want 8 (16 tiles, 2 a batch)", last)
+	}
+	storedOnce(t, p, 16)
+}
+
+func TestABatchADeadRunLeftOpenOnAnotherFlightStopsTheClientIDNamingThatFlight(t *testing.T) {
+	t.Parallel()
+	_, rec, url := strictProvider(t, nil)
+	c := providertest.NewClient(t, "da")
+	if _, err := c.Store.UpsertFlight(testCtx(t), "db", tilestore.FlightOnGround); err != nil {
+		t.Fatal(err)
+	}
+	c.AddTiles(t, "da", 2, 256, 9)
+	c.AddTiles(t, "db", 2, 256, 10)
+	// A run of flight da journaled a batch with number 1 and died.
+	st, err := c.Store.SequenceStream(testCtx(t), url, "drone-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
+	if _, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "da", Limit: 2, Stream: st.ID,
+		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			b := tilestore.Batch{OpID: operation.NewID(), Fingerprint: "fp"}
+			for _, tl := range ts {
+				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
+			}
+			return b, nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.ReleaseLeases(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	_, err = u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "db"})
+	var busy *tilestore.SequenceBusyError
+	if !errors.As(err, &busy) || busy.FlightID != "da" || !strings.Contains(err.Error(), "upload-pending --flight da") {
+		t.Fatalf("run of db: %v, want an error naming flight da to settle first", err)
+	}
+	if reqs := rec.all(); len(reqs) != 0 {
+		t.Fatalf("batches were sent: %+v", reqs)
+	}
+}
+
+func TestAFailingClientStateEndsTheRunBeforeSendingSayingWhatWasAsked(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, func(c *provider.Config) { c.StrictSequencing = true })
+	var states atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/clients/") {
+			states.Add(1)
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "state store down", nil, nil)
+			return
+		}
+		p.Server.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	c := providertest.NewClient(t, "se")
+	c.AddTiles(t, "se", 2, 256, 11)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.ClientID, o.MaxResends = "drone-7", 1 })
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "se"})
+	var pe *uploader.ProviderError
+	want := "read the provider's sequence state of client drone-7 (GET /v1/clients/drone-7/state)"
+	if !errors.As(err, &pe) || pe.Status != 503 || !pe.Retryable() || !strings.Contains(err.Error(), want) {
+		t.Fatalf("run: %v, want a retryable 503 saying %q", err, want)
+	}
+	if states.Load() != 2 {
+		t.Errorf("state asked %d times, want 2 (one resend)", states.Load())
+	}
+	if l := p.Ledger(t); len(l.Ops) != 0 {
+		t.Fatalf("batches reached the provider: %+v", l.Ops)
+	}
+}
+
+func TestAnotherBatchsAnswerReplayedForOurNumberIsNeverAppliedToOurTiles(t *testing.T) {
+	t.Parallel()
+	p, rec, url := strictProvider(t, nil) // outcomes cached: a committed number replays its batch's answer
+	c := providertest.NewClient(t, "sr")
+	ours := c.AddTiles(t, "sr", 3, 256, 12)
+	// Our batch was journaled with number 1 by a run that died before
+	// sending it (its database, say, was restored from before the number
+	// was used).
+	st, err := c.Store.SequenceStream(testCtx(t), url, "drone-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
+	claimed, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sr", Limit: 3, Stream: st.ID,
+		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			ids, sums := make([]string, len(ts)), make([]string, len(ts))
+			for i, tl := range ts {
+				ids[i], sums[i] = tl.ID, tl.SHA256
+			}
+			return tilestore.Batch{OpID: operation.NewID(), FlightID: "sr", TileIDs: ids, SHA256s: sums,
+				Fingerprint: uploader.Fingerprint("sr", ids, sums)}, nil
+		}})
+	if err != nil || claimed.Batch.ClientSeq != 1 {
+		t.Fatalf("journal our batch: %+v, %v", claimed.Batch, err)
+	}
+	if err := dead.ReleaseLeases(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile another tool committed number 1 as drone-7, for a batch
+	// of its own.
+	other := providertest.PNG(rand.New(rand.NewSource(99)), 300)
+	var body bytes.Buffer
+	ct, err := providertest.WriteBatch(&body, []providertest.BatchTile{{ID: "sr-other-tool", Z: 17, X: 1, Y: 1,
+		Size: int64(len(other)), SHA256: providertest.SHA256(other), Body: bytes.NewReader(other)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/flights/sr/tiles:batch", &body)
+	req.Header.Set("Authorization", "Bearer "+providertest.Token)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set(operation.HeaderIdempotencyKey, operation.NewID())
+	req.Header.Set(operation.HeaderClientID, "drone-7")
+	req.Header.Set(operation.HeaderClientSequence, "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the other tool's batch: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sr"})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	reqs := rec.all()
+	if len(reqs) == 0 || reqs[0].Key != claimed.Batch.OpID || reqs[0].Seq != 1 || reqs[0].Status != 200 {
+		t.Fatalf("first request %+v, want our batch resent as number 1 and answered with the other batch's 200", reqs)
+	}
+	var rejections int
+	if err := c.Store.Pool().QueryRow(testCtx(t), `SELECT count(*) FROM upload_rejections`).Scan(&rejections); err != nil {
+		t.Fatal(err)
+	}
+	if rejections != 0 || rep.Rejected != 0 {
+		t.Errorf("%d rejections recorded (report: %d): the other batch's answer was applied to ours", rejections, rep.Rejected)
+	}
+	if rep.Uploaded() != len(ours) || rep.Pending != 0 {
+		t.Errorf("report %+v, want our %d tiles uploaded under a new batch", rep, len(ours))
+	}
+	if last := serverLast(t, p, "drone-7"); last != 2 {
+		t.Errorf("provider's last committed %d, want 2 (the other tool's 1, then ours)", last)
+	}
+}
