@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -132,12 +131,7 @@ func writeTilesDir(t *testing.T, n int) string {
 // base URL and a stop function that returns what it logged.
 func startReferenceProvider(t *testing.T, bin, token string) (string, func() string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testbin.FreeAddr(t)
 	dbURL := pgtest.NewEmptyDatabase(t)
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "--listen", addr, "--database-url", dbURL, "--storage-dir", t.TempDir(),

@@ -105,14 +105,11 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		tx = s.inTx
 	}
 	err := tx(ctx, func(tx pgx.Tx) error {
-		// A 2xx commits a sequenced batch's number (migration 0010).
-		if err := advanceStream(ctx, tx, st.OpID); err != nil {
-			return err
-		}
 		var state string
 		var members []string
-		err := tx.QueryRow(ctx, `SELECT state, tile_ids FROM upload_batches WHERE op_id = $1 FOR UPDATE`,
-			st.OpID).Scan(&state, &members)
+		var stream *int64
+		err := tx.QueryRow(ctx, `SELECT state, tile_ids, client_stream FROM upload_batches WHERE op_id = $1 FOR UPDATE`,
+			st.OpID).Scan(&state, &members, &stream)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrBatchNotFound
 		}
@@ -128,12 +125,19 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		if err := checkMembers(st.OpID, members, st.Uploaded, rejIDs); err != nil {
 			return err
 		}
-		// The writes go as one pipelined round trip.
+		// The writes go as one pipelined round trip. Each member's row is
+		// written once: marked uploaded and freed in one statement.
 		w := &pgx.Batch{}
-		if len(st.Uploaded) > 0 {
-			w.Queue(`UPDATE tiles SET voting_status = 'uploaded', uploaded_at = coalesce(uploaded_at, now())
-			WHERE tile_id = ANY($1) AND voting_status <> 'uploaded'`, st.Uploaded)
+		if stream != nil {
+			// A 2xx commits a sequenced batch's number (migration 0010).
+			w.Queue(`UPDATE upload_client_sequences s SET last_committed = greatest(s.last_committed, b.client_seq), updated_at = now()
+				FROM upload_batches b WHERE b.op_id = $1 AND s.id = b.client_stream`, st.OpID)
 		}
+		uploaded := st.Uploaded
+		if uploaded == nil {
+			uploaded = []string{}
+		}
+		w.Queue(settleTilesSQL, uploaded, st.OpID, members)
 		if len(rejIDs) > 0 {
 			w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
 			SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
@@ -143,7 +147,6 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		w.Queue(`UPDATE upload_batches
 			SET state = 'settled', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
 			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
-		w.Queue(`UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, st.OpID)
 		if err := tx.SendBatch(ctx, w).Close(); err != nil {
 			return fmt.Errorf("mark %d uploaded, record %d rejection(s): %w", len(st.Uploaded), len(rejIDs), err)
 		}
@@ -154,6 +157,19 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	}
 	return nil
 }
+
+// settleTilesSQL marks a settled batch's uploaded tiles ($1) uploaded and
+// frees its members ($3) that it still holds ($2), writing each row once
+// (two statements wrote an uploaded tile's row twice per settlement).
+const settleTilesSQL = `
+UPDATE tiles t
+   SET voting_status = CASE WHEN u.up AND t.voting_status <> 'uploaded' THEN 'uploaded' ELSE t.voting_status END,
+       uploaded_at = CASE WHEN u.up AND t.voting_status <> 'uploaded' THEN coalesce(t.uploaded_at, now()) ELSE t.uploaded_at END,
+       open_op_id = CASE WHEN t.open_op_id = $2 THEN NULL ELSE t.open_op_id END
+  FROM (SELECT m.id, up.id IS NOT NULL AS up
+          FROM unnest($3::text[]) AS m(id)
+          LEFT JOIN (SELECT DISTINCT unnest($1::text[]) AS id) up ON up.id = m.id) u
+ WHERE t.tile_id = u.id AND ((u.up AND t.voting_status <> 'uploaded') OR t.open_op_id = $2)`
 
 // checkMembers refuses a settlement that names a tile outside the batch, or
 // names one tile as both uploaded and rejected.

@@ -48,15 +48,16 @@ var errBatchFailed = errors.New("batch failed; its tiles go into a new batch")
 var errLeftOpen = errors.New("batch left open")
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
-// whose tiles' verified bytes are data, and settles it from the answer. It
+// whose tiles' verified bytes are tb's, and settles it from the answer. It
 // returns a run-ending error only; a batch it cannot settle is left open
-// for the next run.
+// for the next run. It makes no body reader after it returns, so the
+// caller may then release tb.
 //
 // A sequenced batch (seq.n > 0) carries its Client-Id and Client-Sequence;
 // SEQUENCE_GAP rebinds it and resends it under the same key and body, and
 // a number the provider holds committed settles it by tile lookup.
-func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, data [][]byte, t *tally) error {
-	body, err := newBatchBody(opID, tiles, data)
+func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, t *tally) error {
+	body, err := newBatchBody(opID, tiles, tb)
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,8 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	send := c.Tiles[:0:0]
 	var bad []LocalFailure
 	var badIDs []string
-	tb := newTileBytes(c.Tiles)
+	tb := pooledTileBytes(c.Tiles)
+	defer tb.release() // after the last send: a reader net/http still holds keeps the arena
 	for _, tl := range c.Tiles {
 		lf, err := tb.read(u.blobs, tl)
 		if err != nil {
@@ -135,7 +136,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	if err := stopCtx.Err(); err != nil {
 		return false, nil // the run ended while the blobs were read; the batch stays open
 	}
-	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb.data, t); err != nil && !errors.Is(err, errLeftOpen) {
+	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, t); err != nil && !errors.Is(err, errLeftOpen) {
 		return false, err
 	}
 	// A batch left open stays this run's until the run ends; the next run

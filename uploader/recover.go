@@ -46,11 +46,11 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		tiles, data, ok := u.resendable(flightID, b, members)
+		tiles, tb, ok := u.resendable(flightID, b, members)
 		u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 			Msg("settling a batch an earlier run left open")
 		if ok {
-			err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, data, t)
+			err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, t)
 			if errors.Is(err, errBatchFailed) {
 				// An earlier run's key that can no longer be used (expired
 				// after a long outage, say) must not end this run: the
@@ -75,7 +75,7 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 // bytes read and verified once, when every member is still pending with
 // the journaled sha256, its blob verifies, and they rebuild the journaled
 // fingerprint.
-func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, members map[string]tilestore.Tile) ([]tilestore.Tile, [][]byte, bool) {
+func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, members map[string]tilestore.Tile) ([]tilestore.Tile, *tileBytes, bool) {
 	tiles := make([]tilestore.Tile, len(b.TileIDs))
 	for i, id := range b.TileIDs {
 		tl, ok := members[id]
@@ -93,7 +93,7 @@ func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, member
 			return nil, nil, false
 		}
 	}
-	return tiles, tb.data, true
+	return tiles, tb, true
 }
 
 // loadMembers reads the open batches' tiles: directly when the store can,

@@ -113,12 +113,13 @@ func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint
 			"unset upload.client_id (--client-id, TILECTL_UPLOAD_CLIENT_ID), or use a provider that offers it",
 			ErrNoSequencing, client, path, a.status)
 	}
-	if err := a.failure("", "read client state"); err != nil {
-		return 0, err
+	doing := fmt.Sprintf("read the provider's sequence state of client %s (GET %s)", client, path)
+	if err := a.failure("", doing); err != nil {
+		return 0, fmt.Errorf("%s: %w", doing, err)
 	}
 	var st operation.ClientStateResponse
 	if err := json.Unmarshal(a.body, &st); err != nil || st.ClientID != client {
-		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("client state %s does not name client %s", clip(string(a.body)), client)}
+		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s does not name the client", doing, clip(string(a.body)))}
 	}
 	return st.LastCommittedSequence, nil
 }

@@ -1,7 +1,6 @@
 package uploader_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -35,21 +34,6 @@ type seqRecorder struct {
 	capsMaxTiles int
 }
 
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (w *statusWriter) WriteHeader(s int) { w.status = s; w.ResponseWriter.WriteHeader(s) }
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	w.body.Write(b)
-	return w.ResponseWriter.Write(b)
-}
-
 func (r *seqRecorder) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.capsMaxTiles > 0 && req.URL.Path == "/v1/capabilities" {
@@ -66,20 +50,33 @@ func (r *seqRecorder) wrap(h http.Handler) http.Handler {
 		r.inFlight++
 		r.maxInFlight = max(r.maxInFlight, r.inFlight)
 		r.mu.Unlock()
-		sw := &statusWriter{ResponseWriter: w}
+		// The answer is recorded before the client can see it, so a run
+		// that ended has every one of its requests recorded.
+		sw := httptest.NewRecorder()
 		h.ServeHTTP(sw, req)
 		n, _ := strconv.ParseUint(req.Header.Get(operation.HeaderClientSequence), 10, 64)
 		rec := seqReq{Client: req.Header.Get(operation.HeaderClientID), Key: req.Header.Get(operation.HeaderIdempotencyKey),
-			Seq: n, Status: sw.status}
-		if sw.status >= 400 {
-			eb, _ := operation.ParseErrorBody(sw.body.Bytes())
+			Seq: n, Status: sw.Code}
+		if sw.Code >= 400 {
+			eb, _ := operation.ParseErrorBody(sw.Body.Bytes())
 			rec.Code = eb.Code()
 		}
 		r.mu.Lock()
 		r.inFlight--
 		r.reqs = append(r.reqs, rec)
 		r.mu.Unlock()
+		for k, v := range sw.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(sw.Code)
+		_, _ = w.Write(sw.Body.Bytes())
 	})
+}
+
+func (r *seqRecorder) mostInFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.maxInFlight
 }
 
 func (r *seqRecorder) all() []seqReq {

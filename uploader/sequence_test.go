@@ -1,8 +1,12 @@
 package uploader_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math/rand"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,8 +54,8 @@ func TestEveryBatchCarriesTheClientIDAndTheNextNumberOneAtATime(t *testing.T) {
 			t.Errorf("request %d: %+v, want Client-Id drone-7, Client-Sequence %d, 200", i, r, i+1)
 		}
 	}
-	if rec.maxInFlight != 1 {
-		t.Errorf("%d batches were in flight at once, want 1", rec.maxInFlight)
+	if rec.mostInFlight() != 1 {
+		t.Errorf("%d batches were in flight at once, want 1", rec.mostInFlight())
 	}
 	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 4 {
 		t.Errorf("provider's last committed %d, want 4", last)
@@ -256,8 +260,8 @@ func TestTwoRunsWithOneClientIDNeverHaveTwoBatchesInFlight(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if rec.maxInFlight != 1 {
-		t.Errorf("%d batches of drone-7 were in flight at once, want 1", rec.maxInFlight)
+	if rec.mostInFlight() != 1 {
+		t.Errorf("%d batches of drone-7 were in flight at once, want 1", rec.mostInFlight())
 	}
 	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 8 {
 		t.Errorf("provider's last committed %d, want 8 (16 tiles, 2 a batch)", last)
@@ -301,5 +305,162 @@ func TestABatchADeadRunLeftOpenOnAnotherFlightStopsTheClientIDNamingThatFlight(t
 	}
 	if reqs := rec.all(); len(reqs) != 0 {
 		t.Fatalf("batches were sent: %+v", reqs)
+	}
+}
+
+func TestAFailingClientStateEndsTheRunBeforeSendingSayingWhatWasAsked(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, func(c *provider.Config) { c.StrictSequencing = true })
+	var states atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/clients/") {
+			states.Add(1)
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "state store down", nil, nil)
+			return
+		}
+		p.Server.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	c := providertest.NewClient(t, "se")
+	c.AddTiles(t, "se", 2, 256, 11)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.ClientID, o.MaxResends = "drone-7", 1 })
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "se"})
+	var pe *uploader.ProviderError
+	want := "read the provider's sequence state of client drone-7 (GET /v1/clients/drone-7/state)"
+	if !errors.As(err, &pe) || pe.Status != 503 || !pe.Retryable() || !strings.Contains(err.Error(), want) {
+		t.Fatalf("run: %v, want a retryable 503 saying %q", err, want)
+	}
+	if states.Load() != 2 {
+		t.Errorf("state asked %d times, want 2 (one resend)", states.Load())
+	}
+	if l := p.Ledger(t); len(l.Ops) != 0 {
+		t.Fatalf("batches reached the provider: %+v", l.Ops)
+	}
+}
+
+func TestAnotherBatchsAnswerReplayedForOurNumberIsNeverAppliedToOurTiles(t *testing.T) {
+	t.Parallel()
+	p, rec, url := strictProvider(t, nil) // outcomes cached: a committed number replays its batch's answer
+	c := providertest.NewClient(t, "sr")
+	ours := c.AddTiles(t, "sr", 3, 256, 12)
+	// Our batch was journaled with number 1 by a run that died before
+	// sending it (its database, say, was restored from before the number
+	// was used).
+	st, err := c.Store.SequenceStream(testCtx(t), url, "drone-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
+	claimed, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sr", Limit: 3, Stream: st.ID,
+		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			ids, sums := make([]string, len(ts)), make([]string, len(ts))
+			for i, tl := range ts {
+				ids[i], sums[i] = tl.ID, tl.SHA256
+			}
+			return tilestore.Batch{OpID: operation.NewID(), FlightID: "sr", TileIDs: ids, SHA256s: sums,
+				Fingerprint: uploader.Fingerprint("sr", ids, sums)}, nil
+		}})
+	if err != nil || claimed.Batch.ClientSeq != 1 {
+		t.Fatalf("journal our batch: %+v, %v", claimed.Batch, err)
+	}
+	if err := dead.ReleaseLeases(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile another tool committed number 1 as drone-7, for a batch
+	// of its own.
+	other := providertest.PNG(rand.New(rand.NewSource(99)), 300)
+	var body bytes.Buffer
+	ct, err := providertest.WriteBatch(&body, []providertest.BatchTile{{ID: "sr-other-tool", Z: 17, X: 1, Y: 1,
+		Size: int64(len(other)), SHA256: providertest.SHA256(other), Body: bytes.NewReader(other)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/flights/sr/tiles:batch", &body)
+	req.Header.Set("Authorization", "Bearer "+providertest.Token)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set(operation.HeaderIdempotencyKey, operation.NewID())
+	req.Header.Set(operation.HeaderClientID, "drone-7")
+	req.Header.Set(operation.HeaderClientSequence, "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the other tool's batch: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sr"})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	reqs := rec.all()
+	if len(reqs) == 0 || reqs[0].Key != claimed.Batch.OpID || reqs[0].Seq != 1 || reqs[0].Status != 200 {
+		t.Fatalf("first request %+v, want our batch resent as number 1 and answered with the other batch's 200", reqs)
+	}
+	var rejections int
+	if err := c.Store.Pool().QueryRow(testCtx(t), `SELECT count(*) FROM upload_rejections`).Scan(&rejections); err != nil {
+		t.Fatal(err)
+	}
+	if rejections != 0 || rep.Rejected != 0 {
+		t.Errorf("%d rejections recorded (report: %d): the other batch's answer was applied to ours", rejections, rep.Rejected)
+	}
+	if rep.Uploaded() != len(ours) || rep.Pending != 0 {
+		t.Errorf("report %+v, want our %d tiles uploaded under a new batch", rep, len(ours))
+	}
+	if last := serverLast(t, p, "drone-7"); last != 2 {
+		t.Errorf("provider's last committed %d, want 2 (the other tool's 1, then ours)", last)
+	}
+}
+
+func TestAnotherRunsBatchHoldingTheNumberIsWaitedForAndSettledOnceItsLeaseEnds(t *testing.T) {
+	t.Parallel()
+	p, rec, url := strictProvider(t, nil)
+	c := providertest.NewClient(t, "sw")
+	c.AddTiles(t, "sw", 4, 256, 13)
+	st, err := c.Store.SequenceStream(testCtx(t), url, "drone-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another run holds number 1 in a batch of two tiles, under a live
+	// lease; it dies without renewing it.
+	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Lease: time.Minute})
+	held, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sw", Limit: 2, Stream: st.ID,
+		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			ids, sums := make([]string, len(ts)), make([]string, len(ts))
+			for i, tl := range ts {
+				ids[i], sums[i] = tl.ID, tl.SHA256
+			}
+			return tilestore.Batch{OpID: operation.NewID(), FlightID: "sw", TileIDs: ids, SHA256s: sums,
+				Fingerprint: uploader.Fingerprint("sw", ids, sums)}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waits atomic.Int32
+	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+		o.ClientID = "drone-7"
+		o.Sleep = func(ctx context.Context, _ time.Duration) error {
+			// The run waits for the other run's batch; while it waits,
+			// that run's lease runs out.
+			if waits.Add(1) == 1 {
+				if _, err := c.Store.Pool().Exec(ctx, `UPDATE upload_batches SET lease_expires_at = now() WHERE op_id = $1`, held.Batch.OpID); err != nil {
+					t.Error(err)
+				}
+			}
+			return ctx.Err()
+		}
+	})
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sw", BatchSize: 2})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 4 {
+		t.Fatalf("run: %+v, %v; want all 4 uploaded", rep, err)
+	}
+	if waits.Load() == 0 {
+		t.Fatal("the run never waited for the other run's batch")
+	}
+	reqs := rec.all()
+	if len(reqs) != 2 || reqs[0].Key != held.Batch.OpID || reqs[0].Seq != 1 || reqs[1].Seq != 2 {
+		t.Fatalf("requests %+v: want the other run's batch sent with its number 1, then ours with 2", reqs)
+	}
+	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 2 {
+		t.Errorf("provider's last committed %d, want 2", last)
 	}
 }

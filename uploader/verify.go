@@ -156,40 +156,6 @@ func readBlob(blobs BlobSource, t tilestore.Tile, dst []byte) (*LocalFailure, er
 	return hashFailure(blobs, t, sum[:]), nil
 }
 
-// tileBytes holds the verified bytes of one batch's tiles, read once into
-// one allocation sized from the metadata (tiles are at most the provider's
-// max_tile_bytes, batches at most its max_batch_bytes). It is not pooled:
-// net/http may still read a request body after Do returns, and a buffer
-// reused by the next batch could then put other bytes into a body.
-type tileBytes struct {
-	arena []byte
-	off   int
-	data  [][]byte // the bytes of each tile read so far, in order
-}
-
-func newTileBytes(tiles []tilestore.Tile) *tileBytes {
-	var total int64
-	for _, t := range tiles {
-		total += max(t.SizeBytes, 0)
-	}
-	return &tileBytes{arena: make([]byte, total), data: make([][]byte, 0, len(tiles))}
-}
-
-// read reads and checks t's blob (see readBlob); on success its bytes are
-// appended to data.
-func (tb *tileBytes) read(blobs BlobSource, t tilestore.Tile) (*LocalFailure, error) {
-	if t.SizeBytes < 0 || int64(len(tb.arena)-tb.off) < t.SizeBytes {
-		return blobFailure(blobs, t, ProblemBlobWrongSize, fmt.Sprintf("the tile's metadata size %d is not usable", t.SizeBytes)), nil
-	}
-	dst := tb.arena[tb.off : tb.off+int(t.SizeBytes) : tb.off+int(t.SizeBytes)]
-	if lf, err := readBlob(blobs, t, dst); lf != nil || err != nil {
-		return lf, err
-	}
-	tb.off += len(dst)
-	tb.data = append(tb.data, dst)
-	return nil, nil
-}
-
 func clipHash(s string) string {
 	if len(s) > 12 {
 		return s[:12]

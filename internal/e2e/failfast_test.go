@@ -1,12 +1,13 @@
 package e2e
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tilectl/tilectl/internal/testbin"
 )
 
 // failFastLimit is the promise: a wrong provider URL is reported
@@ -15,13 +16,7 @@ const failFastLimit = 10 * time.Second
 
 func refusedURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now: connections are refused
-	return "http://" + addr
+	return "http://" + testbin.FreeAddr(t) // nothing listens there: connections are refused
 }
 
 func TestWrongProviderFailsFastNamingProviderURLAndItsSource(t *testing.T) {

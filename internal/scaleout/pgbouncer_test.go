@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tilectl/tilectl/internal/testbin"
 )
 
 // pgbouncerUser runs PgBouncer when the tests run as root (it refuses to
@@ -49,14 +51,15 @@ func throughPgBouncer(t testing.TB, dbURL string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	port := freePort(t)
+	addr := testbin.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
 	user := u.User.Username()
 	ini := fmt.Sprintf(`[databases]
 * = host=%s port=%s user=%s
 
 [pgbouncer]
 listen_addr = 127.0.0.1
-listen_port = %d
+listen_port = %s
 unix_socket_dir =
 auth_type = trust
 auth_file = %s
@@ -103,7 +106,7 @@ logfile = %s
 	// statement across transactions: pgx's default statement cache breaks.
 	q.Set("default_query_exec_mode", "exec")
 	u.RawQuery = q.Encode()
-	u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	u.Host = addr
 	pooled := u.String()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -132,16 +135,6 @@ logfile = %s
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // ensureUser returns the unprivileged user's uid and gid, creating the user

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,4 +161,18 @@ next:
 		env = append(env, kv)
 	}
 	return env
+}
+
+// FreeAddr is a loopback host:port that nothing listens on now: for a
+// process the test starts there, or for a URL whose connections are
+// refused.
+func FreeAddr(t TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }

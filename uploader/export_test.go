@@ -1,0 +1,4 @@
+package uploader
+
+// Fingerprint is fingerprint, for tests that journal a batch by hand.
+var Fingerprint = fingerprint
