@@ -73,8 +73,9 @@ type fileCopy struct {
 }
 
 // check opens c's file and checks that it is a regular, non-empty file
-// whose first bytes are an image of c's type; it reads no further than the
-// check needs. reason says what is wrong ("" when nothing is).
+// whose first bytes are an image of c's type and that it can be read to
+// its end, without hashing it. reason says what is wrong ("" when nothing
+// is).
 func (r *tileReader) check(c candidate) (reason string) {
 	_, reason, _ = r.read(c, false, nil)
 	return reason
@@ -123,9 +124,11 @@ func (r *tileReader) read(c candidate, whole bool, dst io.Writer) (fileCopy, str
 	if r.sink.err != nil {
 		return fileCopy{}, "", r.sink.err
 	}
-	if reason != "" || !whole {
+	if reason != "" {
 		return fileCopy{}, reason, nil
 	}
+	// To the end, also when only checking: a file that cannot be read
+	// whole is found by the first pass, before anything is written.
 	for {
 		if _, err := r.br.Discard(r.br.Buffered()); err != nil {
 			return fileCopy{}, "unreadable: " + errText(err), nil
@@ -137,6 +140,9 @@ func (r *tileReader) read(c candidate, whole bool, dst io.Writer) (fileCopy, str
 		} else if err != nil {
 			return fileCopy{}, "unreadable: " + errText(err), nil
 		}
+	}
+	if !whole {
+		return fileCopy{}, "", nil
 	}
 	return fileCopy{Size: r.sink.n, SHA256: hex.EncodeToString(r.h.Sum(nil)), ModTime: st.ModTime().UTC()}, "", nil
 }

@@ -44,8 +44,8 @@ const scanBatch = 256
 
 // scan checks every file under dir as the import will: its place in the
 // z/x/y layout, the coordinates' range, and that its first bytes are an
-// image of the type its extension claims (a file is read no further than
-// that check needs). A second file naming a tile already found valid
+// image of the type its extension claims, and that it reads to its end (it
+// is not hashed). A second file naming a tile already found valid
 // (3/2/4.png, then 3/2/4.webp) is a problem too. It holds one batch of
 // paths, so its memory does not grow with the directory: it returns how
 // many files are valid and every problem, in walk order. The error is for
