@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -131,6 +132,13 @@ func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint
 	var st operation.ClientStateResponse
 	if err := json.Unmarshal(a.body, &st); err != nil || st.ClientID != client {
 		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s does not name the client", doing, clip(string(a.body)))}
+	}
+	if st.LastCommittedSequence >= math.MaxInt64 {
+		// The journal keeps numbers as BIGINT, and the reference provider
+		// takes 63 bits: there is no next number to send.
+		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: it says client %s's last committed number is %d, "+
+			"which leaves no next number (the highest this client sends is %d); use another client ID "+
+			"(upload.client_id, --client-id, TILECTL_UPLOAD_CLIENT_ID)", doing, client, st.LastCommittedSequence, int64(math.MaxInt64))}
 	}
 	return st.LastCommittedSequence, nil
 }

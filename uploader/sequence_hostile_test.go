@@ -126,3 +126,30 @@ func TestAProviderAnsweringAlreadyCommittedToEveryNewNumberEndsTheRunInsteadOfSe
 		t.Errorf("%d tiles marked uploaded, want none", got)
 	}
 }
+
+func TestAClientStateWithNoNumberAfterItEndsTheRunBeforeJournalingABatch(t *testing.T) {
+	t.Parallel()
+	for _, last := range []uint64{1<<63 - 1, 1 << 63, 1<<64 - 1} {
+		t.Run(strconv.FormatUint(last, 10), func(t *testing.T) {
+			t.Parallel()
+			h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) {
+				answerAll(w, b, "accepted")
+			}, func(w http.ResponseWriter, client string) { writeState(w, client, last) })
+			c := providertest.NewClient(t, "hn")
+			c.AddTiles(t, "hn", 2, 256, 22)
+			u, _ := newUploader(t, url, c, withClientID("drone-7"))
+			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hn"})
+			want := "client drone-7"
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), strconv.FormatUint(last, 10)) ||
+				!strings.Contains(err.Error(), "another client ID") {
+				t.Fatalf("run: %v; want an error naming %q, the provider's number and advising another client ID", err, want)
+			}
+			if s := h.sent(); len(s) != 0 {
+				t.Errorf("batches sent with numbers %v", s)
+			}
+			if open := openBatches(t, c, "hn"); len(open) != 0 {
+				t.Errorf("%d batches journaled, want none", len(open))
+			}
+		})
+	}
+}
