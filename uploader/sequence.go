@@ -131,7 +131,7 @@ func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint
 	}
 	var st operation.ClientStateResponse
 	if err := json.Unmarshal(a.body, &st); err != nil || st.ClientID != client {
-		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s does not name the client", doing, clip(string(a.body)))}
+		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s does not name the client", doing, clip(u.redact(string(a.body))))}
 	}
 	if st.LastCommittedSequence >= math.MaxInt64 {
 		// The journal keeps numbers as BIGINT, and the reference provider

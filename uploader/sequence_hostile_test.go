@@ -153,3 +153,33 @@ func TestAClientStateWithNoNumberAfterItEndsTheRunBeforeJournalingABatch(t *test
 		})
 	}
 }
+
+func TestAClientStateEchoingTheTokenNeverPutsItInTheRunsError(t *testing.T) {
+	t.Parallel()
+	cases := map[string]func(w http.ResponseWriter, client string){
+		"a 200 naming another client": func(w http.ResponseWriter, _ string) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"client_id":"you sent Bearer ` + providertest.Token + `","last_committed_sequence":0}`))
+		},
+		"a 401 quoting the token": func(w http.ResponseWriter, _ string) {
+			operation.WriteError(w, http.StatusUnauthorized, operation.CodeUnauthenticated,
+				"token "+providertest.Token+" may not read client state", nil, nil)
+		},
+	}
+	for name, state := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) { answerAll(w, b, "accepted") }, state)
+			c := providertest.NewClient(t, "ht")
+			c.AddTiles(t, "ht", 2, 256, 23)
+			u, _ := newUploader(t, url, c, withClientID("drone-7"))
+			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ht"})
+			if err == nil || !strings.Contains(err.Error(), "drone-7") {
+				t.Fatalf("run: %v; want an error about client drone-7's state", err)
+			}
+			if strings.Contains(err.Error(), providertest.Token) {
+				t.Errorf("the run's error holds the provider token: %v", err)
+			}
+		})
+	}
+}
