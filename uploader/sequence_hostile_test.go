@@ -183,3 +183,33 @@ func TestAClientStateEchoingTheTokenNeverPutsItInTheRunsError(t *testing.T) {
 		})
 	}
 }
+
+func TestAProviderAnsweringSequenceGapForeverLeavesTheBatchOpenAfterThreeRebinds(t *testing.T) {
+	t.Parallel()
+	// Its state says 4 committed; its gap check refuses 5 all the same.
+	h, url := newHostileSequencer(t, func(w http.ResponseWriter, _ fakeBatch, _ uint64) {
+		operation.WriteError(w, http.StatusConflict, operation.CodeSequenceGap, "gap", nil,
+			map[string]uint64{"last_committed_sequence": 4})
+	}, func(w http.ResponseWriter, client string) { writeState(w, client, 4) })
+	c := providertest.NewClient(t, "hg")
+	c.AddTiles(t, "hg", 4, 256, 24)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	h.cancel = cancel
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "hg", BatchSize: 2})
+	if s := h.sent(); len(s) != 4 || s[0] != 5 || s[3] != 5 {
+		t.Errorf("numbers sent %v, want 5 four times (the first send and three rebinds)", s)
+	}
+	var pe *uploader.ProviderError
+	if !errors.As(err, &pe) || pe.Code != operation.CodeSequenceGap || !strings.Contains(err.Error(), "drone-7") ||
+		!strings.Contains(err.Error(), "next run") {
+		t.Fatalf("run: %v; want a SEQUENCE_GAP provider error naming client drone-7 and saying the next run resends the batch", err)
+	}
+	open := openBatches(t, c, "hg")
+	if len(open) != 1 || open[0].ClientSeq != 5 {
+		t.Fatalf("open batches %+v, want the one batch, still bound to number 5", open)
+	}
+	if got := localLast(t, c, url, "drone-7"); got != 4 {
+		t.Errorf("client's last committed %d, want 4", got)
+	}
+}
