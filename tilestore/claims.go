@@ -220,24 +220,27 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 				out.Tiles = append(out.Tiles, t)
 			}
 		}
-		if err := insertRejections(ctx, tx, rejs); err != nil {
+		// The journal writes go as one pipelined round trip.
+		w := &pgx.Batch{}
+		if err := queueRejections(w, rejs); err != nil {
 			return err
+		}
+		if len(b.TileIDs) > 0 {
+			s.queueBatch(w, b)
+			if seq.ID != 0 {
+				w.Queue(`UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
+					b.OpID, seq.ID, int64(b.ClientSeq))
+			}
+			w.Queue(`UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2)`, b.OpID, b.TileIDs)
+		}
+		if w.Len() > 0 {
+			if err := tx.SendBatch(ctx, w).Close(); err != nil {
+				return fmt.Errorf("journal batch %s (%d tiles, %d rejection(s)): %w", b.OpID, len(b.TileIDs), len(rejs), err)
+			}
 		}
 		out.Rejections = rejs
 		if len(b.TileIDs) == 0 {
 			return nil
-		}
-		if err := s.insertBatch(ctx, tx, b); err != nil {
-			return err
-		}
-		if seq.ID != 0 {
-			if _, err := tx.Exec(ctx, `UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
-				b.OpID, seq.ID, int64(b.ClientSeq)); err != nil {
-				return fmt.Errorf("bind client sequence %d: %w", b.ClientSeq, err)
-			}
-		}
-		if _, err := tx.Exec(ctx, `UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2)`, b.OpID, b.TileIDs); err != nil {
-			return fmt.Errorf("mark members: %w", err)
 		}
 		out.Batch = b
 		return nil
@@ -248,16 +251,27 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	return out, nil
 }
 
-// insertBatch journals b as this run's, with a fresh lease.
-func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b Batch) error {
-	_, err := tx.Exec(ctx, `INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s,
+// queueBatch queues the journaling of b as this run's, with a fresh lease.
+func (s *Store) queueBatch(w *pgx.Batch, b Batch) {
+	w.Queue(`INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s,
 		owner_run, owner_host, owner_pid, lease_expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::float8))`,
 		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
-	return err
 }
 
+// insertRejections records rs in tx; queueRejections queues the same.
 func insertRejections(ctx context.Context, tx pgx.Tx, rs []Rejection) error {
+	w := &pgx.Batch{}
+	if err := queueRejections(w, rs); err != nil || w.Len() == 0 {
+		return err
+	}
+	if err := tx.SendBatch(ctx, w).Close(); err != nil {
+		return fmt.Errorf("record %d rejection(s): %w", len(rs), err)
+	}
+	return nil
+}
+
+func queueRejections(w *pgx.Batch, rs []Rejection) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -268,13 +282,10 @@ func insertRejections(ctx context.Context, tx pgx.Tx, rs []Rejection) error {
 		}
 		ops[i], ids[i], reasons[i], messages[i] = r.OpID, r.TileID, r.Reason, r.Message
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO upload_rejections (op_id, tile_id, reason, message)
+	w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
 		SELECT u.op_id, u.tile_id, u.reason, nullif(u.message, '')
 		  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(op_id, tile_id, reason, message)
 		ON CONFLICT (op_id, tile_id) DO NOTHING`, ops, ids, reasons, messages)
-	if err != nil {
-		return fmt.Errorf("record %d rejection(s): %w", len(rs), err)
-	}
 	return nil
 }
 
