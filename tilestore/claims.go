@@ -91,6 +91,14 @@ type Claim struct {
 	// recorded at or after it names again (another run sent it meanwhile)
 	// is not claimed: it needs a new lookup.
 	LookedUpAt time.Time
+	// After, when not "", leaves out the tiles up to it in tile_id order:
+	// a caller that claims one batch after another passes the Last of its
+	// previous claim, so the scan starts there instead of walking every
+	// tile the flight has uploaded so far (a claim's cost would grow with
+	// the flight). Tiles behind it may be free again (a failed batch's,
+	// say): a caller claims once without After before it concludes that
+	// nothing is left.
+	After string
 	// Stream, when not 0, is the strict client sequence (SequenceStream)
 	// the batch is bound to: it gets the stream's last committed number
 	// + 1, journaled with it. When another open batch holds that number
@@ -110,6 +118,10 @@ type Claimed struct {
 	Tiles      []Tile      // the batch's members, in its order
 	Rejections []Rejection // recorded in the same transaction
 	Candidates int         // rows locked; 0 means nothing is left to claim now
+	// Last is the last candidate (in tile_id order) that the batch took
+	// or Pick rejected: the After of the caller's next claim. "" when
+	// Pick took none.
+	Last string
 }
 
 // claimSQL locks the next uploadable tiles of the flight that are in no
@@ -122,7 +134,8 @@ type Claimed struct {
 // them not held ($6). The set is read once per claim (a hashed subplan)
 // through two small indexes (migration 0009): the flight's failed batches
 // and the unclear rejections, so with none a claim pays two empty index
-// probes, and the candidates are still read in tile_id order.
+// probes, and the candidates are still read in tile_id order, from after
+// the caller's cursor ($8, "" for the first tile).
 const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
 	  AND NOT t.tile_id = ANY($4::text[])
@@ -135,6 +148,7 @@ const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
 	        SELECT unnest(b.tile_ids) FROM upload_batches b WHERE b.flight_id = $1 AND b.state = 'failed'
 	        UNION ALL
 	        SELECT r.tile_id FROM upload_rejections r WHERE r.reason = ANY($5::text[])))
+	  AND t.tile_id > $8
 	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base + (SELECT count(*) FROM upload_rejections r
 	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
 	ORDER BY t.tile_id LIMIT $2
@@ -180,7 +194,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if lookedUp == nil {
 			lookedUp = []string{}
 		}
-		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt)
+		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, c.After)
 		if err != nil {
 			return err
 		}
@@ -239,6 +253,11 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 			}
 		}
 		out.Rejections = rejs
+		for i := len(cands) - 1; i >= 0 && out.Last == ""; i-- {
+			if taken[cands[i].ID] || slices.Contains(b.TileIDs, cands[i].ID) {
+				out.Last = cands[i].ID
+			}
+		}
 		if len(b.TileIDs) == 0 {
 			return nil
 		}
