@@ -195,9 +195,15 @@ func (s *Store) FailCommittedBatch(ctx context.Context, opID string, httpStatus 
 	return nil
 }
 
-// advanceStream counts an open batch's number as committed, first in its
-// transaction: the stream row is locked before any batch or tile row, in
-// the order claims lock them.
+// advanceStream counts an open batch's number as committed. SettleBatch
+// does the same in its pipelined writes, after locking the batch row (so an
+// unsequenced settlement pays no extra round trip). A claim holding a
+// stream row never waits for a batch or tile row (SKIP LOCKED; a stream
+// with an open batch is refused), so claims and settlements cannot
+// deadlock. A rebind (stream, then batch) and a settlement (batch, then
+// stream) of one batch could, but only from two runs at once, which needs
+// the owner to keep working after losing its lease; Postgres would then
+// fail one of the two transactions.
 func advanceStream(ctx context.Context, tx pgx.Tx, opID string) error {
 	_, err := tx.Exec(ctx, `UPDATE upload_client_sequences s
 		SET last_committed = greatest(s.last_committed, b.client_seq), updated_at = now()

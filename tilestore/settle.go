@@ -105,14 +105,11 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		tx = s.inTx
 	}
 	err := tx(ctx, func(tx pgx.Tx) error {
-		// A 2xx commits a sequenced batch's number (migration 0010).
-		if err := advanceStream(ctx, tx, st.OpID); err != nil {
-			return err
-		}
 		var state string
 		var members []string
-		err := tx.QueryRow(ctx, `SELECT state, tile_ids FROM upload_batches WHERE op_id = $1 FOR UPDATE`,
-			st.OpID).Scan(&state, &members)
+		var stream *int64
+		err := tx.QueryRow(ctx, `SELECT state, tile_ids, client_stream FROM upload_batches WHERE op_id = $1 FOR UPDATE`,
+			st.OpID).Scan(&state, &members, &stream)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrBatchNotFound
 		}
@@ -131,6 +128,11 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		// The writes go as one pipelined round trip. Each member's row is
 		// written once: marked uploaded and freed in one statement.
 		w := &pgx.Batch{}
+		if stream != nil {
+			// A 2xx commits a sequenced batch's number (migration 0010).
+			w.Queue(`UPDATE upload_client_sequences s SET last_committed = greatest(s.last_committed, b.client_seq), updated_at = now()
+				FROM upload_batches b WHERE b.op_id = $1 AND s.id = b.client_stream`, st.OpID)
+		}
 		uploaded := st.Uploaded
 		if uploaded == nil {
 			uploaded = []string{}

@@ -1,10 +1,12 @@
 // Package tilestore keeps tile metadata in Postgres and tile bytes in a
 // filesystem cache, and is the only code that writes the tiles, flights,
-// upload_batches and upload_rejections tables.
+// upload_batches, upload_rejections and upload_client_sequences tables.
 //
 // It promises: set-based statements where many rows change, typed errors for
-// what callers tell apart (ErrTileNotFound, ErrFlightNotFound), and blob
-// paths that can never leave the cache root.
+// what callers tell apart (ErrTileNotFound, ErrFlightNotFound), blob
+// paths that can never leave the cache root, and, for strict client
+// sequencing, a batch's number journaled with it and one open batch per
+// client sequence stream (sequence.go).
 package tilestore
 
 import (

@@ -85,6 +85,7 @@ type breaker struct {
 	cooldown  time.Duration
 	probing   bool
 	openings  int
+	gen       uint64        // advanced on every state change
 	changed   chan struct{} // closed and replaced on every state change
 	lastEvent BreakerEvent
 }
@@ -104,28 +105,37 @@ func newBreaker(o BreakerOptions, now func() time.Time, sleep func(context.Conte
 		changed: make(chan struct{})}
 }
 
-// acquire waits until a request may go. probe is true when the caller is
-// the half-open probe: its result must be reported (record or abandon).
-func (b *breaker) acquire(ctx context.Context) (probe bool, err error) {
+// admission is a request's leave to go: whether it is the half-open
+// probe, and the breaker generation (state) it was let through in.
+type admission struct {
+	probe bool
+	gen   uint64
+}
+
+// acquire waits until a request may go. A probe's result must be reported
+// (record or abandon).
+func (b *breaker) acquire(ctx context.Context) (admission, error) {
 	if b.opts.FailureThreshold < 0 {
-		return false, nil
+		return admission{}, nil
 	}
 	for {
 		b.mu.Lock()
 		now := b.now()
 		switch {
 		case b.state == BreakerClosed:
+			a := admission{gen: b.gen}
 			b.mu.Unlock()
-			return false, nil
+			return a, nil
 		case b.opts.OutageLimit > 0 && now.Sub(b.since) >= b.opts.OutageLimit:
 			since := b.since
 			b.mu.Unlock()
-			return false, &ProviderUnavailableError{Since: since, Limit: b.opts.OutageLimit}
+			return admission{}, &ProviderUnavailableError{Since: since, Limit: b.opts.OutageLimit}
 		case b.state == BreakerOpen && !now.Before(b.retryAt):
 			b.setLocked(BreakerHalfOpen)
 			b.probing = true
+			a := admission{probe: true, gen: b.gen}
 			b.mu.Unlock()
-			return true, nil
+			return a, nil
 		}
 		// Open and cooling down, or half-open with the probe out: wait for
 		// the cool-down's end (or the outage limit), or a state change.
@@ -139,7 +149,7 @@ func (b *breaker) acquire(ctx context.Context) (probe bool, err error) {
 		changed := b.changed
 		b.mu.Unlock()
 		if err := b.wait(ctx, changed, wait); err != nil {
-			return false, err
+			return admission{}, err
 		}
 	}
 }
@@ -167,13 +177,21 @@ func (b *breaker) wait(ctx context.Context, changed <-chan struct{}, d time.Dura
 	return ctx.Err()
 }
 
-// record reports one attempt's result: ok is false for no answer or a 5xx.
-func (b *breaker) record(probe, ok bool) {
+// record reports the result of the attempt a let through: ok is false for
+// no answer or a 5xx.
+func (b *breaker) record(a admission, ok bool) {
 	if b.opts.FailureThreshold < 0 {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if a.gen != b.gen {
+		// Let through before the last state change: an answer from before
+		// the breaker opened (or closed) says nothing about the provider
+		// now. Only the probe's answer may close an open breaker.
+		return
+	}
+	probe := a.probe
 	if probe {
 		b.probing = false
 	}
@@ -214,6 +232,7 @@ func (b *breaker) abandon() {
 
 func (b *breaker) setLocked(s BreakerState) {
 	b.state = s
+	b.gen++
 	close(b.changed)
 	b.changed = make(chan struct{})
 	ev := BreakerEvent{State: s, Openings: b.openings}

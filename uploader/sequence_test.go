@@ -410,3 +410,57 @@ func TestAnotherBatchsAnswerReplayedForOurNumberIsNeverAppliedToOurTiles(t *test
 		t.Errorf("provider's last committed %d, want 2 (the other tool's 1, then ours)", last)
 	}
 }
+
+func TestAnotherRunsBatchHoldingTheNumberIsWaitedForAndSettledOnceItsLeaseEnds(t *testing.T) {
+	t.Parallel()
+	p, rec, url := strictProvider(t, nil)
+	c := providertest.NewClient(t, "sw")
+	c.AddTiles(t, "sw", 4, 256, 13)
+	st, err := c.Store.SequenceStream(testCtx(t), url, "drone-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another run holds number 1 in a batch of two tiles, under a live
+	// lease; it dies without renewing it.
+	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Lease: time.Minute})
+	held, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sw", Limit: 2, Stream: st.ID,
+		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			ids, sums := make([]string, len(ts)), make([]string, len(ts))
+			for i, tl := range ts {
+				ids[i], sums[i] = tl.ID, tl.SHA256
+			}
+			return tilestore.Batch{OpID: operation.NewID(), FlightID: "sw", TileIDs: ids, SHA256s: sums,
+				Fingerprint: uploader.Fingerprint("sw", ids, sums)}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waits atomic.Int32
+	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+		o.ClientID = "drone-7"
+		o.Sleep = func(ctx context.Context, _ time.Duration) error {
+			// The run waits for the other run's batch; while it waits,
+			// that run's lease runs out.
+			if waits.Add(1) == 1 {
+				if _, err := c.Store.Pool().Exec(ctx, `UPDATE upload_batches SET lease_expires_at = now() WHERE op_id = $1`, held.Batch.OpID); err != nil {
+					t.Error(err)
+				}
+			}
+			return ctx.Err()
+		}
+	})
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sw", BatchSize: 2})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 4 {
+		t.Fatalf("run: %+v, %v; want all 4 uploaded", rep, err)
+	}
+	if waits.Load() == 0 {
+		t.Fatal("the run never waited for the other run's batch")
+	}
+	reqs := rec.all()
+	if len(reqs) != 2 || reqs[0].Key != held.Batch.OpID || reqs[0].Seq != 1 || reqs[1].Seq != 2 {
+		t.Fatalf("requests %+v: want the other run's batch sent with its number 1, then ours with 2", reqs)
+	}
+	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 2 {
+		t.Errorf("provider's last committed %d, want 2", last)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,19 +37,22 @@ type exchange struct {
 	accept func([]byte) bool
 
 	attempts int
-	// writes counts the current attempt's request writes (httptrace);
-	// replays the writes beyond one per attempt: net/http's own silent
-	// re-sends on a reused connection. attempts+replays is every time the
+	// writes counts each attempt's request writes (httptrace), one counter
+	// per attempt: net/http reports a write from its own goroutine, maybe
+	// after the attempt's answer came and the next attempt began. The
+	// writes beyond one per attempt are replays (net/http's own silent
+	// re-sends on a reused connection); attempts+replays is every time the
 	// request went on the wire: the one count of transport-level sends.
-	writes      atomic.Int32
-	replays     int
+	writesMu    sync.Mutex
+	writes      []*atomic.Int32
 	wait        time.Duration
 	giveUp      error
 	timeouts    int
 	lastBodyErr error
 	cancelled   bool // resending stopped because the run was cancelled
-	// probe: the attempt on the wire is the breaker's half-open probe.
-	probe bool
+	// adm is the breaker's leave for the attempt on the wire (adm.probe:
+	// it is the half-open probe).
+	adm admission
 	// budgetSpent: a resend was refused by the run's retry budget.
 	budgetSpent bool
 	// prevTransport is the last transport resend wait (decorrelated jitter).
@@ -57,6 +61,28 @@ type exchange struct {
 	// no provider at all (no answer, or a 2xx that is not the API) may
 	// take: the first contact of a run fails fast on a wrong URL.
 	probeAttempts int
+}
+
+// attemptCtx returns ctx with a write trace of its own for one attempt.
+func (ex *exchange) attemptCtx(ctx context.Context) context.Context {
+	n := new(atomic.Int32)
+	ex.writesMu.Lock()
+	ex.writes = append(ex.writes, n)
+	ex.writesMu.Unlock()
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { n.Add(1) },
+	})
+}
+
+// replays is how many writes went beyond one per attempt so far.
+func (ex *exchange) replays() int {
+	ex.writesMu.Lock()
+	defer ex.writesMu.Unlock()
+	r := 0
+	for _, n := range ex.writes {
+		r += max(int(n.Load())-1, 0)
+	}
+	return r
 }
 
 // answer is how an exchange ended.
@@ -101,10 +127,10 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		}
 	}
 	// Every write of the request is seen, so a re-send that net/http makes
-	// on its own cannot go uncounted.
-	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { ex.writes.Add(1) },
-	})
+	// on its own cannot go uncounted; each attempt gets its own trace
+	// (PrepareRetry below).
+	baseCtx := reqCtx
+	reqCtx = ex.attemptCtx(baseCtx)
 	var raw any
 	ready := false // the first call comes from NewRequest, to learn the length
 	if body != nil {
@@ -144,13 +170,13 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 	}
 	// The breaker decides whether the first attempt may go at all; resends
 	// ask it again in checkRetry.
-	probe, err := u.breaker.acquire(runCtx)
+	adm, err := u.breaker.acquire(runCtx)
 	if err != nil {
 		return answer{err: err, cancelled: runCtx.Err() != nil}
 	}
-	ex.probe = probe
+	ex.adm = adm
 	defer func() {
-		if ex.probe {
+		if ex.adm.probe {
 			u.breaker.abandon()
 		}
 	}()
@@ -162,12 +188,16 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		CheckRetry:   ex.checkRetry,
 		Backoff:      ex.backoff,
 		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
+		// retryablehttp hands each resend a fresh shallow copy of the
+		// request: give it its own write trace.
+		PrepareRetry: func(r *http.Request) error { *r = *r.WithContext(ex.attemptCtx(baseCtx)); return nil },
 	}
 	resp, err := rc.Do(req)
+	sends := ex.attempts + ex.replays()
 	if t := tallyOf(runCtx); t != nil {
-		t.exchange(ex.attempts+ex.replays, ex.timeouts, ex.budgetSpent)
+		t.exchange(sends, ex.timeouts, ex.budgetSpent)
 	}
-	a := answer{err: err, attempts: ex.attempts + ex.replays, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent,
+	a := answer{err: err, attempts: sends, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent,
 		cancelled: ex.cancelled || (err != nil && runCtx.Err() != nil && errors.Is(err, runCtx.Err()))}
 	if resp != nil {
 		// checkRetry already read the body (capped) and put it back.
@@ -200,12 +230,9 @@ func (e *journalError) Unwrap() error { return e.err }
 // budget, and is not made when any of them says no.
 func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error) (bool, error) {
 	ex.attempts++
-	if w := ex.writes.Swap(0); w > 1 {
-		ex.replays += int(w - 1)
-	}
 	if ex.runCtx.Err() == nil {
-		ex.u.breaker.record(ex.probe, err == nil && resp.StatusCode < 500)
-		ex.probe = false
+		ex.u.breaker.record(ex.adm, err == nil && resp.StatusCode < 500)
+		ex.adm.probe = false
 	}
 	retry, cerr := ex.decide(resp, err)
 	if !retry || ex.attempts > ex.u.resends {
@@ -218,21 +245,21 @@ func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error
 		ex.cancelled = true
 		return false, rerr
 	}
-	probe, berr := ex.u.breaker.acquire(ex.runCtx)
+	adm, berr := ex.u.breaker.acquire(ex.runCtx)
 	if berr != nil {
 		ex.cancelled = ex.runCtx.Err() != nil
 		ex.giveUp = berr
 		return false, nil
 	}
 	if !ex.u.budget.TryResend() {
-		if probe {
+		if adm.probe {
 			ex.u.breaker.abandon()
 		}
 		ex.budgetSpent = true
 		ex.giveUp = errResendBudget
 		return false, nil
 	}
-	ex.probe = probe
+	ex.adm = adm
 	return true, nil
 }
 

@@ -7,6 +7,9 @@
 // accepted or duplicate; each batch is journaled under one operation ID
 // before its first byte is sent and every resend reuses that ID and body;
 // batches an earlier run left unsettled are settled before new ones form.
+// With a client ID (strict client sequencing, sequence.go), each batch's
+// Client-Sequence is journaled with it and resent unchanged (or as the
+// provider's state rebinds it after SEQUENCE_GAP), one batch in flight.
 package uploader
 
 import (

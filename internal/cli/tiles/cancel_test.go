@@ -1,10 +1,14 @@
 package tiles
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"image"
+	"image/png"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,14 +61,34 @@ func walkEntries(t *testing.T, dir string) int64 {
 	return n
 }
 
+// writePNGTiles writes n distinct small PNG tiles at zoom 8 under a new
+// directory and returns it.
+func writePNGTiles(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range n {
+		img := image.NewGray(image.Rect(0, 0, 2, 2))
+		img.Pix[0], img.Pix[1] = uint8(i), uint8(i>>8)
+		var buf bytes.Buffer
+		if err := png.Encode(&buf, img); err != nil {
+			t.Fatal(err)
+		}
+		put(t, dir, fmt.Sprintf("8/%d/%d.png", i/16, i%16), buf.Bytes())
+	}
+	return dir
+}
+
 func TestACancelledImportLeavesOnlyWholeChunksWithDurableBlobsAndTheNextImportFinishes(t *testing.T) {
+	const tiles = 200
 	e := newEnv(t)
+	dir := writePNGTiles(t, tiles)
 	// Cancelled in the second pass (the first walks every entry once),
-	// after 25 of the 48 tiles, with chunks of 10.
-	ctx := newCancelAfter(walkEntries(t, tilesDir) + 25 + 4)
+	// about halfway through, with chunks of 10: the walk asks once per
+	// entry, the database calls a few times per chunk.
+	ctx := newCancelAfter(walkEntries(t, dir) + tiles/2)
 	err := ImportRun(ctx, &ImportOptions{
 		IO: e.f.IOStreams, Config: e.f.Config, Store: e.f.Store,
-		Dir: tilesDir, FlightID: "flt-c", State: tilestore.FlightOnGround, BatchSize: 10, Output: "json",
+		Dir: dir, FlightID: "flt-c", State: tilestore.FlightOnGround, BatchSize: 10, Output: "json",
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -75,19 +99,14 @@ func TestACancelledImportLeavesOnlyWholeChunksWithDurableBlobsAndTheNextImportFi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n == 0 || n == 48 || n%10 != 0 {
+	t.Logf("%d tiles recorded before the cancel", n)
+	if n == 0 || n == tiles || n%10 != 0 {
 		t.Fatalf("%d tiles recorded, want whole chunks of 10, some but not all", n)
 	}
-	t.Logf("%d tiles recorded before the cancel", n)
-	ids := make([]string, 0, 48)
-	_ = filepath.WalkDir(tilesDir, func(p string, d fs.DirEntry, _ error) error {
-		if !d.IsDir() {
-			rel, _ := filepath.Rel(tilesDir, p)
-			parts := strings.Split(strings.TrimSuffix(filepath.ToSlash(rel), ".png"), "/")
-			ids = append(ids, "flt-c-"+strings.Join(parts, "-"))
-		}
-		return nil
-	})
+	ids := make([]string, tiles)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("flt-c-8-%d-%d", i/16, i%16)
+	}
 	recorded, err := s.TilesByID(bg, ids)
 	if err != nil || len(recorded) != n {
 		t.Fatalf("TilesByID: %d tiles, %v; want %d", len(recorded), err, n)
@@ -101,12 +120,12 @@ func TestACancelledImportLeavesOnlyWholeChunksWithDurableBlobsAndTheNextImportFi
 	}
 	noTemporaryFiles(t, e.cache)
 
-	sum, err := e.importDir(tilesDir, "flt-c", false)
+	sum, err := e.importDir(dir, "flt-c", false)
 	if err != nil {
 		t.Fatalf("import after the cancel: %v", err)
 	}
-	if sum.Imported != 48-n || sum.AlreadyPresent != n {
-		t.Fatalf("import after the cancel: %+v, want %d imported and %d already present", sum, 48-n, n)
+	if sum.Imported != tiles-n || sum.AlreadyPresent != n {
+		t.Fatalf("import after the cancel: %+v, want %d imported and %d already present", sum, tiles-n, n)
 	}
 }
 

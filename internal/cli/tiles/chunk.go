@@ -4,25 +4,19 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// copyWorkers is how many tiles of a chunk are read, hashed and written at
-// once: hashing is CPU, the rest is system calls, and a few at once keep
-// both cores busy.
-const copyWorkers = 4
-
 // importer imports the valid files of a directory a chunk at a time: it
-// holds one chunk of paths, so its memory does not grow with the directory.
-// For each chunk it reads every file once (hashing it and writing it into
-// the cache on the way), makes the chunk's new blobs durable with one Sync,
-// and only then records them with one InsertTiles: a recorded tile's blob
-// is durable, and a crash or a cancel can lose only blobs no row points
-// at.
+// holds a chunk of paths and the previous chunk's rows, so its memory does
+// not grow with the directory. For each chunk it reads every file once
+// (hashing it and writing it into the cache on the way), makes the chunk's
+// new blobs durable with one Sync, and only then records them with one
+// InsertTiles: a recorded tile's blob is durable, and a crash or a cancel
+// can lose only blobs no row points at. Chunks are recorded one after the
+// other, each while the next one's files are read. Call finish at the end,
+// whatever happened.
 type importer struct {
 	opts    *ImportOptions
 	store   *tilestore.Store
@@ -32,6 +26,9 @@ type importer struct {
 	skip    map[string]bool // files the first pass found invalid
 	readers []*tileReader   // one per worker
 	chunk   []candidate
+	// recording is the previous chunk's Sync and insert while they run
+	// (nil when none does): the next chunk's files are read meanwhile.
+	recording chan recording
 }
 
 func newImporter(opts *ImportOptions, store *tilestore.Store, blobs *tilestore.BlobStore, sum *ImportSummary) *importer {
@@ -40,11 +37,20 @@ func newImporter(opts *ImportOptions, store *tilestore.Store, blobs *tilestore.B
 		size = DefaultBatchSize
 	}
 	im := &importer{opts: opts, store: store, blobs: blobs, sum: sum, size: size,
-		skip: map[string]bool{}, chunk: make([]candidate, 0, size)}
-	for range copyWorkers {
-		im.readers = append(im.readers, newTileReader())
-	}
+		skip: map[string]bool{}, chunk: make([]candidate, 0, size), readers: newTileReaders()}
 	return im
+}
+
+// finish imports the last chunk and waits for the recording under way;
+// err is how the walk ended.
+func (im *importer) finish(ctx context.Context, err error) error {
+	if err == nil {
+		err = im.flush(ctx)
+	}
+	if werr := im.wait(); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // add takes the next file of the walk, importing the chunk when it is full.
@@ -94,31 +100,16 @@ func (im *importer) flush(ctx context.Context) error {
 		return err
 	}
 	out := make([]outcome, len(chunk))
-	var next atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	for _, r := range im.readers {
-		g.Go(func() error {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(chunk) {
-					return nil
-				}
-				if err := gctx.Err(); err != nil {
-					return err
-				}
-				var err error
-				if rec, ok := existing[ids[i]]; ok {
-					out[i], err = im.recorded(r, rec, chunk[i])
-				} else {
-					out[i], err = im.copyNew(r, dirs[dirKey(chunk[i])], ids[i], chunk[i])
-				}
-				if err != nil {
-					return err
-				}
-			}
-		})
-	}
-	if err := g.Wait(); err != nil {
+	err = forEach(ctx, len(chunk), im.readers, func(r *tileReader, i int) error {
+		var err error
+		if rec, ok := existing[ids[i]]; ok {
+			out[i], err = im.recorded(r, rec, chunk[i])
+		} else {
+			out[i], err = im.copyNew(r, dirs[dirKey(chunk[i])], ids[i], chunk[i])
+		}
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	var rows []tilestore.Tile
@@ -136,21 +127,46 @@ func (im *importer) flush(ctx context.Context) error {
 		}
 		present++
 	}
-	if len(rows) == 0 {
-		im.sum.AlreadyPresent += present
-		return nil
-	}
-	if err := im.blobs.Sync(); err != nil {
+	im.sum.AlreadyPresent += present
+	// The previous chunk was recorded while this one's files were read.
+	if err := im.wait(); err != nil || len(rows) == 0 {
 		return err
+	}
+	done := make(chan recording, 1)
+	im.recording = done
+	go func() { done <- im.record(ctx, rows) }()
+	return nil
+}
+
+// recording is how recording a chunk's new tiles ended.
+type recording struct {
+	rows, inserted int
+	err            error
+}
+
+// record makes the chunk's blobs durable, then records their tiles.
+func (im *importer) record(ctx context.Context, rows []tilestore.Tile) recording {
+	if err := im.blobs.Sync(); err != nil {
+		return recording{err: err}
 	}
 	n, err := im.store.InsertTiles(ctx, rows)
 	if err != nil {
-		return fmt.Errorf("record %d tiles: %w", len(rows), err)
+		return recording{err: fmt.Errorf("record %d tiles: %w", len(rows), err)}
 	}
+	return recording{rows: len(rows), inserted: n}
+}
+
+// wait waits until the chunk being recorded, if any, is, and counts it.
+func (im *importer) wait() error {
+	if im.recording == nil {
+		return nil
+	}
+	r := <-im.recording
+	im.recording = nil
 	// A concurrent import may have recorded some of them first.
-	im.sum.Imported += n
-	im.sum.AlreadyPresent += present + len(rows) - n
-	return nil
+	im.sum.Imported += r.inserted
+	im.sum.AlreadyPresent += r.rows - r.inserted
+	return r.err
 }
 
 // dirKey is the cache directory of c's blob, relative to the flight's.

@@ -173,10 +173,8 @@ func importTiles(ctx context.Context, opts *ImportOptions, problems []Problem, s
 	for _, p := range problems {
 		im.skip[p.Path] = true
 	}
-	if err := walkTiles(ctx, opts.Dir, func(c candidate) error { return im.add(ctx, c) }, func(Problem) {}); err != nil {
-		return err
-	}
-	return im.flush(ctx)
+	err = walkTiles(ctx, opts.Dir, func(c candidate) error { return im.add(ctx, c) }, func(Problem) {})
+	return im.finish(ctx, err)
 }
 
 func tileID(flightID string, c candidate) string {

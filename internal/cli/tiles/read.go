@@ -2,13 +2,17 @@ package tiles
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
 	"io"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // readBuffer is a tileReader's buffer: a 16 KiB tile is read in one call.
@@ -22,8 +26,43 @@ type tileReader struct {
 	sink sink
 }
 
-func newTileReader() *tileReader {
-	return &tileReader{br: bufio.NewReaderSize(nil, readBuffer), h: sha256.New()}
+// readWorkers is how many files are read at once: one per core of the
+// 2-core development machine, for the hashing. 4 and 8 did not help there
+// (BenchmarkImportProcess): creating a file is most of the cost, and the
+// creates in one directory take its lock in turn.
+const readWorkers = 2
+
+// newTileReaders returns one tileReader per worker.
+func newTileReaders() []*tileReader {
+	rs := make([]*tileReader, readWorkers)
+	for i := range rs {
+		rs[i] = &tileReader{br: bufio.NewReaderSize(nil, readBuffer), h: sha256.New()}
+	}
+	return rs
+}
+
+// forEach calls fn for 0..n-1, one worker per reader, and returns the first
+// error; a cancelled ctx stops it before the next call.
+func forEach(ctx context.Context, n int, readers []*tileReader, fn func(r *tileReader, i int) error) error {
+	var next atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range readers[:min(len(readers), n)] {
+		g.Go(func() error {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return nil
+				}
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				if err := fn(r, i); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	return g.Wait()
 }
 
 // fileCopy is what reading a whole tile file found.
@@ -34,8 +73,9 @@ type fileCopy struct {
 }
 
 // check opens c's file and checks that it is a regular, non-empty file
-// whose first bytes are an image of c's type; it reads no further than the
-// check needs. reason says what is wrong ("" when nothing is).
+// whose first bytes are an image of c's type and that it can be read to
+// its end, without hashing it. reason says what is wrong ("" when nothing
+// is).
 func (r *tileReader) check(c candidate) (reason string) {
 	_, reason, _ = r.read(c, false, nil)
 	return reason
@@ -50,8 +90,7 @@ func (r *tileReader) copy(c candidate, dst io.Writer) (got fileCopy, reason stri
 }
 
 func (r *tileReader) read(c candidate, whole bool, dst io.Writer) (fileCopy, string, error) {
-	// O_NOFOLLOW: a file swapped for a link after the walk is refused too.
-	f, err := os.OpenFile(c.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openTile(c.Path)
 	if err != nil {
 		return fileCopy{}, "unreadable: " + errText(err), nil
 	}
@@ -85,9 +124,11 @@ func (r *tileReader) read(c candidate, whole bool, dst io.Writer) (fileCopy, str
 	if r.sink.err != nil {
 		return fileCopy{}, "", r.sink.err
 	}
-	if reason != "" || !whole {
+	if reason != "" {
 		return fileCopy{}, reason, nil
 	}
+	// To the end, also when only checking: a file that cannot be read
+	// whole is found by the first pass, before anything is written.
 	for {
 		if _, err := r.br.Discard(r.br.Buffered()); err != nil {
 			return fileCopy{}, "unreadable: " + errText(err), nil
@@ -100,7 +141,29 @@ func (r *tileReader) read(c candidate, whole bool, dst io.Writer) (fileCopy, str
 			return fileCopy{}, "unreadable: " + errText(err), nil
 		}
 	}
+	if !whole {
+		return fileCopy{}, "", nil
+	}
 	return fileCopy{Size: r.sink.n, SHA256: hex.EncodeToString(r.h.Sum(nil)), ModTime: st.ModTime().UTC()}, "", nil
+}
+
+// openTile opens a tile file for reading. O_NOFOLLOW: a file swapped for
+// a link after the walk is refused too. The file is opened with
+// syscall.Open and wrapped by os.NewFile, which keeps a blocking file out of
+// the runtime's poller: os.OpenFile would try to register it, fail (a
+// regular file cannot be polled) and undo its non-blocking mode, four
+// system calls more per file, twice per tile.
+func openTile(path string) (*os.File, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		return os.NewFile(uintptr(fd), path), nil
+	}
 }
 
 // sink takes the bytes read from a file: it hashes and counts them and

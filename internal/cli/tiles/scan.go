@@ -39,39 +39,87 @@ var contentTypes = map[string]string{
 	"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "webp": "image/webp",
 }
 
+// scanBatch is how many files scan checks at once.
+const scanBatch = 256
+
 // scan checks every file under dir as the import will: its place in the
 // z/x/y layout, the coordinates' range, and that its first bytes are an
-// image of the type its extension claims (a file is read no further than
-// that check needs). A second file naming a tile already found valid (3/2/4.png,
-// then 3/2/4.webp) is a problem too. It keeps nothing per valid file, so
-// its memory does not grow with the directory: it returns how many files
-// are valid and every problem, in walk order. The error is for the walk
-// itself (dir missing, context cancelled), not for bad files.
+// image of the type its extension claims, and that it reads to its end (it
+// is not hashed). A second file naming a tile already found valid
+// (3/2/4.png, then 3/2/4.webp) is a problem too. It holds one batch of
+// paths, so its memory does not grow with the directory: it returns how
+// many files are valid and every problem, in walk order. The error is for
+// the walk itself (dir missing, context cancelled), not for bad files.
 func scan(ctx context.Context, dir string) (valid int, problems []Problem, err error) {
-	r := newTileReader()
-	var (
-		col  [2]int64         // the z/x directory being walked
-		seen map[int64]string // y -> the first valid file of that tile in col
-	)
+	s := &scanner{readers: newTileReaders()}
 	err = walkTiles(ctx, dir, func(c candidate) error {
-		if reason := r.check(c); reason != "" {
-			problems = append(problems, Problem{c.Path, reason})
+		s.batch = append(s.batch, scanned{c: c})
+		if len(s.batch) < scanBatch {
 			return nil
+		}
+		return s.check(ctx)
+	}, func(p Problem) { s.batch = append(s.batch, scanned{problem: &p}) })
+	if err == nil {
+		err = s.check(ctx)
+	}
+	return s.valid, s.problems, err
+}
+
+// scanner is scan's state between batches.
+type scanner struct {
+	readers  []*tileReader
+	batch    []scanned        // in walk order
+	col      [2]int64         // the z/x directory being walked
+	seen     map[int64]string // y -> the first valid file of that tile in col
+	valid    int
+	problems []Problem
+}
+
+// scanned is one entry of the walk: a file to check, or a problem the
+// walk found by itself.
+type scanned struct {
+	c       candidate
+	problem *Problem
+	reason  string // what check found wrong with c
+}
+
+// check checks the batch's files at once, then takes the results in walk
+// order.
+func (s *scanner) check(ctx context.Context) error {
+	b := s.batch
+	defer func() { s.batch = s.batch[:0] }()
+	err := forEach(ctx, len(b), s.readers, func(r *tileReader, i int) error {
+		if b[i].problem == nil {
+			b[i].reason = r.check(b[i].c)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range b {
+		c := e.c
+		switch {
+		case e.problem != nil:
+			s.problems = append(s.problems, *e.problem)
+			continue
+		case e.reason != "":
+			s.problems = append(s.problems, Problem{c.Path, e.reason})
+			continue
 		}
 		// Every file of a z/x column is in one directory, which the walk
 		// visits whole: the tiles seen are those of this directory.
-		if k := [2]int64{int64(c.Z), c.X}; seen == nil || k != col {
-			col, seen = k, map[int64]string{}
+		if k := [2]int64{int64(c.Z), c.X}; s.seen == nil || k != s.col {
+			s.col, s.seen = k, map[int64]string{}
 		}
-		if first, dup := seen[c.Y]; dup {
-			problems = append(problems, Problem{c.Path, fmt.Sprintf("same tile z=%d x=%d y=%d as %q", c.Z, c.X, c.Y, first)})
-			return nil
+		if first, dup := s.seen[c.Y]; dup {
+			s.problems = append(s.problems, Problem{c.Path, fmt.Sprintf("same tile z=%d x=%d y=%d as %q", c.Z, c.X, c.Y, first)})
+			continue
 		}
-		seen[c.Y] = c.Path
-		valid++
-		return nil
-	}, func(p Problem) { problems = append(problems, p) })
-	return valid, problems, err
+		s.seen[c.Y] = c.Path
+		s.valid++
+	}
+	return nil
 }
 
 // walkTiles walks dir in lexical order and hands visit every file whose
