@@ -1,0 +1,155 @@
+package uploader_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// hostileSequencer is a sequencing provider written by someone else,
+// scripted per test: batch answers each batch request (with the
+// Client-Sequence it carried), state answers GET /v1/clients/{id}/state,
+// and every tile lookup is 404 (nothing held). After runaway batch
+// requests it cancels the run, so a client that never stops fails the
+// test instead of hanging it.
+type hostileSequencer struct {
+	*fakeProvider
+	state    func(w http.ResponseWriter, client string)
+	runaway  int
+	cancel   context.CancelFunc
+	mu       sync.Mutex
+	seqs     []uint64
+	lookups  int
+	stateGet int
+}
+
+func newHostileSequencer(t *testing.T, batch func(w http.ResponseWriter, b fakeBatch, seq uint64),
+	state func(w http.ResponseWriter, client string)) (*hostileSequencer, string) {
+	h := &hostileSequencer{state: state, runaway: 40}
+	f := &fakeProvider{t: t, tileSeen: map[string]int{},
+		caps: map[string]any{"api_version": "v1", "max_batch_tiles": 2, "max_batch_bytes": 1 << 20, "max_tile_bytes": 1 << 16}}
+	f.answer = func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		n, _ := strconv.ParseUint(r.Header.Get(operation.HeaderClientSequence), 10, 64)
+		h.mu.Lock()
+		h.seqs = append(h.seqs, n)
+		over := len(h.seqs) >= h.runaway
+		h.mu.Unlock()
+		if over && h.cancel != nil {
+			h.cancel()
+		}
+		batch(w, b, n)
+	}
+	h.fakeProvider = f
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/capabilities", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(f.caps)
+	})
+	mux.HandleFunc("POST /v1/flights/{flight}/tiles:batch", f.batch)
+	mux.HandleFunc("GET /v1/clients/{client}/state", func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.stateGet++
+		h.mu.Unlock()
+		h.state(w, r.PathValue("client"))
+	})
+	mux.HandleFunc("GET /v1/flights/{flight}/tiles/{tile}", func(w http.ResponseWriter, _ *http.Request) {
+		h.mu.Lock()
+		h.lookups++
+		h.mu.Unlock()
+		operation.WriteError(w, http.StatusNotFound, "TILE_NOT_FOUND", "no such tile", nil, nil)
+	})
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return h, hs.URL
+}
+
+func (h *hostileSequencer) sent() []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]uint64(nil), h.seqs...)
+}
+
+func writeState(w http.ResponseWriter, client string, last uint64) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(operation.ClientStateResponse{ClientID: client, LastCommittedSequence: last})
+}
+
+func TestAProviderAnsweringAlreadyCommittedToEveryNewNumberEndsTheRunInsteadOfSendingForever(t *testing.T) {
+	t.Parallel()
+	// The provider says each number we take is already committed, and its
+	// state follows (as if another client used our ID just before us).
+	var mu sync.Mutex
+	var last uint64
+	h, url := newHostileSequencer(t, func(w http.ResponseWriter, _ fakeBatch, seq uint64) {
+		mu.Lock()
+		last = max(last, seq)
+		mu.Unlock()
+		operation.WriteError(w, http.StatusConflict, operation.CodeAlreadyCommitted, "committed, no longer cached", nil, nil)
+	}, func(w http.ResponseWriter, client string) {
+		mu.Lock()
+		defer mu.Unlock()
+		writeState(w, client, last)
+	})
+	c := providertest.NewClient(t, "ha")
+	c.AddTiles(t, "ha", 4, 256, 21)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	h.cancel = cancel
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "ha", BatchSize: 2})
+	sent := h.sent()
+	if len(sent) >= h.runaway {
+		t.Fatalf("the run sent %d batches (numbers %v) and was still going when the test stopped it", len(sent), sent)
+	}
+	if len(sent) > 4 {
+		t.Errorf("%d batches sent (numbers %v), want at most 4 before the run gives up", len(sent), sent)
+	}
+	var pe *uploader.ProviderError
+	if !errors.As(err, &pe) || pe.Code != operation.CodeAlreadyCommitted || !strings.Contains(err.Error(), "drone-7") ||
+		!strings.Contains(err.Error(), "another client") {
+		t.Fatalf("run: %v; want an ALREADY_COMMITTED provider error naming client drone-7 and saying another client may use it", err)
+	}
+	if rep.Uploaded() != 0 || rep.Rejected != 0 {
+		t.Errorf("report %+v: nothing is stored and nothing was rejected", rep)
+	}
+	if got := c.Counts(t, "ha")[tilestore.StatusUploaded]; got != 0 {
+		t.Errorf("%d tiles marked uploaded, want none", got)
+	}
+}
+
+func TestAClientStateWithNoNumberAfterItEndsTheRunBeforeJournalingABatch(t *testing.T) {
+	t.Parallel()
+	for _, last := range []uint64{1<<63 - 1, 1 << 63, 1<<64 - 1} {
+		t.Run(strconv.FormatUint(last, 10), func(t *testing.T) {
+			t.Parallel()
+			h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) {
+				answerAll(w, b, "accepted")
+			}, func(w http.ResponseWriter, client string) { writeState(w, client, last) })
+			c := providertest.NewClient(t, "hn")
+			c.AddTiles(t, "hn", 2, 256, 22)
+			u, _ := newUploader(t, url, c, withClientID("drone-7"))
+			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hn"})
+			want := "client drone-7"
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), strconv.FormatUint(last, 10)) ||
+				!strings.Contains(err.Error(), "another client ID") {
+				t.Fatalf("run: %v; want an error naming %q, the provider's number and advising another client ID", err, want)
+			}
+			if s := h.sent(); len(s) != 0 {
+				t.Errorf("batches sent with numbers %v", s)
+			}
+			if open := openBatches(t, c, "hn"); len(open) != 0 {
+				t.Errorf("%d batches journaled, want none", len(open))
+			}
+		})
+	}
+}
