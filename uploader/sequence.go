@@ -213,11 +213,12 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 	if err != nil {
 		return err
 	}
+	detail = u.redact(detail) // it may quote the provider's text (another "operation"'s ID)
 	u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
 		Msg("batch's number is committed at the provider; settling it by tile lookup")
 	jctx, cancel := journalCtx(ctx)
 	defer cancel()
-	if err := s.FailCommittedBatch(jctx, opID, status, cleanText(u.redact(detail), 2000)); err != nil {
+	if err := s.FailCommittedBatch(jctx, opID, status, cleanText(detail, 2000)); err != nil {
 		return err
 	}
 	// Without this, the next claim could bind another committed number.

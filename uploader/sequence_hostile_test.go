@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
@@ -211,5 +213,59 @@ func TestAProviderAnsweringSequenceGapForeverLeavesTheBatchOpenAfterThreeRebinds
 	}
 	if got := localLast(t, c, url, "drone-7"); got != 4 {
 		t.Errorf("client's last committed %d, want 4", got)
+	}
+}
+
+// lockedBuffer is a log sink safe for the uploader's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestAnotherOperationsAnswerNamingTheTokenNeverPutsItInTheLogOrTheJournal(t *testing.T) {
+	t.Parallel()
+	// Every batch is answered 200 for an "operation" whose ID quotes the
+	// token: another batch's answer, as far as the client can tell.
+	_, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Idempotent-Replayed", "true")
+		_ = json.NewEncoder(w).Encode(map[string]any{"op_id": "Bearer " + providertest.Token, "results": []any{}})
+	}, func(w http.ResponseWriter, client string) { writeState(w, client, 0) })
+	c := providertest.NewClient(t, "hl")
+	c.AddTiles(t, "hl", 2, 256, 25)
+	var logs lockedBuffer
+	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+		o.ClientID = "drone-7"
+		o.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
+	})
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hl", BatchSize: 2})
+	if err == nil {
+		t.Fatal("run: no error, want the run to end after three numbers called committed")
+	}
+	if !strings.Contains(logs.String(), "settling it by tile lookup") {
+		t.Fatalf("the log does not show the batch settled by lookup:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), providertest.Token) {
+		t.Errorf("the log holds the provider token:\n%s", logs.String())
+	}
+	if strings.Contains(err.Error(), providertest.Token) {
+		t.Errorf("the run's error holds the provider token: %v", err)
+	}
+	var details int
+	if err := c.Store.Pool().QueryRow(testCtx(t), `SELECT count(*) FROM upload_batches WHERE detail LIKE '%' || $1 || '%'`,
+		providertest.Token).Scan(&details); err != nil || details != 0 {
+		t.Errorf("%d journaled batch details hold the token (%v)", details, err)
 	}
 }
