@@ -130,8 +130,8 @@ func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint
 		return 0, fmt.Errorf("%s: %w", doing, err)
 	}
 	var st operation.ClientStateResponse
-	if err := json.Unmarshal(a.body, &st); err != nil || st.ClientID != client {
-		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s does not name the client", doing, clip(u.redact(string(a.body))))}
+	if problem := u.stateProblem(a.body, client, &st); problem != "" {
+		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s %s", doing, clip(u.redact(string(a.body))), problem)}
 	}
 	if st.LastCommittedSequence >= math.MaxInt64 {
 		// The journal keeps numbers as BIGINT, and the reference provider
@@ -141,6 +141,30 @@ func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint
 			"(upload.client_id, --client-id, TILECTL_UPLOAD_CLIENT_ID)", doing, client, st.LastCommittedSequence, int64(math.MaxInt64))}
 	}
 	return st.LastCommittedSequence, nil
+}
+
+// stateProblem reads a client-state body into st and says what is wrong
+// with it ("" when nothing is), in text safe to print.
+func (u *HTTPTileUploader) stateProblem(body []byte, client string, st *operation.ClientStateResponse) string {
+	var raw struct {
+		ClientID *string         `json:"client_id"`
+		Last     json.RawMessage `json:"last_committed_sequence"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return "is not JSON of the client-state shape"
+	}
+	if raw.ClientID == nil || *raw.ClientID != client {
+		name := "no client"
+		if raw.ClientID != nil {
+			name = fmt.Sprintf("client %q", clip(u.redact(*raw.ClientID)))
+		}
+		return fmt.Sprintf("names %s, not %q", name, client)
+	}
+	if len(raw.Last) > 0 && json.Unmarshal(raw.Last, &st.LastCommittedSequence) != nil {
+		return "does not say the last committed number: its last_committed_sequence is not a whole number from 0 up"
+	}
+	st.ClientID = *raw.ClientID
+	return ""
 }
 
 // seqVerdict is what an answer means for a sequenced batch.

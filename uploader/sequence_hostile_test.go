@@ -269,3 +269,34 @@ func TestAnotherOperationsAnswerNamingTheTokenNeverPutsItInTheLogOrTheJournal(t 
 		t.Errorf("%d journaled batch details hold the token (%v)", details, err)
 	}
 }
+
+func TestAClientStateThatIsNotANumberEndsTheRunSayingWhatWasWrong(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, body, want string }{
+		{"negative", `{"client_id":"drone-7","last_committed_sequence":-1}`, "last_committed_sequence is not a whole number"},
+		{"a string", `{"client_id":"drone-7","last_committed_sequence":"7"}`, "last_committed_sequence is not a whole number"},
+		{"a fraction", `{"client_id":"drone-7","last_committed_sequence":1.5}`, "last_committed_sequence is not a whole number"},
+		{"another client", `{"client_id":"drone-8","last_committed_sequence":1}`, `names client "drone-8"`},
+		{"not JSON", `<html>ok</html>`, "is not JSON"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) { answerAll(w, b, "accepted") },
+				func(w http.ResponseWriter, _ string) {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write([]byte(tc.body))
+				})
+			c := providertest.NewClient(t, "hs")
+			c.AddTiles(t, "hs", 2, 256, 26)
+			u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) { o.ClientID, o.MaxResends = "drone-7", 1 })
+			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hs"})
+			if err == nil || !strings.Contains(err.Error(), "client drone-7") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run: %v; want an error about client drone-7's state saying %q", err, tc.want)
+			}
+			if s := h.sent(); len(s) != 0 {
+				t.Errorf("batches sent with numbers %v", s)
+			}
+		})
+	}
+}
