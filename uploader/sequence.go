@@ -52,13 +52,13 @@ func seqOf(b tilestore.Batch) batchSeq { return batchSeq{client: b.ClientID, n: 
 const maxRebinds = 3
 
 // maxCommittedInARow bounds how many batches in a row a run lets the
-// provider call committed without their answer. A provider used by this
-// client alone does so only for a batch sent before whose answer was lost
-// (one at a time: one batch of a client is open); every further number
-// is the provider's last committed + 1 by its own state. Without a bound,
-// a provider that calls every number committed (or another client using
-// the same ID) would have the run send, fail and look up batch after
-// batch until its deadline.
+// provider call committed without their answer while it holds none of
+// their tiles. A provider used by this client alone calls a number
+// committed only for a batch sent before whose answer was lost, and then
+// holds its tiles; every other number is its last committed + 1 by its
+// own state. Without a bound, a provider that calls every number
+// committed (or another client using the same ID) would have the run
+// send, fail and look up batch after batch until its deadline.
 const maxCommittedInARow = 3
 
 // busyPoll is how long a run waits before claiming again while another
@@ -253,15 +253,16 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 	if err := u.syncStream(ctx, s, st.ID, seq.client); err != nil {
 		return fmt.Errorf("after batch %s's number %d was found committed: %w", opID, seq.n, err)
 	}
+	heldBefore := t.heldCount()
 	unclear, err := u.lookUpAmbiguous(ctx, flightID, defaultConcurrency, t)
 	if err != nil {
 		return err
 	}
 	t.skipIDs(unclear)
-	if nums := t.sequenceCommitted(seq.n); len(nums) >= maxCommittedInARow {
+	if nums := t.sequenceCommitted(seq.n, t.heldCount() > heldBefore); len(nums) >= maxCommittedInARow {
 		return &ProviderError{Status: status, Code: operation.CodeAlreadyCommitted, OpID: opID, Message: fmt.Sprintf(
-			"client %s: the provider called numbers %v committed without any of those batches' answers, each taken as its "+
-				"last committed + 1: another client is using client ID %s at this provider, or the provider does not keep "+
+			"client %s: the provider called numbers %v committed without those batches' answers, and holds none of "+
+				"their tiles: another client is using client ID %s at this provider, or the provider does not keep "+
 				"its sequence; give this tilectl a client ID no other client uses (upload.client_id, --client-id, "+
 				"TILECTL_UPLOAD_CLIENT_ID); nothing was lost: the batches' tiles are pending, each looked up first",
 			seq.client, nums, seq.client)}
@@ -270,13 +271,25 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 }
 
 // sequenceCommitted records that the provider called number n committed
-// without its batch's answer, and returns the numbers so called since the
-// last batch the provider answered.
-func (t *tally) sequenceCommitted(n uint64) []uint64 {
+// without its batch's answer; held says whether the lookup after it found
+// tiles the provider holds (the number was this client's: its answer was
+// lost). It returns the numbers called committed, holding nothing, since
+// the last batch the provider answered or tile it held.
+func (t *tally) sequenceCommitted(n uint64, held bool) []uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if held {
+		t.committedInARow = nil
+		return nil
+	}
 	t.committedInARow = append(t.committedInARow, n)
 	return slices.Clone(t.committedInARow)
+}
+
+func (t *tally) heldCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.heldByLookup
 }
 
 // sequenceBusy decides what a claim does when another open batch holds the

@@ -28,6 +28,7 @@ import (
 type hostileSequencer struct {
 	*fakeProvider
 	state    func(w http.ResponseWriter, client string)
+	lookup   func(w http.ResponseWriter, tileID string) // nil: every tile 404
 	runaway  int
 	cancel   context.CancelFunc
 	mu       sync.Mutex
@@ -65,10 +66,14 @@ func newHostileSequencer(t *testing.T, batch func(w http.ResponseWriter, b fakeB
 		h.mu.Unlock()
 		h.state(w, r.PathValue("client"))
 	})
-	mux.HandleFunc("GET /v1/flights/{flight}/tiles/{tile}", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /v1/flights/{flight}/tiles/{tile}", func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.lookups++
 		h.mu.Unlock()
+		if h.lookup != nil {
+			h.lookup(w, r.PathValue("tile"))
+			return
+		}
 		operation.WriteError(w, http.StatusNotFound, "TILE_NOT_FOUND", "no such tile", nil, nil)
 	})
 	hs := httptest.NewServer(mux)
@@ -298,5 +303,62 @@ func TestAClientStateThatIsNotANumberEndsTheRunSayingWhatWasWrong(t *testing.T) 
 				t.Errorf("batches sent with numbers %v", s)
 			}
 		})
+	}
+}
+
+func TestBatchesWhoseAnswersAreLostPastTheProvidersCacheAreAllSettledByLookup(t *testing.T) {
+	t.Parallel()
+	// A provider with no outcome cache on a link that drops every answer:
+	// each batch is stored and committed, its answer lost, and its resend
+	// answered ALREADY_COMMITTED. Every number is this client's own: the
+	// run settles each batch by lookup and goes on.
+	var mu sync.Mutex
+	var last uint64
+	stored := map[string][]byte{}
+	h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, seq uint64) {
+		if b.Attempt > 1 {
+			operation.WriteError(w, http.StatusConflict, operation.CodeAlreadyCommitted, "committed, no longer cached", nil, nil)
+			return
+		}
+		mu.Lock()
+		for id, data := range b.Bytes {
+			stored[id] = data
+		}
+		last = seq
+		mu.Unlock()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the answer is lost
+		}
+	}, func(w http.ResponseWriter, client string) {
+		mu.Lock()
+		defer mu.Unlock()
+		writeState(w, client, last)
+	})
+	h.lookup = func(w http.ResponseWriter, id string) {
+		mu.Lock()
+		data, ok := stored[id]
+		mu.Unlock()
+		if !ok {
+			operation.WriteError(w, http.StatusNotFound, "TILE_NOT_FOUND", "no such tile", nil, nil)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"tile_id": id, "sha256": providertest.SHA256(data), "size": len(data)})
+	}
+	c := providertest.NewClient(t, "hd")
+	c.AddTiles(t, "hd", 8, 256, 27)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	h.cancel = cancel
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "hd", BatchSize: 2})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 8 {
+		t.Fatalf("run: %+v, %v; want all 8 settled by lookup", rep, err)
+	}
+	if s := h.sent(); len(s) != 8 || s[0] != 1 || s[7] != 4 {
+		t.Errorf("numbers sent %v, want 1..4, each twice (the send whose answer was lost, its resend)", s)
+	}
+	if got := c.Counts(t, "hd")[tilestore.StatusUploaded]; got != 8 {
+		t.Errorf("%d tiles marked uploaded, want 8", got)
 	}
 }
