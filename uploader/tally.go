@@ -27,6 +27,10 @@ type tally struct {
 	// lookedUpAt is when the lookup read the tiles (the database's clock):
 	// a failure of one of them recorded later makes its lookup stale.
 	lookedUpAt time.Time
+	// committedInARow lists the client sequence numbers the provider
+	// called committed without this call's batch's answer, since the last
+	// batch it answered (sequenceCommitted).
+	committedInARow []uint64
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -161,6 +165,7 @@ func tallyOf(ctx context.Context) *tally {
 // settled records one answered batch and tells the progress callback.
 func (t *tally) settled(p BatchProgress, accepted, duplicate int, rejections []tilestore.Rejection, bytes int64) {
 	t.mu.Lock()
+	t.committedInARow = nil
 	t.rep.Batches++
 	t.rep.Accepted += accepted
 	t.rep.Duplicate += duplicate

@@ -86,6 +86,9 @@ type Report struct {
 	GivenUp    int
 	Took       time.Duration
 	AbortedIn  int // the round the soak stopped in on an error; 0 when it ran to the end
+	// SequencedRounds ran upload-pending with a client ID of their own
+	// (strict client sequencing, --concurrency 1).
+	SequencedRounds int
 	// RoundsWithDBRestart and RoundsWithProviderCrash count the rounds in
 	// which that fault landed while a run was going.
 	RoundsWithDBRestart, RoundsWithProviderCrash int

@@ -8,7 +8,8 @@ import (
 )
 
 // checkRound loads both sides' records and checks every invariant.
-func (s *soak) checkRound(ctx context.Context, flight string, faults faultStats, victims, damaged []string) error {
+// clientID is the round's Client-Id, "" for a round run without one.
+func (s *soak) checkRound(ctx context.Context, flight, clientID string, start roundStart, faults faultStats, victims, damaged []string) error {
 	cv, err := loadClientView(ctx, s.dbs.url(s.dbs.client, "tilechaos_checker"), s.fdr, flight)
 	if err != nil {
 		return err
@@ -29,9 +30,15 @@ func (s *soak) checkRound(ctx context.Context, flight string, faults faultStats,
 	if err != nil {
 		return err
 	}
+	var sq *seqFacts
+	if clientID != "" {
+		if sq, err = s.loadSeqFacts(ctx, clientID, start, sealed); err != nil {
+			return err
+		}
+	}
 	before := len(s.chk.violations)
 	s.chk.checkRound(roundFacts{FlightID: flight, Victims: victims, Damaged: damaged, Client: cv, Provider: pv, Faults: faults,
-		SealedOK: sealed, JournalState: journal, Budget: tileBudget})
+		SealedOK: sealed, JournalState: journal, Budget: tileBudget, Seq: sq, SequencesBefore: start.sequences})
 	for _, t := range cv.Tiles {
 		switch t.Status {
 		case "uploaded":

@@ -93,6 +93,11 @@ type roundFacts struct {
 	JournalState map[string]string // every op in tilectl's journal -> state
 	// Budget is upload-pending's --max-per-tile-attempts.
 	Budget int
+	// Seq is a sequenced round's client sequences; nil for a round run
+	// without a client ID.
+	Seq *seqFacts
+	// SequencesBefore is the provider's client_sequences before the round.
+	SequencesBefore map[seqKey]uint64
 }
 
 // checkRound evaluates every invariant over f.
@@ -198,6 +203,7 @@ func (c *checker) checkRound(f roundFacts) {
 	}
 
 	c.checkBudget(f, members)
+	c.checkSequences(f)
 
 	c.check("provider-metrics-agree-with-ledger", maps.Equal(f.Faults.ByKind, f.Faults.MetricsByKind),
 		"the provider's ledger counts faults %v, its /metrics %v", f.Faults.ByKind, f.Faults.MetricsByKind)

@@ -188,3 +188,84 @@ func TestParseLedgerFindsOpsByKind(t *testing.T) {
 		t.Fatalf("got %v", fs.OpsByKind)
 	}
 }
+
+func i64(v int64) *int64 { return &v }
+
+// sequencedFacts is the clean round run with client ID c1: op1 and op2
+// carry numbers 1 and 2, both committed at the provider and at tilectl;
+// another client's sequence (c0) stays where it was.
+func sequencedFacts() roundFacts {
+	f := withFingerprints(cleanFacts())
+	f.Client.Batches[0].ClientSeq, f.Client.Batches[1].ClientSeq = i64(1), i64(2)
+	f.Provider.Sequences = map[seqKey]uint64{{"tok", "c1"}: 2, {"tok", "c0"}: 5}
+	f.SequencesBefore = map[seqKey]uint64{{"tok", "c0"}: 5}
+	f.Seq = &seqFacts{ClientID: "c1", ClientLast: 2, ClientRows: 1, Committed: []string{"op1", "op2"}}
+	return f
+}
+
+func TestCheckRoundPassesACleanSequencedRound(t *testing.T) {
+	c := newChecker()
+	c.checkRound(sequencedFacts())
+	if len(c.violations) != 0 {
+		t.Fatalf("violations on a clean sequenced round: %v", c.violations)
+	}
+	for _, inv := range []string{invSeqCount, invSeqNotAhead, invSeqSettled, invSeqOthers, invSeqNumbered} {
+		if c.checked[inv] == 0 {
+			t.Errorf("invariant %s was never evaluated", inv)
+		}
+	}
+}
+
+func TestCheckRoundCatchesEachKindOfSequencingDamage(t *testing.T) {
+	cases := []struct {
+		name   string
+		base   func() roundFacts
+		damage func(f *roundFacts)
+		want   string
+	}{
+		{"provider committed more numbers than batches", sequencedFacts, func(f *roundFacts) { f.Provider.Sequences[seqKey{"tok", "c1"}] = 3 }, invSeqCount},
+		{"provider sealed a batch without committing its number", sequencedFacts, func(f *roundFacts) {
+			f.Seq.Committed = append(f.Seq.Committed, "op9")
+		}, invSeqCount},
+		{"client sequence under two scopes", sequencedFacts, func(f *roundFacts) { f.Provider.Sequences[seqKey{"other", "c1"}] = 0 }, invSeqCount},
+		{"tilectl ahead of the provider", sequencedFacts, func(f *roundFacts) { f.Seq.ClientLast = 3 }, invSeqNotAhead},
+		{"tilectl behind the provider after the round", sequencedFacts, func(f *roundFacts) { f.Seq.ClientLast = 1 }, invSeqSettled},
+		{"tilectl holds the client in two streams", sequencedFacts, func(f *roundFacts) { f.Seq.ClientRows = 2 }, invSeqSettled},
+		{"another client's sequence moved", sequencedFacts, func(f *roundFacts) { f.Provider.Sequences[seqKey{"tok", "c0"}] = 6 }, invSeqOthers},
+		{"another client's sequence vanished", sequencedFacts, func(f *roundFacts) { delete(f.Provider.Sequences, seqKey{"tok", "c0"}) }, invSeqOthers},
+		{"a round without a client ID moved a sequence", func() roundFacts { return withFingerprints(cleanFacts()) }, func(f *roundFacts) {
+			f.Provider.Sequences = map[seqKey]uint64{{"tok", "c0"}: 1}
+		}, invSeqOthers},
+		{"sequenced batch without a number", sequencedFacts, func(f *roundFacts) { f.Client.Batches[1].ClientSeq = nil }, invSeqNumbered},
+		{"one number settled by two batches", sequencedFacts, func(f *roundFacts) { f.Client.Batches[1].ClientSeq = i64(1) }, invSeqNumbered},
+		{"settled number past tilectl's last committed", sequencedFacts, func(f *roundFacts) { f.Client.Batches[1].ClientSeq = i64(7) }, invSeqNumbered},
+		{"unsequenced batch with a number", func() roundFacts { return withFingerprints(cleanFacts()) }, func(f *roundFacts) {
+			f.Client.Batches[0].ClientSeq = i64(1)
+		}, invSeqUnnumbered},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.base()
+			tc.damage(&f)
+			c := newChecker()
+			c.checkRound(f)
+			found := false
+			for _, v := range c.violations {
+				found = found || strings.HasPrefix(v, tc.want+":")
+			}
+			if !found {
+				t.Fatalf("want a %s violation, got %v", tc.want, c.violations)
+			}
+		})
+	}
+}
+
+func TestEveryOtherRoundIsSequencedWhateverTheSeed(t *testing.T) {
+	for seed := uint64(1); seed < 5; seed++ {
+		for n := 1; n < 6; n++ {
+			if sequenced(seed, n) == sequenced(seed, n+1) {
+				t.Fatalf("seed %d: rounds %d and %d are both sequenced=%v", seed, n, n+1, sequenced(seed, n))
+			}
+		}
+	}
+}

@@ -39,6 +39,9 @@ type providerView struct {
 	// Fingerprints is every fingerprint each op ID arrived with
 	// (provider_op_fingerprints): a correct client sends one per ID.
 	Fingerprints map[string][]string
+	// Sequences is the provider's client_sequences (strict sequencing):
+	// the last committed number per caller scope and client ID.
+	Sequences map[seqKey]uint64
 }
 
 // storedTilesSQL reads the reference provider's tables (provider package,
@@ -94,7 +97,8 @@ func loadProviderView(ctx context.Context, dbURL, flightID string, opIDs []strin
 	}); err != nil {
 		return v, fmt.Errorf("read the provider's fingerprints per op ID: %w", err)
 	}
-	return v, nil
+	v.Sequences, err = providerSequences(ctx, conn)
+	return v, err
 }
 
 // sealedOKOps lists every operation the provider sealed with a 200, of any

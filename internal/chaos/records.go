@@ -30,6 +30,7 @@ type clientBatch struct {
 	SHA256s     []string
 	State       string
 	HTTPStatus  *int32
+	ClientSeq   *int64 // its Client-Sequence; nil for a batch sent without one
 }
 
 // clientRejection is one row of upload_rejections.
@@ -66,10 +67,10 @@ func loadClientView(ctx context.Context, dbURL, fdrPath, flightID string) (clien
 		return v, fmt.Errorf("read tiles of flight %s: %w", flightID, err)
 	}
 
-	rows, _ = conn.Query(ctx, `SELECT op_id, fingerprint, tile_ids, sha256s, state, http_status
+	rows, _ = conn.Query(ctx, `SELECT op_id, fingerprint, tile_ids, sha256s, state, http_status, client_seq
 		FROM upload_batches WHERE flight_id = $1 ORDER BY created_at, op_id`, flightID)
 	var b clientBatch
-	if _, err := pgx.ForEachRow(rows, []any{&b.OpID, &b.Fingerprint, &b.TileIDs, &b.SHA256s, &b.State, &b.HTTPStatus}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&b.OpID, &b.Fingerprint, &b.TileIDs, &b.SHA256s, &b.State, &b.HTTPStatus, &b.ClientSeq}, func() error {
 		v.Batches = append(v.Batches, b)
 		b = clientBatch{}
 		return nil

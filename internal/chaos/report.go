@@ -19,6 +19,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("rounds", r.Rounds)
 	}
 	row("tiles per round", r.Tiles)
+	row("rounds with a client ID (strict sequencing)", r.SequencedRounds)
 	row("upload-pending runs", r.Runs)
 	row("SIGKILLs", r.Kills)
 	row("DB connection breaks", r.DBBreaks)

@@ -120,8 +120,15 @@ func (s *soak) round(ctx context.Context, n int) error {
 	for i, t := range poison {
 		poisonIDs[i] = t.ID
 	}
-	fmt.Fprintf(s.cfg.Log, "round %d: flight %s, %d tiles, %d corrupt blobs, %d poison tiles\n",
-		n, flight, len(tiles), len(corrupt), len(poison))
+	// Every other round (by the seed's parity) sends Client-Id and
+	// Client-Sequence; the provider enforces sequencing in every round.
+	clientID := ""
+	if sequenced(s.cfg.Seed, n) {
+		clientID = clientIDFor(flight)
+		s.rep.SequencedRounds++
+	}
+	fmt.Fprintf(s.cfg.Log, "round %d: flight %s, %d tiles, %d corrupt blobs, %d poison tiles, client ID %q\n",
+		n, flight, len(tiles), len(corrupt), len(poison), clientID)
 
 	prov, err := s.startProvider(ctx, n, poisonIDs)
 	if err != nil {
@@ -132,7 +139,12 @@ func (s *soak) round(ctx context.Context, n int) error {
 		damaged[i] = t.ID
 	}
 	s.prov, s.provBase, s.faults = prov, prov.base, newFaultStats()
-	runErr := s.uploadUntilSettled(ctx, flight, len(damaged))
+	start, err := s.readRoundStart(ctx)
+	if err != nil {
+		s.prov.stop()
+		return err
+	}
+	runErr := s.uploadUntilSettled(ctx, flight, clientID, len(damaged))
 	last, scrapeErr := scrapeFaults(ctx, s.prov.base, s.token)
 	s.prov.stop()
 	if runErr != nil {
@@ -147,7 +159,7 @@ func (s *soak) round(ctx context.Context, n int) error {
 		s.rep.Faults[k] += v
 	}
 	s.rep.Replays += faults.Replays
-	return s.checkRound(ctx, flight, faults, poisonIDs, damaged)
+	return s.checkRound(ctx, flight, clientID, start, faults, poisonIDs, damaged)
 }
 
 // landAndList marks the flight on_ground (the aircraft landed: that is the
@@ -295,6 +307,9 @@ func (s *soak) startProvider(ctx context.Context, n int, poison []string) (*prov
 		"--reject-tiles", strings.Join(poison, ","),
 		"--transient-reject-rate", "0.05",
 		"--latency", "10ms",
+		// On in every round: a request without Client-Id must pass
+		// through as if it were off (only-the-rounds-client-sequence-moves).
+		"--strict-sequencing",
 	}
 	return startProvider(ctx, s.cfg.ProviderBin, args, "http://"+addr, s.token)
 }

@@ -32,15 +32,24 @@ const tileBudget = 3
 // random moments and breaking the database connections of others, until a
 // run ends 0 or 3 with nothing pending but the damaged tiles (their blobs
 // are bad: they stay pending until a person re-imports them) and no open
-// batch.
-func (s *soak) uploadUntilSettled(ctx context.Context, flight string, damaged int) error {
+// batch. With a clientID the runs send it (--client-id, one batch in
+// flight), and after each one tilectl's sequence must not be ahead of the
+// provider's.
+func (s *soak) uploadUntilSettled(ctx context.Context, flight, clientID string, damaged int) error {
 	env := append(append([]string(nil), s.env...), "TILECTL_PROVIDER_URL="+s.prov.base)
+	concurrency := "2"
+	if clientID != "" {
+		concurrency = "1"
+	}
 	args := []string{"upload-pending", "--flight", flight, "-o", "json",
-		"--batch-size", "6", "--concurrency", "2",
+		"--batch-size", "6", "--concurrency", concurrency,
 		"--backoff-base", "10ms", "--backoff-cap", "50ms",
 		"--max-per-tile-attempts", fmt.Sprint(tileBudget),
 		"--lease", runLease.String(),
 		"--deadline", runDeadline.String()}
+	if clientID != "" {
+		args = append(args, "--client-id", clientID)
+	}
 	maxRuns := s.cfg.MaxRunsPerRound
 	// Each round lands 1-3 kills first: runs are killed until that many
 	// died mid-run (a run that finished before its kill time does not
@@ -118,6 +127,11 @@ func (s *soak) uploadUntilSettled(ctx context.Context, flight string, damaged in
 		fmt.Fprintf(s.cfg.Log, "  run %2d: exit %3d killed=%-5v breaks=%d db-restarts=%d provider-kills=%d %v\n",
 			run, res.exit, res.killed, res.breaks, res.dbRestarts, res.providerKills, res.took.Round(time.Millisecond))
 		s.chk.check("run-ends-by-its-deadline", !res.hung, "an upload-pending run of %s was still going %v after start", flight, plan.hardLimit)
+		if clientID != "" {
+			if err := s.checkSequenceNotAhead(ctx, flight, clientID); err != nil {
+				return err
+			}
+		}
 		if res.killed {
 			continue
 		}
