@@ -91,6 +91,14 @@ type Claim struct {
 	// recorded at or after it names again (another run sent it meanwhile)
 	// is not claimed: it needs a new lookup.
 	LookedUpAt time.Time
+	// After, when not "", leaves out the tiles up to it in tile_id order:
+	// a caller that claims one batch after another passes the Last of its
+	// previous claim, so the scan starts there instead of walking every
+	// tile the flight has uploaded so far (a claim's cost would grow with
+	// the flight). Tiles behind it may be free again (a failed batch's,
+	// say): a caller claims once without After before it concludes that
+	// nothing is left.
+	After string
 	// Stream, when not 0, is the strict client sequence (SequenceStream)
 	// the batch is bound to: it gets the stream's last committed number
 	// + 1, journaled with it. When another open batch holds that number
@@ -110,6 +118,10 @@ type Claimed struct {
 	Tiles      []Tile      // the batch's members, in its order
 	Rejections []Rejection // recorded in the same transaction
 	Candidates int         // rows locked; 0 means nothing is left to claim now
+	// Last is the last candidate (in tile_id order) that the batch took
+	// or Pick rejected: the After of the caller's next claim. "" when
+	// Pick took none.
+	Last string
 }
 
 // claimSQL locks the next uploadable tiles of the flight that are in no
@@ -122,7 +134,8 @@ type Claimed struct {
 // them not held ($6). The set is read once per claim (a hashed subplan)
 // through two small indexes (migration 0009): the flight's failed batches
 // and the unclear rejections, so with none a claim pays two empty index
-// probes, and the candidates are still read in tile_id order.
+// probes, and the candidates are still read in tile_id order, from after
+// the caller's cursor ($8, "" for the first tile).
 const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
 	  AND NOT t.tile_id = ANY($4::text[])
@@ -135,6 +148,7 @@ const claimSQL = `SELECT ` + tileColumns + ` FROM tiles t
 	        SELECT unnest(b.tile_ids) FROM upload_batches b WHERE b.flight_id = $1 AND b.state = 'failed'
 	        UNION ALL
 	        SELECT r.tile_id FROM upload_rejections r WHERE r.reason = ANY($5::text[])))
+	  AND t.tile_id > $8
 	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base + (SELECT count(*) FROM upload_rejections r
 	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
 	ORDER BY t.tile_id LIMIT $2
@@ -180,7 +194,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if lookedUp == nil {
 			lookedUp = []string{}
 		}
-		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt)
+		rows, err := tx.Query(ctx, claimSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, c.After)
 		if err != nil {
 			return err
 		}
@@ -220,24 +234,32 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 				out.Tiles = append(out.Tiles, t)
 			}
 		}
-		if err := insertRejections(ctx, tx, rejs); err != nil {
+		// The journal writes go as one pipelined round trip.
+		w := &pgx.Batch{}
+		if err := queueRejections(w, rejs); err != nil {
 			return err
 		}
-		out.Rejections = rejs
-		if len(b.TileIDs) == 0 {
-			return nil
+		if len(b.TileIDs) > 0 {
+			s.queueBatch(w, b)
+			if seq.ID != 0 {
+				w.Queue(`UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
+					b.OpID, seq.ID, int64(b.ClientSeq))
+			}
+			w.Queue(`UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2)`, b.OpID, b.TileIDs)
 		}
-		if err := s.insertBatch(ctx, tx, b); err != nil {
-			return err
-		}
-		if seq.ID != 0 {
-			if _, err := tx.Exec(ctx, `UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
-				b.OpID, seq.ID, int64(b.ClientSeq)); err != nil {
-				return fmt.Errorf("bind client sequence %d: %w", b.ClientSeq, err)
+		if w.Len() > 0 {
+			if err := tx.SendBatch(ctx, w).Close(); err != nil {
+				return fmt.Errorf("journal batch %s (%d tiles, %d rejection(s)): %w", b.OpID, len(b.TileIDs), len(rejs), err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2)`, b.OpID, b.TileIDs); err != nil {
-			return fmt.Errorf("mark members: %w", err)
+		out.Rejections = rejs
+		for i := len(cands) - 1; i >= 0 && out.Last == ""; i-- {
+			if taken[cands[i].ID] || slices.Contains(b.TileIDs, cands[i].ID) {
+				out.Last = cands[i].ID
+			}
+		}
+		if len(b.TileIDs) == 0 {
+			return nil
 		}
 		out.Batch = b
 		return nil
@@ -248,16 +270,27 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	return out, nil
 }
 
-// insertBatch journals b as this run's, with a fresh lease.
-func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b Batch) error {
-	_, err := tx.Exec(ctx, `INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s,
+// queueBatch queues the journaling of b as this run's, with a fresh lease.
+func (s *Store) queueBatch(w *pgx.Batch, b Batch) {
+	w.Queue(`INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s,
 		owner_run, owner_host, owner_pid, lease_expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::float8))`,
 		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
-	return err
 }
 
+// insertRejections records rs in tx; queueRejections queues the same.
 func insertRejections(ctx context.Context, tx pgx.Tx, rs []Rejection) error {
+	w := &pgx.Batch{}
+	if err := queueRejections(w, rs); err != nil || w.Len() == 0 {
+		return err
+	}
+	if err := tx.SendBatch(ctx, w).Close(); err != nil {
+		return fmt.Errorf("record %d rejection(s): %w", len(rs), err)
+	}
+	return nil
+}
+
+func queueRejections(w *pgx.Batch, rs []Rejection) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -268,13 +301,10 @@ func insertRejections(ctx context.Context, tx pgx.Tx, rs []Rejection) error {
 		}
 		ops[i], ids[i], reasons[i], messages[i] = r.OpID, r.TileID, r.Reason, r.Message
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO upload_rejections (op_id, tile_id, reason, message)
+	w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
 		SELECT u.op_id, u.tile_id, u.reason, nullif(u.message, '')
 		  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(op_id, tile_id, reason, message)
 		ON CONFLICT (op_id, tile_id) DO NOTHING`, ops, ids, reasons, messages)
-	if err != nil {
-		return fmt.Errorf("record %d rejection(s): %w", len(rs), err)
-	}
 	return nil
 }
 

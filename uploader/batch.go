@@ -81,7 +81,9 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		if rebinds >= maxRebinds {
 			// Left open: the next run asks again.
 			return &ProviderError{Status: a.status, Code: operation.CodeSequenceGap, OpID: opID,
-				Message: fmt.Sprintf("still a sequence gap after following the provider's client state %d times", rebinds)}
+				Message: fmt.Sprintf("client %s: number %d still answered with a sequence gap after following the provider's "+
+					"client state %d times: its gap check and its state disagree; the batch stays open and the next run "+
+					"resends it under the same key (if this repeats, ask the provider's operators)", seq.client, seq.n, rebinds)}
 		}
 		n, err := u.followGap(ctx, opID, seq)
 		if errors.Is(err, errCommittedAhead) {

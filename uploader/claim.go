@@ -38,8 +38,9 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			after := "" // this worker's claim cursor (tilestore.Claim.After)
 			for stopCtx.Err() == nil {
-				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t)
+				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &after)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -62,12 +63,13 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 	return ctx.Err()
 }
 
-// claimAndSend claims one batch and sends it. more is false when nothing
-// was left to claim.
-func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally) (more bool, err error) {
+// claimAndSend claims one batch after the worker's cursor (after) and
+// sends it. more is false when nothing was left to claim, even from the
+// flight's first tile.
+func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, after *string) (more bool, err error) {
 	lookedUp, lookedUpAt := t.lookedUpIDs()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
-		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), Stream: u.stream.Load(),
+		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), After: *after, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
 		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
@@ -90,7 +92,16 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 		return false, fmt.Errorf("claim a batch: %w", err)
 	}
 	if c.Candidates == 0 {
+		if *after != "" {
+			// Nothing after the cursor; tiles behind it may be free again
+			// (a failed batch's): look once more from the first tile.
+			*after = ""
+			return true, nil
+		}
 		return false, nil
+	}
+	if c.Last != "" {
+		*after = c.Last
 	}
 	t.local(c.Rejections)
 	if c.Batch.OpID == "" {

@@ -27,6 +27,13 @@ type tally struct {
 	// lookedUpAt is when the lookup read the tiles (the database's clock):
 	// a failure of one of them recorded later makes its lookup stale.
 	lookedUpAt time.Time
+	// committedInARow lists the client sequence numbers the provider
+	// called committed without their batch's answer and without holding
+	// any tile looked up after, since the last batch it answered or tile
+	// it held (sequenceCommitted).
+	committedInARow []uint64
+	// heldByLookup counts the tiles lookups found the provider holding.
+	heldByLookup int
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -122,6 +129,7 @@ func (t *tally) held(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rep.Duplicate += n
+	t.heldByLookup += n
 }
 
 // exchange counts one request and its resends.
@@ -161,6 +169,7 @@ func tallyOf(ctx context.Context) *tally {
 // settled records one answered batch and tells the progress callback.
 func (t *tally) settled(p BatchProgress, accepted, duplicate int, rejections []tilestore.Rejection, bytes int64) {
 	t.mu.Lock()
+	t.committedInARow = nil
 	t.rep.Batches++
 	t.rep.Accepted += accepted
 	t.rep.Duplicate += duplicate
