@@ -73,7 +73,11 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		}
 		verdict, detail := sequenceVerdict(opID, a)
 		if verdict == seqCommitted {
-			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, detail, t)
+			code := "" // another batch's 2xx replayed for our number
+			if a.status == http.StatusConflict {
+				code = operation.CodeAlreadyCommitted
+			}
+			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, code, detail, t)
 		}
 		if verdict != seqGap {
 			break
@@ -87,7 +91,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		}
 		n, err := u.followGap(ctx, opID, seq)
 		if errors.Is(err, errCommittedAhead) {
-			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, "provider answered SEQUENCE_GAP, and its client state says this number is committed", t)
+			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, operation.CodeSequenceGap, "provider answered SEQUENCE_GAP, and its client state says this number is committed", t)
 		}
 		if err != nil {
 			return err

@@ -238,7 +238,7 @@ func (u *HTTPTileUploader) followGap(ctx context.Context, opID string, seq batch
 // the batch's tiles it holds (lookUpAmbiguous): those are uploaded, the
 // others go back to pending without a rejection. Either way the client's
 // number then follows the provider's state.
-func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, status int, detail string, t *tally) error {
+func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, status int, code, detail string, t *tally) error {
 	s, err := u.seqStore()
 	if err != nil {
 		return err
@@ -279,7 +279,7 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 	}
 	t.skipIDs(unclear)
 	if nums := t.sequenceCommitted(seq.n, t.heldCount() > heldBefore); len(nums) >= maxCommittedInARow {
-		return &ProviderError{Status: status, Code: operation.CodeAlreadyCommitted, OpID: opID, Message: fmt.Sprintf(
+		return &ProviderError{Status: status, Code: code, OpID: opID, Message: fmt.Sprintf(
 			"client %s: the provider called numbers %v committed without those batches' answers, and holds none of "+
 				"their tiles: another client is using client ID %s at this provider, or the provider does not keep "+
 				"its sequence; give this tilectl a client ID no other client uses (upload.client_id, --client-id, "+

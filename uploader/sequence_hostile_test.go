@@ -256,8 +256,9 @@ func TestAnotherOperationsAnswerNamingTheTokenNeverPutsItInTheLogOrTheJournal(t 
 		o.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
 	})
 	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hl", BatchSize: 2})
-	if err == nil {
-		t.Fatal("run: no error, want the run to end after three numbers called committed")
+	var pe *uploader.ProviderError
+	if !errors.As(err, &pe) || pe.Status != 200 || pe.Code != "" {
+		t.Fatalf("run: %v; want the run to end after three numbers called committed, naming the 200 and no error code", err)
 	}
 	if !strings.Contains(logs.String(), "settling it by tile lookup") {
 		t.Fatalf("the log does not show the batch settled by lookup:\n%s", logs.String())
