@@ -25,7 +25,12 @@ func (a answer) failure(opID, doing string) error {
 	}
 	pe := &ProviderError{Status: a.status, OpID: opID, Err: a.err}
 	if eb, err := operation.ParseErrorBody(a.body); err == nil {
+		// A provider may quote the token it was sent (a 401 saying which
+		// token it refused): the run's error is printed.
 		pe.Code, pe.Message = eb.Code(), eb.Message()
+		if a.redact != nil {
+			pe.Code, pe.Message = a.redact(pe.Code), a.redact(pe.Message)
+		}
 	}
 	switch {
 	case a.err != nil:

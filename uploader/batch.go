@@ -72,7 +72,11 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		}
 		verdict, detail := sequenceVerdict(opID, a)
 		if verdict == seqCommitted {
-			return u.settleCommitted(ctx, flightID, opID, seq, a.status, detail, t)
+			code := "" // another batch's 2xx replayed for our number
+			if a.status == http.StatusConflict {
+				code = operation.CodeAlreadyCommitted
+			}
+			return u.settleCommitted(ctx, flightID, opID, seq, a.status, code, detail, t)
 		}
 		if verdict != seqGap {
 			break
@@ -80,11 +84,13 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		if rebinds >= maxRebinds {
 			// Left open: the next run asks again.
 			return &ProviderError{Status: a.status, Code: operation.CodeSequenceGap, OpID: opID,
-				Message: fmt.Sprintf("still a sequence gap after following the provider's client state %d times", rebinds)}
+				Message: fmt.Sprintf("client %s: number %d still answered with a sequence gap after following the provider's "+
+					"client state %d times: its gap check and its state disagree; the batch stays open and the next run "+
+					"resends it under the same key (if this repeats, ask the provider's operators)", seq.client, seq.n, rebinds)}
 		}
 		n, err := u.followGap(ctx, opID, seq)
 		if errors.Is(err, errCommittedAhead) {
-			return u.settleCommitted(ctx, flightID, opID, seq, a.status, "provider answered SEQUENCE_GAP, and its client state says this number is committed", t)
+			return u.settleCommitted(ctx, flightID, opID, seq, a.status, operation.CodeSequenceGap, "provider answered SEQUENCE_GAP, and its client state says this number is committed", t)
 		}
 		if err != nil {
 			return err

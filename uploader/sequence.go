@@ -52,13 +52,13 @@ func seqOf(b tilestore.Batch) batchSeq { return batchSeq{client: b.ClientID, n: 
 const maxRebinds = 3
 
 // maxCommittedInARow bounds how many batches in a row a run lets the
-// provider call committed without their answer. A provider used by this
-// client alone does so only for a batch sent before whose answer was lost
-// (one at a time: one batch of a client is open); every further number
-// is the provider's last committed + 1 by its own state. Without a bound,
-// a provider that calls every number committed (or another client using
-// the same ID) would have the run send, fail and look up batch after
-// batch until its deadline.
+// provider call committed without their answer while it holds none of
+// their tiles. A provider used by this client alone calls a number
+// committed only for a batch sent before whose answer was lost, and then
+// holds its tiles; every other number is its last committed + 1 by its
+// own state. Without a bound, a provider that calls every number
+// committed (or another client using the same ID) would have the run
+// send, fail and look up batch after batch until its deadline.
 const maxCommittedInARow = 3
 
 // busyPoll is how long a run waits before claiming again while another
@@ -130,8 +130,8 @@ func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint
 		return 0, fmt.Errorf("%s: %w", doing, err)
 	}
 	var st operation.ClientStateResponse
-	if err := json.Unmarshal(a.body, &st); err != nil || st.ClientID != client {
-		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s does not name the client", doing, clip(string(a.body)))}
+	if problem := u.stateProblem(a.body, client, &st); problem != "" {
+		return 0, &ProviderError{Status: a.status, Message: fmt.Sprintf("%s: the answer %s %s", doing, clip(u.redact(string(a.body))), problem)}
 	}
 	if st.LastCommittedSequence >= math.MaxInt64 {
 		// The journal keeps numbers as BIGINT, and the reference provider
@@ -141,6 +141,30 @@ func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint
 			"(upload.client_id, --client-id, TILECTL_UPLOAD_CLIENT_ID)", doing, client, st.LastCommittedSequence, int64(math.MaxInt64))}
 	}
 	return st.LastCommittedSequence, nil
+}
+
+// stateProblem reads a client-state body into st and says what is wrong
+// with it ("" when nothing is), in text safe to print.
+func (u *HTTPTileUploader) stateProblem(body []byte, client string, st *operation.ClientStateResponse) string {
+	var raw struct {
+		ClientID *string         `json:"client_id"`
+		Last     json.RawMessage `json:"last_committed_sequence"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return "is not JSON of the client-state shape"
+	}
+	if raw.ClientID == nil || *raw.ClientID != client {
+		name := "no client"
+		if raw.ClientID != nil {
+			name = fmt.Sprintf("client %q", clip(u.redact(*raw.ClientID)))
+		}
+		return fmt.Sprintf("names %s, not %q", name, client)
+	}
+	if len(raw.Last) > 0 && json.Unmarshal(raw.Last, &st.LastCommittedSequence) != nil {
+		return "does not say the last committed number: its last_committed_sequence is not a whole number from 0 up"
+	}
+	st.ClientID = *raw.ClientID
+	return ""
 }
 
 // seqVerdict is what an answer means for a sequenced batch.
@@ -208,16 +232,17 @@ func (u *HTTPTileUploader) followGap(ctx context.Context, opID string, seq batch
 // counted, the client's number follows the provider's state, and the
 // provider is asked which of the batch's tiles it holds (lookUpAmbiguous):
 // those are uploaded, the others go back to pending without a rejection.
-func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, status int, detail string, t *tally) error {
+func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, status int, code, detail string, t *tally) error {
 	s, err := u.seqStore()
 	if err != nil {
 		return err
 	}
+	detail = u.redact(detail) // it may quote the provider's text (another "operation"'s ID)
 	u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
 		Msg("batch's number is committed at the provider; settling it by tile lookup")
 	jctx, cancel := journalCtx(ctx)
 	defer cancel()
-	if err := s.FailCommittedBatch(jctx, opID, status, cleanText(u.redact(detail), 2000)); err != nil {
+	if err := s.FailCommittedBatch(jctx, opID, status, cleanText(detail, 2000)); err != nil {
 		return err
 	}
 	// Without this, the next claim could bind another committed number.
@@ -228,15 +253,16 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 	if err := u.syncStream(ctx, s, st.ID, seq.client); err != nil {
 		return fmt.Errorf("after batch %s's number %d was found committed: %w", opID, seq.n, err)
 	}
+	heldBefore := t.heldCount()
 	unclear, err := u.lookUpAmbiguous(ctx, flightID, defaultConcurrency, t)
 	if err != nil {
 		return err
 	}
 	t.skipIDs(unclear)
-	if nums := t.sequenceCommitted(seq.n); len(nums) >= maxCommittedInARow {
-		return &ProviderError{Status: status, Code: operation.CodeAlreadyCommitted, OpID: opID, Message: fmt.Sprintf(
-			"client %s: the provider called numbers %v committed without any of those batches' answers, each taken as its "+
-				"last committed + 1: another client is using client ID %s at this provider, or the provider does not keep "+
+	if nums := t.sequenceCommitted(seq.n, t.heldCount() > heldBefore); len(nums) >= maxCommittedInARow {
+		return &ProviderError{Status: status, Code: code, OpID: opID, Message: fmt.Sprintf(
+			"client %s: the provider called numbers %v committed without those batches' answers, and holds none of "+
+				"their tiles: another client is using client ID %s at this provider, or the provider does not keep "+
 				"its sequence; give this tilectl a client ID no other client uses (upload.client_id, --client-id, "+
 				"TILECTL_UPLOAD_CLIENT_ID); nothing was lost: the batches' tiles are pending, each looked up first",
 			seq.client, nums, seq.client)}
@@ -245,13 +271,25 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 }
 
 // sequenceCommitted records that the provider called number n committed
-// without its batch's answer, and returns the numbers so called since the
-// last batch the provider answered.
-func (t *tally) sequenceCommitted(n uint64) []uint64 {
+// without its batch's answer; held says whether the lookup after it found
+// tiles the provider holds (the number was this client's: its answer was
+// lost). It returns the numbers called committed, holding nothing, since
+// the last batch the provider answered or tile it held.
+func (t *tally) sequenceCommitted(n uint64, held bool) []uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if held {
+		t.committedInARow = nil
+		return nil
+	}
 	t.committedInARow = append(t.committedInARow, n)
 	return slices.Clone(t.committedInARow)
+}
+
+func (t *tally) heldCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.heldByLookup
 }
 
 // sequenceBusy decides what a claim does when another open batch holds the

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
@@ -26,6 +28,7 @@ import (
 type hostileSequencer struct {
 	*fakeProvider
 	state    func(w http.ResponseWriter, client string)
+	lookup   func(w http.ResponseWriter, tileID string) // nil: every tile 404
 	runaway  int
 	cancel   context.CancelFunc
 	mu       sync.Mutex
@@ -63,10 +66,14 @@ func newHostileSequencer(t *testing.T, batch func(w http.ResponseWriter, b fakeB
 		h.mu.Unlock()
 		h.state(w, r.PathValue("client"))
 	})
-	mux.HandleFunc("GET /v1/flights/{flight}/tiles/{tile}", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /v1/flights/{flight}/tiles/{tile}", func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.lookups++
 		h.mu.Unlock()
+		if h.lookup != nil {
+			h.lookup(w, r.PathValue("tile"))
+			return
+		}
 		operation.WriteError(w, http.StatusNotFound, "TILE_NOT_FOUND", "no such tile", nil, nil)
 	})
 	hs := httptest.NewServer(mux)
@@ -151,5 +158,208 @@ func TestAClientStateWithNoNumberAfterItEndsTheRunBeforeJournalingABatch(t *test
 				t.Errorf("%d batches journaled, want none", len(open))
 			}
 		})
+	}
+}
+
+func TestAClientStateEchoingTheTokenNeverPutsItInTheRunsError(t *testing.T) {
+	t.Parallel()
+	cases := map[string]func(w http.ResponseWriter, client string){
+		"a 200 naming another client": func(w http.ResponseWriter, _ string) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"client_id":"you sent Bearer ` + providertest.Token + `","last_committed_sequence":0}`))
+		},
+		"a 401 quoting the token": func(w http.ResponseWriter, _ string) {
+			operation.WriteError(w, http.StatusUnauthorized, operation.CodeUnauthenticated,
+				"token "+providertest.Token+" may not read client state", nil, nil)
+		},
+	}
+	for name, state := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) { answerAll(w, b, "accepted") }, state)
+			c := providertest.NewClient(t, "ht")
+			c.AddTiles(t, "ht", 2, 256, 23)
+			u, _ := newUploader(t, url, c, withClientID("drone-7"))
+			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ht"})
+			if err == nil || !strings.Contains(err.Error(), "drone-7") {
+				t.Fatalf("run: %v; want an error about client drone-7's state", err)
+			}
+			if strings.Contains(err.Error(), providertest.Token) {
+				t.Errorf("the run's error holds the provider token: %v", err)
+			}
+		})
+	}
+}
+
+func TestAProviderAnsweringSequenceGapForeverLeavesTheBatchOpenAfterThreeRebinds(t *testing.T) {
+	t.Parallel()
+	// Its state says 4 committed; its gap check refuses 5 all the same.
+	h, url := newHostileSequencer(t, func(w http.ResponseWriter, _ fakeBatch, _ uint64) {
+		operation.WriteError(w, http.StatusConflict, operation.CodeSequenceGap, "gap", nil,
+			map[string]uint64{"last_committed_sequence": 4})
+	}, func(w http.ResponseWriter, client string) { writeState(w, client, 4) })
+	c := providertest.NewClient(t, "hg")
+	c.AddTiles(t, "hg", 4, 256, 24)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	h.cancel = cancel
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "hg", BatchSize: 2})
+	if s := h.sent(); len(s) != 4 || s[0] != 5 || s[3] != 5 {
+		t.Errorf("numbers sent %v, want 5 four times (the first send and three rebinds)", s)
+	}
+	var pe *uploader.ProviderError
+	if !errors.As(err, &pe) || pe.Code != operation.CodeSequenceGap || !strings.Contains(err.Error(), "drone-7") ||
+		!strings.Contains(err.Error(), "next run") {
+		t.Fatalf("run: %v; want a SEQUENCE_GAP provider error naming client drone-7 and saying the next run resends the batch", err)
+	}
+	open := openBatches(t, c, "hg")
+	if len(open) != 1 || open[0].ClientSeq != 5 {
+		t.Fatalf("open batches %+v, want the one batch, still bound to number 5", open)
+	}
+	if got := localLast(t, c, url, "drone-7"); got != 4 {
+		t.Errorf("client's last committed %d, want 4", got)
+	}
+}
+
+// lockedBuffer is a log sink safe for the uploader's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestAnotherOperationsAnswerNamingTheTokenNeverPutsItInTheLogOrTheJournal(t *testing.T) {
+	t.Parallel()
+	// Every batch is answered 200 for an "operation" whose ID quotes the
+	// token: another batch's answer, as far as the client can tell.
+	_, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Idempotent-Replayed", "true")
+		_ = json.NewEncoder(w).Encode(map[string]any{"op_id": "Bearer " + providertest.Token, "results": []any{}})
+	}, func(w http.ResponseWriter, client string) { writeState(w, client, 0) })
+	c := providertest.NewClient(t, "hl")
+	c.AddTiles(t, "hl", 2, 256, 25)
+	var logs lockedBuffer
+	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+		o.ClientID = "drone-7"
+		o.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
+	})
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hl", BatchSize: 2})
+	var pe *uploader.ProviderError
+	if !errors.As(err, &pe) || pe.Status != 200 || pe.Code != "" {
+		t.Fatalf("run: %v; want the run to end after three numbers called committed, naming the 200 and no error code", err)
+	}
+	if !strings.Contains(logs.String(), "settling it by tile lookup") {
+		t.Fatalf("the log does not show the batch settled by lookup:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), providertest.Token) {
+		t.Errorf("the log holds the provider token:\n%s", logs.String())
+	}
+	if strings.Contains(err.Error(), providertest.Token) {
+		t.Errorf("the run's error holds the provider token: %v", err)
+	}
+	var details int
+	if err := c.Store.Pool().QueryRow(testCtx(t), `SELECT count(*) FROM upload_batches WHERE detail LIKE '%' || $1 || '%'`,
+		providertest.Token).Scan(&details); err != nil || details != 0 {
+		t.Errorf("%d journaled batch details hold the token (%v)", details, err)
+	}
+}
+
+func TestAClientStateThatIsNotANumberEndsTheRunSayingWhatWasWrong(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, body, want string }{
+		{"negative", `{"client_id":"drone-7","last_committed_sequence":-1}`, "last_committed_sequence is not a whole number"},
+		{"a string", `{"client_id":"drone-7","last_committed_sequence":"7"}`, "last_committed_sequence is not a whole number"},
+		{"a fraction", `{"client_id":"drone-7","last_committed_sequence":1.5}`, "last_committed_sequence is not a whole number"},
+		{"another client", `{"client_id":"drone-8","last_committed_sequence":1}`, `names client "drone-8"`},
+		{"not JSON", `<html>ok</html>`, "is not JSON"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) { answerAll(w, b, "accepted") },
+				func(w http.ResponseWriter, _ string) {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write([]byte(tc.body))
+				})
+			c := providertest.NewClient(t, "hs")
+			c.AddTiles(t, "hs", 2, 256, 26)
+			u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) { o.ClientID, o.MaxResends = "drone-7", 1 })
+			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hs"})
+			if err == nil || !strings.Contains(err.Error(), "client drone-7") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run: %v; want an error about client drone-7's state saying %q", err, tc.want)
+			}
+			if s := h.sent(); len(s) != 0 {
+				t.Errorf("batches sent with numbers %v", s)
+			}
+		})
+	}
+}
+
+func TestBatchesWhoseAnswersAreLostPastTheProvidersCacheAreAllSettledByLookup(t *testing.T) {
+	t.Parallel()
+	// A provider with no outcome cache on a link that drops every answer:
+	// each batch is stored and committed, its answer lost, and its resend
+	// answered ALREADY_COMMITTED. Every number is this client's own: the
+	// run settles each batch by lookup and goes on.
+	var mu sync.Mutex
+	var last uint64
+	stored := map[string][]byte{}
+	h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, seq uint64) {
+		if b.Attempt > 1 {
+			operation.WriteError(w, http.StatusConflict, operation.CodeAlreadyCommitted, "committed, no longer cached", nil, nil)
+			return
+		}
+		mu.Lock()
+		for id, data := range b.Bytes {
+			stored[id] = data
+		}
+		last = seq
+		mu.Unlock()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the answer is lost
+		}
+	}, func(w http.ResponseWriter, client string) {
+		mu.Lock()
+		defer mu.Unlock()
+		writeState(w, client, last)
+	})
+	h.lookup = func(w http.ResponseWriter, id string) {
+		mu.Lock()
+		data, ok := stored[id]
+		mu.Unlock()
+		if !ok {
+			operation.WriteError(w, http.StatusNotFound, "TILE_NOT_FOUND", "no such tile", nil, nil)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"tile_id": id, "sha256": providertest.SHA256(data), "size": len(data)})
+	}
+	c := providertest.NewClient(t, "hd")
+	c.AddTiles(t, "hd", 8, 256, 27)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	h.cancel = cancel
+	u, _ := newUploader(t, url, c, withClientID("drone-7"))
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "hd", BatchSize: 2})
+	if err != nil || rep.Pending != 0 || rep.Uploaded() != 8 {
+		t.Fatalf("run: %+v, %v; want all 8 settled by lookup", rep, err)
+	}
+	if s := h.sent(); len(s) != 8 || s[0] != 1 || s[7] != 4 {
+		t.Errorf("numbers sent %v, want 1..4, each twice (the send whose answer was lost, its resend)", s)
+	}
+	if got := c.Counts(t, "hd")[tilestore.StatusUploaded]; got != 8 {
+		t.Errorf("%d tiles marked uploaded, want 8", got)
 	}
 }

@@ -28,9 +28,12 @@ type tally struct {
 	// a failure of one of them recorded later makes its lookup stale.
 	lookedUpAt time.Time
 	// committedInARow lists the client sequence numbers the provider
-	// called committed without this call's batch's answer, since the last
-	// batch it answered (sequenceCommitted).
+	// called committed without their batch's answer and without holding
+	// any tile looked up after, since the last batch it answered or tile
+	// it held (sequenceCommitted).
 	committedInARow []uint64
+	// heldByLookup counts the tiles lookups found the provider holding.
+	heldByLookup int
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -126,6 +129,7 @@ func (t *tally) held(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rep.Duplicate += n
+	t.heldByLookup += n
 }
 
 // exchange counts one request and its resends.

@@ -99,6 +99,9 @@ type answer struct {
 	// budgetSpent: resending stopped because the run's retry budget was
 	// empty; the caller leaves the batch open for the next run.
 	budgetSpent bool
+	// redact removes the provider token from provider text (the
+	// uploader's redact); nil leaves text as it is.
+	redact func(string) string
 }
 
 func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
@@ -197,7 +200,7 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 	if t := tallyOf(runCtx); t != nil {
 		t.exchange(sends, ex.timeouts, ex.budgetSpent)
 	}
-	a := answer{err: err, attempts: sends, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent,
+	a := answer{err: err, attempts: sends, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent, redact: u.redact,
 		cancelled: ex.cancelled || (err != nil && runCtx.Err() != nil && errors.Is(err, runCtx.Err()))}
 	if resp != nil {
 		// checkRetry already read the body (capped) and put it back.

@@ -7,6 +7,7 @@ import (
 	"image/jpeg"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,5 +98,35 @@ func TestScanChecksLayoutRangeAndContent(t *testing.T) {
 func TestScanOfMissingDirectoryIsAnError(t *testing.T) {
 	if _, _, err := scan(context.Background(), filepath.Join(t.TempDir(), "nope")); err == nil {
 		t.Fatal("missing directory accepted")
+	}
+}
+
+func TestScanFindsATileNamedTwiceWhenTheTwoFilesFallInDifferentBatches(t *testing.T) {
+	root := t.TempDir()
+	png, err := os.ReadFile(filepath.Join(tilesDir, "1", "0", "0.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 9/0/<y>.png for y = 0..299, in walk (lexical) order; the webp of the
+	// tile whose png is the last file of the first batch comes right after
+	// it, in the second batch.
+	var names []string
+	for y := range 300 {
+		names = append(names, itoa(y)+".png")
+	}
+	sort.Strings(names)
+	last := names[scanBatch-1]
+	for _, n := range names {
+		put(t, root, "9/0/"+n, png)
+	}
+	twin := strings.TrimSuffix(last, ".png") + ".webp"
+	put(t, root, "9/0/"+twin, webp)
+	valid, problems, err := scan(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if valid != 300 || len(problems) != 1 || !strings.HasSuffix(problems[0].Path, twin) ||
+		!strings.Contains(problems[0].Reason, "same tile z=9 x=0 y="+strings.TrimSuffix(last, ".png")) {
+		t.Fatalf("%d valid, problems %v; want 300 valid and %s named as the same tile as %s", valid, problems, twin, last)
 	}
 }
