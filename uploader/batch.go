@@ -55,7 +55,8 @@ var errLeftOpen = errors.New("batch left open")
 //
 // A sequenced batch (seq.n > 0) carries its Client-Id and Client-Sequence;
 // SEQUENCE_GAP rebinds it and resends it under the same key and body, and
-// a number the provider holds committed settles it by tile lookup.
+// a number the provider holds committed settles it from the operation's
+// sealed answer, or else by tile lookup.
 func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, t *tally) error {
 	body, err := newBatchBody(opID, tiles, tb)
 	if err != nil {
@@ -76,7 +77,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 			if a.status == http.StatusConflict {
 				code = operation.CodeAlreadyCommitted
 			}
-			return u.settleCommitted(ctx, flightID, opID, seq, a.status, code, detail, t)
+			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, code, detail, t)
 		}
 		if verdict != seqGap {
 			break
@@ -90,7 +91,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		}
 		n, err := u.followGap(ctx, opID, seq)
 		if errors.Is(err, errCommittedAhead) {
-			return u.settleCommitted(ctx, flightID, opID, seq, a.status, operation.CodeSequenceGap, "provider answered SEQUENCE_GAP, and its client state says this number is committed", t)
+			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, operation.CodeSequenceGap, "provider answered SEQUENCE_GAP, and its client state says this number is committed", t)
 		}
 		if err != nil {
 			return err

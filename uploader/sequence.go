@@ -24,8 +24,9 @@ import (
 // when n is last committed + 1, so a second batch in flight would be a gap.
 // SEQUENCE_GAP rebinds the open batch to the provider's last committed + 1
 // and resends it; ALREADY_COMMITTED (or another batch's answer replayed for
-// our number) settles the batch by asking the provider which of its tiles
-// it holds.
+// our number) settles the batch from the provider's sealed answer for its
+// key (GET /v1/operations/{op_id}) when it has one, else by asking the
+// provider which of its tiles it holds.
 
 // sequenceStore is what sequencing needs from the Store beyond Store.
 // *tilestore.Store implements it.
@@ -228,16 +229,34 @@ func (u *HTTPTileUploader) followGap(ctx context.Context, opID string, seq batch
 }
 
 // settleCommitted settles a batch whose number the provider holds committed
-// without saying this batch's outcome: the batch fails with its number
-// counted, the client's number follows the provider's state, and the
-// provider is asked which of the batch's tiles it holds (lookUpAmbiguous):
-// those are uploaded, the others go back to pending without a rejection.
-func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, status int, code, detail string, t *tally) error {
+// without saying this batch's outcome. The provider's operation record is
+// asked first: its outcome cache goes with a restart, its record does not,
+// so a batch whose answer was lost and whose number was committed meanwhile
+// settles under its key from the sealed answer, like a replay, its
+// rejections counted (settleFromRecord). Without a sealed 2xx record the
+// batch fails with its number counted, and the provider is asked which of
+// the batch's tiles it holds (lookUpAmbiguous): those are uploaded, the
+// others go back to pending without a rejection. Either way the client's
+// number then follows the provider's state.
+func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, status int, code, detail string, t *tally) error {
 	s, err := u.seqStore()
 	if err != nil {
 		return err
 	}
 	detail = u.redact(detail) // it may quote the provider's text (another "operation"'s ID)
+	settled, err := u.settleFromRecord(ctx, opID, tiles, t)
+	if err != nil {
+		return err
+	}
+	if settled {
+		u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
+			Msg("batch's number is committed at the provider; settled it from the provider's sealed answer for its key")
+		st, err := s.SequenceStream(ctx, u.streamProvider(), seq.client)
+		if err != nil {
+			return err
+		}
+		return u.syncStream(ctx, s, st.ID, seq.client)
+	}
 	u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
 		Msg("batch's number is committed at the provider; settling it by tile lookup")
 	jctx, cancel := journalCtx(ctx)
@@ -324,4 +343,37 @@ func setSequenceHeaders(h http.Header, seq batchSeq) {
 	}
 	h.Set(operation.HeaderClientID, seq.client)
 	h.Set(operation.HeaderClientSequence, strconv.FormatUint(seq.n, 10))
+}
+
+// settleFromRecord settles the open batch opID from the provider's record
+// of the operation (GET /v1/operations/{op_id}) when it is sealed with a
+// 2xx, and reports whether it did. Any other state, or no record (404),
+// settles nothing; a request that fails is an error, and the batch stays
+// open for the next run.
+func (u *HTTPTileUploader) settleFromRecord(ctx context.Context, opID string, tiles []tilestore.Tile, t *tally) (bool, error) {
+	path := "/v1/operations/" + url.PathEscape(opID)
+	a := u.do(ctx, http.MethodGet, path, opID, nil, nil, func(body []byte) bool {
+		return json.Unmarshal(body, &operationState{}) == nil
+	})
+	if a.status == http.StatusNotFound && a.err == nil {
+		return false, nil
+	}
+	if err := a.failure(opID, "read operation state"); err != nil {
+		return false, err
+	}
+	var st operationState
+	if err := json.Unmarshal(a.body, &st); err != nil {
+		return false, &ProviderError{Status: a.status, OpID: opID, Message: "operation state is not JSON"}
+	}
+	if st.State != "sealed" || st.Outcome == nil || st.Outcome.Status < 200 || st.Outcome.Status >= 300 {
+		return false, nil
+	}
+	ids := make([]string, len(tiles))
+	var bytes int64
+	for i, tl := range tiles {
+		ids[i] = tl.ID
+		bytes += tl.SizeBytes
+	}
+	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: true}
+	return true, u.applyAnswer(ctx, opID, ids, sizesOf(tiles), st.Outcome.Status, st.Outcome.Body, p, t)
 }

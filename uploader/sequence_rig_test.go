@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -25,13 +26,15 @@ type seqReq struct {
 // seqRecorder sits in front of the reference provider and records every
 // batch request's client sequence and answer, and how many were being
 // answered at once. capsMaxTiles > 0 makes GET /v1/capabilities claim that
-// max_batch_tiles, whatever the provider enforces.
+// max_batch_tiles, whatever the provider enforces; hideOperations makes
+// GET /v1/operations/{op_id} answer 404, as a provider that kept no record.
 type seqRecorder struct {
-	mu           sync.Mutex
-	reqs         []seqReq
-	inFlight     int
-	maxInFlight  int
-	capsMaxTiles int
+	mu             sync.Mutex
+	reqs           []seqReq
+	inFlight       int
+	maxInFlight    int
+	capsMaxTiles   int
+	hideOperations bool
 }
 
 func (r *seqRecorder) wrap(h http.Handler) http.Handler {
@@ -40,6 +43,10 @@ func (r *seqRecorder) wrap(h http.Handler) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(map[string]any{"api_version": "v1", "max_batch_tiles": r.capsMaxTiles,
 				"max_batch_bytes": 32 << 20, "max_tile_bytes": 4 << 20, "idempotency": map[string]any{"retention_seconds": 86400}})
+			return
+		}
+		if r.hideOperations && strings.HasPrefix(req.URL.Path, "/v1/operations/") {
+			operation.WriteError(w, http.StatusNotFound, "NOT_FOUND", "no such operation", nil, nil)
 			return
 		}
 		if req.Method != http.MethodPost {

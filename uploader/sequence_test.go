@@ -121,6 +121,9 @@ func TestAlreadyCommittedIsSettledByTileLookupWithoutSpendingARejection(t *testi
 		}
 	})
 	t.Cleanup(func() { close(release) }) // before the servers close
+	// No record of the operation either: with one, the batch settles from
+	// its sealed answer (sequence_committed_test.go).
+	rec.hideOperations = true
 	c := providertest.NewClient(t, "sa")
 	c.AddTiles(t, "sa", 6, 256, 3)
 	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
@@ -140,6 +143,13 @@ func TestAlreadyCommittedIsSettledByTileLookupWithoutSpendingARejection(t *testi
 	}
 	if committed == nil || committed.Seq != 1 {
 		t.Fatalf("no resend of number 1 was answered ALREADY_COMMITTED: %+v", rec.all())
+	}
+	var state string
+	if err := c.Store.Pool().QueryRow(testCtx(t), `SELECT state FROM upload_batches WHERE op_id = $1`, committed.Key).Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	if state != "failed" {
+		t.Errorf("batch %s is %q, want failed (settled by tile lookup: the provider has no record of it)", committed.Key, state)
 	}
 	var rejections int
 	if err := c.Store.Pool().QueryRow(testCtx(t), `SELECT count(*) FROM upload_rejections`).Scan(&rejections); err != nil {
