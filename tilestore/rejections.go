@@ -123,7 +123,8 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 		limit = &maxTiles
 	}
 	// The common case, nothing to count, costs one read and no
-	// transaction (the decorator counts before and after every inner call).
+	// transaction (the decorator counts before every inner call, and after
+	// one that failed or recorded rejections).
 	// A rejection recorded just after this read is counted by the next
 	// call, exactly as one recorded just after the transaction would be.
 	var found bool

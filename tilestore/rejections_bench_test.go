@@ -12,16 +12,19 @@ import (
 // BenchmarkCountRejectionsChunked counts a mass give-up the way the retry
 // decorator does: n tiles with one uncounted rejection each, a budget of
 // 1, counted in chunks of 256 tiles (a 256 KiB flight data recorder's
-// chunk), each chunk one transaction resuming after the last. us/row is
-// the cost per counted tile: linear counting keeps it the same at 40,000
-// tiles as at 10,000 (benchreport prints the ratio).
+// chunk), each chunk one transaction resuming after the last. It counts
+// 10,000 and 40,000 give-ups alternately (each in a fresh table, the best
+// of two rounds each), and reports the cost per counted tile of each:
+// linear counting keeps it the same at 40,000 as at 10,000 (benchreport
+// prints the ratio).
 func BenchmarkCountRejectionsChunked(b *testing.B) {
-	for _, n := range []int{10_000, 40_000} {
-		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
-			s := newStore(b)
-			seedFlight(b, s, "CR", 0)
-			var best time.Duration
-			for range b.N {
+	s := newStore(b)
+	seedFlight(b, s, "CR", 0)
+	sizes := []int{10_000, 40_000}
+	best := make([]time.Duration, len(sizes))
+	for range b.N {
+		for range 2 {
+			for i, n := range sizes {
 				b.StopTimer()
 				seedRejected(b, s, "CR", n)
 				b.StartTimer()
@@ -31,12 +34,14 @@ func BenchmarkCountRejectionsChunked(b *testing.B) {
 				if counted != n {
 					b.Fatalf("counted %d tiles, want %d", counted, n)
 				}
-				if best == 0 || d < best {
-					best = d
+				if best[i] == 0 || d < best[i] {
+					best[i] = d
 				}
 			}
-			b.ReportMetric(float64(best.Microseconds())/float64(n), "us/row")
-		})
+		}
+	}
+	for i, n := range sizes {
+		b.ReportMetric(float64(best[i].Microseconds())/float64(n), fmt.Sprintf("us/row-%dk", n/1000))
 	}
 }
 
