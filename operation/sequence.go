@@ -85,12 +85,33 @@ func (q *Sequencer) Last(ctx context.Context, scope, clientID string) (uint64, e
 	return n, nil
 }
 
-// Do runs batch n of the client. n == last+1: run is called, and a
-// successful outcome (2xx, not Failure) commits n and is cached; a failed
-// one commits nothing. n <= last: the cached outcome with replayed ==
-// true, else ErrAlreadyCommitted. n > last+1: *SequenceGapError.
-func (q *Sequencer) Do(ctx context.Context, scope, clientID string, n uint64,
-	run func(context.Context) Outcome) (out Outcome, replayed bool, err error) {
+// ErrOutcomeNotStored: a batch ran with a successful answer that its
+// Batch.Stored says was not stored durably, so its number was not
+// committed (500; the resend runs it again under the same number).
+var ErrOutcomeNotStored = errors.New("batch outcome not stored")
+
+// Batch is one sequenced request as Do runs it.
+type Batch struct {
+	// Run executes the batch (through the idempotency table, in the
+	// provider) and returns its outcome.
+	Run func(context.Context) Outcome
+	// Known reports whether the idempotency table holds a record of the
+	// batch's key. A committed number whose outcome left the cache is
+	// then answered by Run (the table replays or recovers its key's
+	// outcome) instead of ErrAlreadyCommitted. nil: never known.
+	Known func(context.Context) (bool, error)
+	// Stored reports whether Run's successful outcome is durably sealed;
+	// n is committed only then. nil: always.
+	Stored func(context.Context) (bool, error)
+}
+
+// Do runs batch n of the client. n == last+1: b.Run is called, and a
+// successful outcome (2xx, not Failure) that b.Stored confirms commits n
+// and is cached; a failed one commits nothing; an unstored one commits
+// nothing and is ErrOutcomeNotStored. n <= last: the cached outcome with
+// replayed == true, else b.Run's outcome when b.Known, else
+// ErrAlreadyCommitted; nothing commits. n > last+1: *SequenceGapError.
+func (q *Sequencer) Do(ctx context.Context, scope, clientID string, n uint64, b Batch) (out Outcome, replayed bool, err error) {
 	if n == 0 {
 		return Outcome{}, false, fmt.Errorf("client %s: sequence numbers start at 1", clientID)
 	}
@@ -106,13 +127,24 @@ func (q *Sequencer) Do(ctx context.Context, scope, clientID string, n uint64,
 		if o, ok := q.cache.get(k, n); ok {
 			return o, true, nil
 		}
-		return Outcome{}, false, ErrAlreadyCommitted
+		return q.committed(ctx, clientID, n, b)
 	case n > last+1:
 		return Outcome{}, false, &SequenceGapError{ClientID: clientID, Got: n, LastCommitted: last}
 	}
-	out = run(ctx)
+	out = b.Run(ctx)
 	if out.Failure || out.Status < 200 || out.Status > 299 {
 		return out, false, nil
+	}
+	// Seal, then commit: a crash between them leaves a sealed batch whose
+	// number is last+1, and its resend replays the seal and commits it.
+	if b.Stored != nil {
+		stored, err := b.Stored(context.WithoutCancel(ctx))
+		if err != nil {
+			return Outcome{}, false, fmt.Errorf("commit client %s sequence %d: check its outcome is stored: %w", clientID, n, err)
+		}
+		if !stored {
+			return Outcome{}, false, fmt.Errorf("commit client %s sequence %d: %w", clientID, n, ErrOutcomeNotStored)
+		}
 	}
 	ok, err := q.store.Advance(context.WithoutCancel(ctx), scope, clientID, n)
 	if err != nil {
@@ -124,6 +156,25 @@ func (q *Sequencer) Do(ctx context.Context, scope, clientID string, n uint64,
 	}
 	q.cache.put(k, n, out)
 	return out, false, nil
+}
+
+// committed answers a committed number whose outcome is not cached: the
+// idempotency table's answer for the batch's key when it knows the key,
+// else ErrAlreadyCommitted. The cache goes with a restart; the table's
+// record does not, and a record left unsealed by a crash is recovered by
+// the table as for an unsequenced request. Nothing commits here.
+func (q *Sequencer) committed(ctx context.Context, clientID string, n uint64, b Batch) (Outcome, bool, error) {
+	if b.Known == nil {
+		return Outcome{}, false, ErrAlreadyCommitted
+	}
+	known, err := b.Known(ctx)
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("client %s sequence %d is committed: look up its batch: %w", clientID, n, err)
+	}
+	if !known {
+		return Outcome{}, false, ErrAlreadyCommitted
+	}
+	return b.Run(ctx), false, nil
 }
 
 func (q *Sequencer) lock(k seqKey) func() {

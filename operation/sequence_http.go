@@ -18,10 +18,18 @@ const (
 // Client-Id; requests without it pass through (the mode is optional).
 // Client-Id without a valid Client-Sequence (a positive integer) is
 // 400 INVALID_REQUEST. Gaps answer 409 SEQUENCE_GAP with
-// {"last_committed_sequence": N} in the error's details; a committed
-// sequence answers its cached outcome (Idempotent-Replayed: true) or
-// 409 ALREADY_COMMITTED. scope returns the caller (nil: one scope).
-func SequenceMiddleware(q *Sequencer, scope func(*http.Request) string) func(http.Handler) http.Handler {
+// {"last_committed_sequence": N} in the error's details. scope returns
+// the caller (nil: one scope).
+//
+// t, when not nil, is the idempotency table next answers through, by the
+// same scope and the request's Idempotency-Key. A committed sequence
+// answers its cached outcome (Idempotent-Replayed: true), else, when t
+// knows the request's key, whatever next answers for it (the sealed
+// outcome replayed, or an unsealed record recovered), else 409
+// ALREADY_COMMITTED. A successful batch commits its number only once t
+// holds its outcome sealed; if it does not, the answer is 500 and nothing
+// commits (TestANumberCommitsOnlyOnceItsOutcomeIsSealed).
+func SequenceMiddleware(q *Sequencer, scope func(*http.Request) string, t *Table) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			client := r.Header.Get(HeaderClientID)
@@ -39,11 +47,15 @@ func SequenceMiddleware(q *Sequencer, scope func(*http.Request) string) func(htt
 			if scope != nil {
 				sc = scope(r)
 			}
-			out, replayed, err := q.Do(r.Context(), sc, client, n, func(context.Context) Outcome {
+			b := Batch{Run: func(context.Context) Outcome {
 				rec := newRecorder()
 				next.ServeHTTP(rec, r)
 				return rec.outcome()
-			})
+			}}
+			if key, err := ParseIdempotencyKey(r.Header.Get(HeaderIdempotencyKey)); t != nil && err == nil {
+				b.Known, b.Stored = tableChecks(t, Key{Scope: sc, OpID: key})
+			}
+			out, replayed, err := q.Do(r.Context(), sc, client, n, b)
 			var gap *SequenceGapError
 			switch {
 			case errors.As(err, &gap):
@@ -52,6 +64,9 @@ func SequenceMiddleware(q *Sequencer, scope func(*http.Request) string) func(htt
 			case errors.Is(err, ErrAlreadyCommitted):
 				WriteError(w, http.StatusConflict, CodeAlreadyCommitted,
 					"this sequence number is committed and its outcome is no longer cached", nil, nil)
+			case errors.Is(err, ErrOutcomeNotStored):
+				WriteError(w, http.StatusInternalServerError, CodeInternalError,
+					"the batch ran but its outcome was not recorded; its sequence number is not committed, send it again", nil, nil)
 			case err != nil:
 				WriteError(w, http.StatusInternalServerError, CodeInternalError, "client sequence unavailable", nil, nil)
 			default:
@@ -59,6 +74,19 @@ func SequenceMiddleware(q *Sequencer, scope func(*http.Request) string) func(htt
 			}
 		})
 	}
+}
+
+// tableChecks are Batch.Known and Batch.Stored for key k of table t.
+func tableChecks(t *Table, k Key) (known, stored func(context.Context) (bool, error)) {
+	known = func(ctx context.Context) (bool, error) {
+		st, _, err := t.Lookup(ctx, k)
+		return err == nil && st != StateAbsent && st != StateExpired, err
+	}
+	stored = func(ctx context.Context) (bool, error) {
+		st, _, err := t.Lookup(ctx, k)
+		return err == nil && st == StateSealed, err
+	}
+	return known, stored
 }
 
 // ClientStateResponse is the body of GET /v1/clients/{client_id}/state.

@@ -36,7 +36,7 @@ func newSeqServer(t *testing.T, store operation.SequenceStore, o operation.Seque
 	s.status.Store(200)
 	q := operation.NewSequencer(store, o)
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/batch", operation.SequenceMiddleware(q, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /v1/batch", operation.SequenceMiddleware(q, nil, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := s.runs.Add(1)
 		w.WriteHeader(int(s.status.Load()))
 		_, _ = w.Write([]byte(`{"run":` + strconv.Itoa(int(n)) + `}`))
@@ -180,7 +180,7 @@ func TestSequenceStoreAdvanceOnce(t *testing.T) {
 func TestSequencerErrorsAreTyped(t *testing.T) {
 	q := operation.NewSequencer(operation.NewMemorySequenceStore(), operation.SequencerOptions{})
 	ok := func(context.Context) operation.Outcome { return operation.Outcome{Status: 200} }
-	_, _, err := q.Do(context.Background(), "", "c", 2, ok)
+	_, _, err := q.Do(context.Background(), "", "c", 2, operation.Batch{Run: ok})
 	var gap *operation.SequenceGapError
 	if !errors.As(err, &gap) || gap.LastCommitted != 0 {
 		t.Fatalf("gap: %v", err)

@@ -68,9 +68,10 @@ type Config struct {
 	// StrictSequencing enables Client-Id / Client-Sequence checking.
 	StrictSequencing bool
 	// SequenceCacheSize and SequenceCacheTTL bound the outcomes strict
-	// sequencing replays for a committed number; after them a resend is
-	// answered 409 ALREADY_COMMITTED. Zero: operation's defaults (10,000
-	// outcomes, 5 minutes, as seed 003).
+	// sequencing replays for a committed number from memory; after them a
+	// resend is answered from the operation table for its key, or 409
+	// ALREADY_COMMITTED when the table does not know the key. Zero:
+	// operation's defaults (10,000 outcomes, 5 minutes, as seed 003).
 	SequenceCacheSize int
 	SequenceCacheTTL  time.Duration
 	Faults            FaultConfig
@@ -241,7 +242,7 @@ func (s *Server) batchChain() http.Handler {
 		WaitLive:    s.cfg.WaitLive,
 	})(h)
 	if s.seq != nil {
-		h = operation.SequenceMiddleware(s.seq, callerOf)(h)
+		h = operation.SequenceMiddleware(s.seq, callerOf, s.table)(h)
 	}
 	h = s.limitBody(h)
 	if s.cfg.AfterSeal != nil {

@@ -23,7 +23,6 @@ func TestAlreadyCommittedSettlesTheBatchUnderItsKeyFromTheProvidersSealedAnswer(
 	var seals atomic.Int32
 	release := make(chan struct{})
 	p, rec, url := strictProvider(t, func(c *provider.Config) {
-		c.SequenceCacheTTL = time.Nanosecond // no outcome is replayed: ALREADY_COMMITTED
 		c.Faults.RejectTileIDs = []string{"sk-000001"}
 		// The first batch is stored, rejected in part and committed, and
 		// its answer held back past the client's request timeout: lost.
@@ -34,6 +33,7 @@ func TestAlreadyCommittedSettlesTheBatchUnderItsKeyFromTheProvidersSealedAnswer(
 		}
 	})
 	t.Cleanup(func() { close(release) }) // before the servers close
+	rec.forgetCommitted = true           // no outcome is replayed: ALREADY_COMMITTED
 	c := providertest.NewClient(t, "sk")
 	c.AddTiles(t, "sk", 6, 256, 3)
 	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {

@@ -28,13 +28,18 @@ type seqReq struct {
 // answered at once. capsMaxTiles > 0 makes GET /v1/capabilities claim that
 // max_batch_tiles, whatever the provider enforces; hideOperations makes
 // GET /v1/operations/{op_id} answer 404, as a provider that kept no record.
+// forgetCommitted answers every replayed answer to a sequenced batch 409
+// ALREADY_COMMITTED, as a provider that keeps committed outcomes only in
+// a bounded cache (the contract allows it; the reference provider replays
+// the batch's sealed record).
 type seqRecorder struct {
-	mu             sync.Mutex
-	reqs           []seqReq
-	inFlight       int
-	maxInFlight    int
-	capsMaxTiles   int
-	hideOperations bool
+	mu              sync.Mutex
+	reqs            []seqReq
+	inFlight        int
+	maxInFlight     int
+	capsMaxTiles    int
+	hideOperations  bool
+	forgetCommitted bool
 }
 
 func (r *seqRecorder) wrap(h http.Handler) http.Handler {
@@ -61,6 +66,11 @@ func (r *seqRecorder) wrap(h http.Handler) http.Handler {
 		// that ended has every one of its requests recorded.
 		sw := httptest.NewRecorder()
 		h.ServeHTTP(sw, req)
+		if r.forgetCommitted && req.Header.Get(operation.HeaderClientID) != "" && sw.Header().Get(operation.HeaderIdempotentReplayed) == "true" {
+			sw = httptest.NewRecorder()
+			operation.WriteError(sw, http.StatusConflict, operation.CodeAlreadyCommitted,
+				"this sequence number is committed and its outcome is no longer cached", nil, nil)
+		}
 		n, _ := strconv.ParseUint(req.Header.Get(operation.HeaderClientSequence), 10, 64)
 		rec := seqReq{Client: req.Header.Get(operation.HeaderClientID), Key: req.Header.Get(operation.HeaderIdempotencyKey),
 			Seq: n, Status: sw.Code}

@@ -111,7 +111,6 @@ func TestAlreadyCommittedIsSettledByTileLookupWithoutSpendingARejection(t *testi
 	var seals atomic.Int32
 	release := make(chan struct{})
 	p, rec, url := strictProvider(t, func(c *provider.Config) {
-		c.SequenceCacheTTL = time.Nanosecond // no outcome is replayed: ALREADY_COMMITTED
 		// The first batch is stored and committed, and its answer held
 		// back past the client's request timeout: lost.
 		c.AfterSeal = func(string) {
@@ -124,6 +123,7 @@ func TestAlreadyCommittedIsSettledByTileLookupWithoutSpendingARejection(t *testi
 	// No record of the operation either: with one, the batch settles from
 	// its sealed answer (sequence_committed_test.go).
 	rec.hideOperations = true
+	rec.forgetCommitted = true // no outcome is replayed: ALREADY_COMMITTED
 	c := providertest.NewClient(t, "sa")
 	c.AddTiles(t, "sa", 6, 256, 3)
 	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {

@@ -1,0 +1,186 @@
+package operation_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tilectl/tilectl/operation"
+)
+
+// Strict sequencing in front of the idempotency table, as the reference
+// provider stacks them, over one Postgres database. Each seqProcess is one
+// provider process: its own Sequencer (an empty outcome cache) and Table,
+// recovered at start like provider.New.
+
+var batchPolicy = operation.Policy{Persist: true, Idem: true}
+
+type seqProcess struct {
+	t     *testing.T
+	srv   *httptest.Server
+	table *operation.Table
+	runs  atomic.Int32
+	// during, when set, runs inside the handler, before it answers.
+	during func()
+}
+
+func startSeqProcess(t *testing.T, pool *pgxpool.Pool) *seqProcess {
+	t.Helper()
+	p := &seqProcess{t: t, table: operation.NewTable(operation.NewPGStore(pool), operation.TableOptions{})}
+	if _, err := p.table.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	q := operation.NewSequencer(operation.NewPGSequenceStore(pool), operation.SequencerOptions{})
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := p.runs.Add(1)
+		if p.during != nil {
+			p.during()
+		}
+		_, _ = w.Write([]byte(`{"op":"` + r.Header.Get(operation.HeaderIdempotencyKey) + `","run":` + strconv.Itoa(int(n)) + `}`))
+	})
+	h = operation.IdempotencyMiddleware(p.table, operation.MiddlewareOptions{Method: "batch", Policy: batchPolicy, WaitLive: -1})(h)
+	h = operation.SequenceMiddleware(q, nil, p.table)(h)
+	p.srv = httptest.NewServer(h)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *seqProcess) send(key, client string, n int) answer {
+	p.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, p.srv.URL+"/v1/batch", strings.NewReader("{}"))
+	req.Header.Set(operation.HeaderIdempotencyKey, key)
+	req.Header.Set(operation.HeaderClientID, client)
+	req.Header.Set(operation.HeaderClientSequence, strconv.Itoa(n))
+	return do(p.t, req)
+}
+
+func lastOf(t *testing.T, pool *pgxpool.Pool, client string) uint64 {
+	t.Helper()
+	n, err := operation.NewPGSequenceStore(pool).Last(context.Background(), "", client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func stateOf(t *testing.T, table *operation.Table, key string) operation.State {
+	t.Helper()
+	st, _, err := table.Lookup(context.Background(), operation.Key{OpID: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// The outcome cache goes with a restart, the batch's sealed record does
+// not: a resend of a committed number under its own key is that batch's
+// stored outcome (provider-api.md), and a number whose key the table does
+// not know is ALREADY_COMMITTED.
+func TestACommittedBatchResentAfterARestartGetsItsSealedOutcome(t *testing.T) {
+	pool, _ := newPGPool(t)
+	first := startSeqProcess(t, pool)
+	a := first.send("key-batch-one-000001", "c", 1)
+	if a.status != 200 || lastOf(t, pool, "c") != 1 {
+		t.Fatalf("batch 1: %d %s, last %d", a.status, a.body, lastOf(t, pool, "c"))
+	}
+	restarted := startSeqProcess(t, pool)
+	again := restarted.send("key-batch-one-000001", "c", 1)
+	if again.status != 200 || string(again.body) != string(a.body) || again.header.Get(operation.HeaderIdempotentReplayed) != "true" {
+		t.Fatalf("resend after restart: %d %s, want the sealed 200 %s replayed", again.status, again.body, a.body)
+	}
+	wantError(t, restarted.send("key-someone-else-0001", "c", 1), 409, operation.CodeAlreadyCommitted)
+	if runs := first.runs.Load() + restarted.runs.Load(); runs != 1 || lastOf(t, pool, "c") != 1 {
+		t.Fatalf("handler ran %d times (want 1), last %d (want 1)", runs, lastOf(t, pool, "c"))
+	}
+}
+
+// A process that died after its batch's number was committed and before
+// the outcome was sealed (the chaos soak's seed 3912842808208168489, round
+// 192) left the record for the restart to recover as indeterminate. The
+// resend under the same key is taken over and sealed as an unsequenced one
+// would be, rather than refused as ALREADY_COMMITTED forever; the number
+// is not committed twice.
+func TestACommittedBatchWhoseSealWasLostIsTakenOverOnResend(t *testing.T) {
+	pool, _ := newPGPool(t)
+	ctx := context.Background()
+	dead := operation.NewTable(operation.NewPGStore(pool), operation.TableOptions{})
+	tk, err := dead.Begin(ctx, operation.Request{OpID: "key-batch-lost-000001", Method: "batch", Fingerprint: bodyFP(t, "{}"), Policy: batchPolicy})
+	if err != nil || !tk.Owner() {
+		t.Fatalf("admit: %v", err)
+	}
+	if ok, err := operation.NewPGSequenceStore(pool).Advance(ctx, "", "c", 1); !ok || err != nil {
+		t.Fatalf("advance: %v %v", ok, err)
+	}
+	restarted := startSeqProcess(t, pool)
+	a := restarted.send("key-batch-lost-000001", "c", 1)
+	if a.status != 200 || restarted.runs.Load() != 1 {
+		t.Fatalf("resend of the unsealed committed batch: %d %s after %d runs, want it taken over", a.status, a.body, restarted.runs.Load())
+	}
+	if st := stateOf(t, restarted.table, "key-batch-lost-000001"); st != operation.StateSealed || lastOf(t, pool, "c") != 1 {
+		t.Fatalf("after the takeover: record %s, last %d; want sealed, 1", st, lastOf(t, pool, "c"))
+	}
+	wantError(t, restarted.send("key-someone-else-0001", "c", 1), 409, operation.CodeAlreadyCommitted)
+}
+
+// A batch that ran but whose outcome the table did not take (crash
+// recovery won the seal) commits no number: it answers 500 and its resend
+// runs it again under the same number. Otherwise the number is committed
+// with no outcome behind it.
+func TestANumberCommitsOnlyOnceItsOutcomeIsSealed(t *testing.T) {
+	pool, _ := newPGPool(t)
+	p := startSeqProcess(t, pool)
+	other := operation.NewTable(operation.NewPGStore(pool), operation.TableOptions{})
+	p.during = func() {
+		if _, err := other.Recover(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	a := p.send("key-batch-race-000001", "c", 1)
+	if a.status != 500 || lastOf(t, pool, "c") != 0 {
+		t.Fatalf("batch whose seal lost: %d %s, last %d; want 500 and no number committed", a.status, a.body, lastOf(t, pool, "c"))
+	}
+	p.during = nil
+	if a := p.send("key-batch-race-000001", "c", 1); a.status != 200 || lastOf(t, pool, "c") != 1 || p.runs.Load() != 2 {
+		t.Fatalf("resend: %d %s, last %d, runs %d; want 200, 1, 2", a.status, a.body, lastOf(t, pool, "c"), p.runs.Load())
+	}
+	if st := stateOf(t, p.table, "key-batch-race-000001"); st != operation.StateSealed {
+		t.Fatalf("record %s, want sealed", st)
+	}
+}
+
+// A process that died after sealing its batch and before committing the
+// number: the resend, number last+1 again, replays the sealed outcome and
+// commits the number then.
+func TestASealedBatchWhoseNumberWasNotCommittedCommitsItOnResend(t *testing.T) {
+	pool, _ := newPGPool(t)
+	ctx := context.Background()
+	dead := operation.NewTable(operation.NewPGStore(pool), operation.TableOptions{})
+	tk, err := dead.Begin(ctx, operation.Request{OpID: "key-batch-seal-000001", Method: "batch", Fingerprint: bodyFP(t, "{}"), Policy: batchPolicy})
+	if err != nil || !tk.Owner() {
+		t.Fatalf("admit: %v", err)
+	}
+	if _, err := tk.Seal(ctx, operation.Outcome{Status: 200, Body: []byte(`{"sealed":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := startSeqProcess(t, pool)
+	a := restarted.send("key-batch-seal-000001", "c", 1)
+	if a.status != 200 || string(a.body) != `{"sealed":true}` || restarted.runs.Load() != 0 || lastOf(t, pool, "c") != 1 {
+		t.Fatalf("resend: %d %s, runs %d, last %d; want the sealed answer, no run, last 1", a.status, a.body, restarted.runs.Load(), lastOf(t, pool, "c"))
+	}
+}
+
+func bodyFP(t *testing.T, body string) string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+	fp, err := operation.BodyFingerprint(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
