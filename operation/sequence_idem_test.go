@@ -28,6 +28,9 @@ type seqProcess struct {
 	runs  atomic.Int32
 	// during, when set, runs inside the handler, before it answers.
 	during func()
+	// goneBeforeTable, when set, cancels the request's context as it
+	// reaches the idempotency table: the client went away then.
+	goneBeforeTable atomic.Bool
 }
 
 func startSeqProcess(t *testing.T, pool *pgxpool.Pool) *seqProcess {
@@ -45,6 +48,7 @@ func startSeqProcess(t *testing.T, pool *pgxpool.Pool) *seqProcess {
 		_, _ = w.Write([]byte(`{"op":"` + r.Header.Get(operation.HeaderIdempotencyKey) + `","run":` + strconv.Itoa(int(n)) + `}`))
 	})
 	h = operation.IdempotencyMiddleware(p.table, operation.MiddlewareOptions{Method: "batch", Policy: batchPolicy, WaitLive: -1})(h)
+	h = clientGoneBefore(h, &p.goneBeforeTable)
 	h = operation.SequenceMiddleware(q, nil, p.table)(h)
 	p.srv = httptest.NewServer(h)
 	t.Cleanup(p.srv.Close)
@@ -183,4 +187,39 @@ func bodyFP(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return fp
+}
+
+func clientGoneBefore(next http.Handler, gone *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gone.Load() {
+			ctx, cancel := context.WithCancel(r.Context())
+			cancel()
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Found by the chaos soak (seed 3912842808208168489, round 192): a client
+// that went away while its sequenced batch was being admitted left the
+// idempotency layer with nothing to write, the Sequencer took the silence
+// for 200 and committed the number with no outcome behind it, and cached
+// the empty answer for every resend. A batch is persist: it runs and seals
+// whether or not its client is still there, and its number commits only
+// with its seal; the resend gets the batch's own answer.
+func TestAClientGoneDuringAdmissionCommitsNoNumberWithoutItsBatchsOutcome(t *testing.T) {
+	pool, _ := newPGPool(t)
+	p := startSeqProcess(t, pool)
+	p.goneBeforeTable.Store(true)
+	p.send("key-batch-gone-000001", "c", 1)
+	p.goneBeforeTable.Store(false)
+	st := stateOf(t, p.table, "key-batch-gone-000001")
+	if last := lastOf(t, pool, "c"); last == 1 && st != operation.StateSealed || st == operation.StateLive {
+		t.Fatalf("after the client went away: last committed %d, record %s; a committed number needs a sealed batch, and no record may be left live", last, st)
+	}
+	a := p.send("key-batch-gone-000001", "c", 1)
+	if a.status != 200 || !strings.Contains(string(a.body), `"op":"key-batch-gone-000001"`) || lastOf(t, pool, "c") != 1 || p.runs.Load() != 1 {
+		t.Fatalf("resend: %d %q, last %d, runs %d; want the batch's own answer, number 1 committed, one run",
+			a.status, a.body, lastOf(t, pool, "c"), p.runs.Load())
+	}
 }

@@ -108,9 +108,15 @@ func (t *Table) Begin(ctx context.Context, r Request) (*Ticket, error) {
 	if r.Wait > 0 {
 		deadline = time.Now().Add(r.Wait) // wall clock: a wait is real time
 	}
+	// An admission is not undone by a dropped client: a store may commit
+	// it and still report the cancellation (pgx does), which would leave a
+	// live record nobody owns in a process that lives on
+	// (TestAnAdmissionAClientLeftDuringIsOwnedNotOrphaned). Waiting for a
+	// live duplicate still ends with ctx.
+	actx := context.WithoutCancel(ctx)
 	for round := 0; round < maxBeginRounds; round++ {
 		now := t.now()
-		rec, owner, err := t.admit(ctx, r, now)
+		rec, owner, err := t.admit(actx, r, now)
 		if err != nil {
 			return nil, err
 		}

@@ -69,3 +69,37 @@ func TestCollectEveryRunsGCOnEachTick(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// commitsThenReportsCancel is a Store whose Admit lands and then reports
+// the caller's cancellation, as pgx does when a context ends while the
+// INSERT's commit is on its way back.
+type commitsThenReportsCancel struct{ operation.Store }
+
+func (s commitsThenReportsCancel) Admit(ctx context.Context, a operation.Admission) (operation.Record, bool, error) {
+	rec, owner, err := s.Store.Admit(context.WithoutCancel(ctx), a)
+	if ctx.Err() != nil {
+		return operation.Record{}, false, ctx.Err()
+	}
+	return rec, owner, err
+}
+
+// Found by the chaos soak (seed 3912842808208168489, round 192): a client
+// that went away while its batch was being admitted left a live record
+// nobody owned in a process that lived on, and every look at the key said
+// live (every resend 409 IDEMPOTENCY_PROCESSING) until the provider
+// restarted. An admission is not undone by a dropped client: Begin hands
+// the record to the caller as its owner, who runs and seals it.
+func TestAnAdmissionAClientLeftDuringIsOwnedNotOrphaned(t *testing.T) {
+	pool, _ := newPGPool(t)
+	table := operation.NewTable(commitsThenReportsCancel{operation.NewPGStore(pool)}, operation.TableOptions{})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	tk, err := table.Begin(gone, operation.Request{OpID: "op-client-gone-01", Method: "m", Policy: batchPolicy})
+	if err != nil || !tk.Owner() {
+		st, _, _ := table.Lookup(context.Background(), operation.Key{OpID: "op-client-gone-01"})
+		t.Fatalf("Begin after the client left: %v, owner %v, record %s; want the caller to own the admitted record", err, err == nil && tk.Owner(), st)
+	}
+	if _, err := tk.Seal(context.Background(), operation.Outcome{Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+}
