@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrPathEscapesRoot is returned when a blob path would lead outside the
@@ -26,6 +27,45 @@ var ErrPathEscapesRoot = errors.New("path escapes the blob cache root")
 type BlobStore struct {
 	root string   // absolute, symlinks resolved
 	dir  *os.Root // root, opened once: reads are confined by os.Root
+	dirs dirCache
+}
+
+// dirCache keeps open the cache directories blobs were read from, so that
+// reading a blob costs one open in its directory instead of a walk from
+// the root (an open and a close per path component: most of Open's cost
+// in a flight's z/x/y layout). A directory is confined like the root: a
+// blob that its directory cannot open (a symlink to a sibling directory)
+// is opened from the root, as before.
+type dirCache struct {
+	mu sync.Mutex
+	m  map[string]*os.Root
+}
+
+// maxCachedDirs bounds the file descriptors the cache holds; when it is
+// full it starts again (a flight is read column by column, so the working
+// set is small).
+const maxCachedDirs = 64
+
+// in returns the cache directory local (as localPath gives it), opened
+// through the root, or nil when it cannot be opened.
+func (c *dirCache) in(root *os.Root, local string) *os.Root {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := c.m[local]; d != nil {
+		return d
+	}
+	d, err := root.OpenRoot(local)
+	if err != nil {
+		return nil
+	}
+	if c.m == nil || len(c.m) >= maxCachedDirs {
+		for _, old := range c.m {
+			old.Close() // one still in use is closed once its open returns
+		}
+		c.m = make(map[string]*os.Root, maxCachedDirs)
+	}
+	c.m[local] = d
+	return d
 }
 
 // NewBlobStore uses root as the cache, creating it (mode 0700) if needed.
@@ -128,6 +168,15 @@ func (b *BlobStore) Open(rel string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dir, name := filepath.Split(local); dir != "" {
+		if d := b.dirs.in(b.dir, filepath.Clean(dir)); d != nil {
+			if f, err := d.Open(name); err == nil {
+				return f, nil
+			}
+		}
+	}
+	// Not found, or not openable from its directory: from the root, which
+	// decides and names the error.
 	f, err := b.dir.Open(local)
 	if err == nil {
 		return f, nil
