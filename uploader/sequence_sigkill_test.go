@@ -1,11 +1,8 @@
 package uploader_test
 
 import (
-	"bytes"
 	"context"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/tilectl/tilectl/provider"
@@ -41,31 +38,7 @@ func TestSIGKILLWithClientSequencesStillUploadsExactlyOnceWithContiguousNumbers(
 			`UPDATE upload_batches SET lease_expires_at = now() WHERE state = 'open'`); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), "TILECTL_UPLOADER_CHILD=1", "CHILD_DB_URL="+c.URL, "CHILD_BLOB_ROOT="+c.Blobs.Root(),
-			"CHILD_PROVIDER_URL="+hs.URL, "CHILD_TOKEN="+providertest.Token, "CHILD_FLIGHT="+flight,
-			"CHILD_DIE_AFTER_OPEN="+dieAfterOpen, "CHILD_CLIENT_ID=drone-9", "CHILD_BATCH_SIZE=6")
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		done := make(chan struct{})
-		k.mu.Lock()
-		if err := cmd.Start(); err != nil {
-			k.mu.Unlock()
-			t.Fatal(err)
-		}
-		k.child, k.done, k.point, k.at, k.calls = cmd, done, point, at, 0
-		k.mu.Unlock()
-		err := cmd.Wait()
-		close(done)
-		k.mu.Lock()
-		k.child = nil
-		k.mu.Unlock()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), errb.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, errb.String()
+		return k.run(t, childCmd(c, hs.URL, flight, dieAfterOpen, "CHILD_CLIENT_ID=drone-9", "CHILD_BATCH_SIZE=6"), point, at)
 	}
 	openSeq := func() (string, uint64) {
 		t.Helper()

@@ -46,6 +46,48 @@ func (k *killer) hook(point string) func(string) {
 	}
 }
 
+// childCmd is the uploader child (see main_test.go) for flight of c,
+// talking to the provider at providerURL; extra adds CHILD_* settings.
+func childCmd(c *providertest.Client, providerURL, flight, dieAfterOpen string, extra ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "TILECTL_UPLOADER_CHILD=1", "CHILD_DB_URL="+c.URL, "CHILD_BLOB_ROOT="+c.Blobs.Root(),
+		"CHILD_PROVIDER_URL="+providerURL, "CHILD_TOKEN="+providertest.Token, "CHILD_FLIGHT="+flight,
+		"CHILD_DIE_AFTER_OPEN="+dieAfterOpen)
+	cmd.Env = append(cmd.Env, extra...)
+	return cmd
+}
+
+// run runs cmd to its end with k armed to kill it at the at-th hook call
+// of point ("" for none), and returns its exit code (-1 when killed) and
+// its stderr.
+func (k *killer) run(t *testing.T, cmd *exec.Cmd, point string, at int) (exit int, stderr string) {
+	t.Helper()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	done := make(chan struct{})
+	k.mu.Lock()
+	// Started under the lock: a hook never sees a child without its
+	// process.
+	if err := cmd.Start(); err != nil {
+		k.mu.Unlock()
+		t.Fatal(err)
+	}
+	k.child, k.done, k.point, k.at, k.calls = cmd, done, point, at, 0
+	k.mu.Unlock()
+	err := cmd.Wait()
+	close(done)
+	k.mu.Lock()
+	k.child = nil
+	k.mu.Unlock()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), errb.String()
+		}
+		t.Fatal(err)
+	}
+	return 0, errb.String()
+}
+
 func TestSIGKILLAtAnyPointStillUploadsExactlyOnce(t *testing.T) {
 	t.Parallel()
 	const flight, n = "fk", 200
@@ -62,34 +104,7 @@ func TestSIGKILLAtAnyPointStillUploadsExactlyOnce(t *testing.T) {
 		// A killed child's batches are its run's until their lease runs
 		// out; only then may the next child settle them.
 		time.Sleep(childLease + 100*time.Millisecond)
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), "TILECTL_UPLOADER_CHILD=1", "CHILD_DB_URL="+c.URL, "CHILD_BLOB_ROOT="+c.Blobs.Root(),
-			"CHILD_PROVIDER_URL="+p.URL, "CHILD_TOKEN="+providertest.Token, "CHILD_FLIGHT="+flight,
-			"CHILD_DIE_AFTER_OPEN="+dieAfterOpen)
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		done := make(chan struct{})
-		k.mu.Lock()
-		// Started under the lock: a hook never sees a child without its
-		// process.
-		if err := cmd.Start(); err != nil {
-			k.mu.Unlock()
-			t.Fatal(err)
-		}
-		k.child, k.done, k.point, k.at, k.calls = cmd, done, point, at, 0
-		k.mu.Unlock()
-		err := cmd.Wait()
-		close(done)
-		k.mu.Lock()
-		k.child = nil
-		k.mu.Unlock()
-		if err != nil {
-			if ee, ok := err.(*exec.ExitError); ok {
-				return ee.ExitCode(), errb.String()
-			}
-			t.Fatal(err)
-		}
-		return 0, errb.String()
+		return k.run(t, childCmd(c, p.URL, flight, dieAfterOpen), point, at)
 	}
 	noneUploadedThatProviderLacks := func() {
 		t.Helper()
