@@ -92,26 +92,29 @@ func (u *HTTPTileUploader) prepareSequence(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.SequenceStream(ctx, u.streamProvider(), u.clientID)
+	stream, err := u.syncStream(ctx, s, u.clientID)
 	if err != nil {
 		return err
 	}
-	if err := u.syncStream(ctx, s, st.ID, u.clientID); err != nil {
-		return err
-	}
-	u.stream.Store(st.ID)
+	u.stream.Store(stream)
 	return nil
 }
 
-func (u *HTTPTileUploader) syncStream(ctx context.Context, s sequenceStore, stream int64, client string) error {
+// syncStream raises the client's stream (made the first time) to the
+// provider's last committed number, and returns the stream's ID.
+func (u *HTTPTileUploader) syncStream(ctx context.Context, s sequenceStore, client string) (int64, error) {
+	st, err := s.SequenceStream(ctx, u.streamProvider(), client)
+	if err != nil {
+		return 0, err
+	}
 	last, err := u.clientState(ctx, client)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := s.SyncSequence(ctx, stream, last); err != nil {
-		return err
+	if _, err := s.SyncSequence(ctx, st.ID, last); err != nil {
+		return 0, err
 	}
-	return nil
+	return st.ID, nil
 }
 
 // clientState is GET /v1/clients/{id}/state: the provider's last committed
@@ -251,11 +254,8 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 	if settled {
 		u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
 			Msg("batch's number is committed at the provider; settled it from the provider's sealed answer for its key")
-		st, err := s.SequenceStream(ctx, u.streamProvider(), seq.client)
-		if err != nil {
-			return err
-		}
-		return u.syncStream(ctx, s, st.ID, seq.client)
+		_, err := u.syncStream(ctx, s, seq.client)
+		return err
 	}
 	u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
 		Msg("batch's number is committed at the provider; settling it by tile lookup")
@@ -265,11 +265,7 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 		return err
 	}
 	// Without this, the next claim could bind another committed number.
-	st, err := s.SequenceStream(ctx, u.streamProvider(), seq.client)
-	if err != nil {
-		return err
-	}
-	if err := u.syncStream(ctx, s, st.ID, seq.client); err != nil {
+	if _, err := u.syncStream(ctx, s, seq.client); err != nil {
 		return fmt.Errorf("after batch %s's number %d was found committed: %w", opID, seq.n, err)
 	}
 	heldBefore := t.heldCount()
