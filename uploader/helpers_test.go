@@ -64,6 +64,13 @@ func allUploadedOnce(t *testing.T, c *providertest.Client, p *providertest.Provi
 	if got := c.Counts(t, flight)[tilestore.StatusUploaded]; got != int64(n) {
 		t.Fatalf("uploaded = %d, want %d", got, n)
 	}
+	return storedOnce(t, p, n)
+}
+
+// storedOnce checks the provider holds n tiles, each written once, and
+// returns its ledger.
+func storedOnce(t *testing.T, p *providertest.Provider, n int) provider.Ledger {
+	t.Helper()
 	l := p.Ledger(t)
 	if len(l.Tiles) != n {
 		t.Fatalf("provider holds %d tiles, want %d", len(l.Tiles), n)

@@ -156,17 +156,3 @@ func committedNumbersAreContiguous(t *testing.T, p *providertest.Provider, rec *
 	}
 	return last
 }
-
-// storedOnce checks the provider holds n tiles, each written once.
-func storedOnce(t *testing.T, p *providertest.Provider, n int) {
-	t.Helper()
-	l := p.Ledger(t)
-	if len(l.Tiles) != n {
-		t.Fatalf("provider holds %d tiles, want %d", len(l.Tiles), n)
-	}
-	for _, tl := range l.Tiles {
-		if tl.Writes != 1 {
-			t.Errorf("tile %s written %d times", tl.TileID, tl.Writes)
-		}
-	}
-}
