@@ -1,7 +1,6 @@
 package uploader_test
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -30,12 +29,7 @@ func TestExpiredKeyOfAnEarlierRunsOpenBatchDoesNotEndTheRun(t *testing.T) {
 		case b.Key == oldKey:
 			operation.WriteError(w, http.StatusUnprocessableEntity, operation.CodeIdempotencyExpired, "key expired", nil, nil)
 		default:
-			res := make([]map[string]string, len(b.TileIDs))
-			for i, id := range b.TileIDs {
-				res[i] = map[string]string{"tile_id": id, "status": "accepted"}
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"op_id": b.Key, "results": res})
+			acceptAll(w, b)
 		}
 	})
 	c := providertest.NewClient(t, "fx")

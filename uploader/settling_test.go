@@ -1,7 +1,6 @@
 package uploader_test
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -42,12 +41,7 @@ func TestRunTellsItsProgressHowManyOpenBatchesItSettles(t *testing.T) {
 			operation.WriteError(w, http.StatusUnauthorized, operation.CodeUnauthenticated, "token revoked", nil, nil)
 			return
 		}
-		res := make([]map[string]string, len(b.TileIDs))
-		for i, id := range b.TileIDs {
-			res[i] = map[string]string{"tile_id": id, "status": "accepted"}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"op_id": b.Key, "results": res})
+		acceptAll(w, b)
 	})
 	c := providertest.NewClient(t, "fs")
 	c.AddTiles(t, "fs", 4, 256, 4)
