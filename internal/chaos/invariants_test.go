@@ -130,15 +130,7 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := withFingerprints(cleanFacts())
 			tc.damage(&f)
-			c := newChecker()
-			c.checkRound(f)
-			found := false
-			for _, v := range c.violations {
-				found = found || strings.HasPrefix(v, tc.want+":")
-			}
-			if !found {
-				t.Fatalf("want a %s violation, got %v", tc.want, c.violations)
-			}
+			wantViolation(t, f, tc.want)
 		})
 	}
 }
@@ -247,15 +239,7 @@ func TestCheckRoundCatchesEachKindOfSequencingDamage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.base()
 			tc.damage(&f)
-			c := newChecker()
-			c.checkRound(f)
-			found := false
-			for _, v := range c.violations {
-				found = found || strings.HasPrefix(v, tc.want+":")
-			}
-			if !found {
-				t.Fatalf("want a %s violation, got %v", tc.want, c.violations)
-			}
+			wantViolation(t, f, tc.want)
 		})
 	}
 }
@@ -268,4 +252,18 @@ func TestEveryOtherRoundIsSequencedWhateverTheSeed(t *testing.T) {
 			}
 		}
 	}
+}
+
+// wantViolation checks one round of f and fails t unless the checker
+// reports a violation of the invariant want.
+func wantViolation(t *testing.T, f roundFacts, want string) {
+	t.Helper()
+	c := newChecker()
+	c.checkRound(f)
+	for _, v := range c.violations {
+		if strings.HasPrefix(v, want+":") {
+			return
+		}
+	}
+	t.Fatalf("want a %s violation, got %v", want, c.violations)
 }
