@@ -158,6 +158,21 @@ func within(root, p string) bool {
 	return err == nil && (r == "." || filepath.IsLocal(r))
 }
 
+// createTemp creates a new temporary blob file (mode 0600, a name no file
+// had) in the directory dir of root, os.CreateTemp's way but confined to
+// root, and returns it with its name under root.
+func createTemp(root *os.Root, dir string) (*os.File, string, error) {
+	var err error
+	for range 100 {
+		name := filepath.Join(dir, ".put-"+strconv.FormatUint(rand.Uint64(), 36))
+		var f *os.File
+		if f, err = root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); !errors.Is(err, fs.ErrExist) {
+			return f, name, err
+		}
+	}
+	return nil, "", err
+}
+
 // Open opens the blob at rel for reading. The open goes through an
 // os.Root on the cache directory, which refuses any path or symlink that
 // leads out of it, so the uploader's hot path pays one open instead of an
@@ -252,15 +267,7 @@ func (b *BlobStore) putInRoot(local, rel string, r io.Reader, durable bool) (siz
 	if err := b.dir.MkdirAll(dir, 0o700); err != nil {
 		return 0, "", true, err
 	}
-	var tmp *os.File
-	var tmpName string
-	for range 100 {
-		tmpName = filepath.Join(dir, ".put-"+strconv.FormatUint(rand.Uint64(), 36))
-		tmp, err = b.dir.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if !errors.Is(err, fs.ErrExist) {
-			break
-		}
-	}
+	tmp, tmpName, err := createTemp(b.dir, dir)
 	if err != nil {
 		return 0, "", true, err
 	}

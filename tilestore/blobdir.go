@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
@@ -83,14 +81,7 @@ func (d *BlobDir) Create(name string) (*NewBlob, error) {
 	if !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("put blob %s: %w", path.Join(d.rel, name), err)
 	}
-	var tmp string
-	for range 100 {
-		tmp = ".put-" + strconv.FormatUint(rand.Uint64(), 36)
-		f, err = d.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if !errors.Is(err, fs.ErrExist) {
-			break
-		}
-	}
+	f, tmp, err := createTemp(d.dir, ".")
 	if err != nil {
 		return nil, fmt.Errorf("put blob %s: %w", path.Join(d.rel, name), err)
 	}
