@@ -24,6 +24,16 @@ func pickAll(op string) func([]tilestore.Tile) (tilestore.Batch, []tilestore.Rej
 	}
 }
 
+// mustClaim claims a batch by cl from s and fails the test on an error.
+func mustClaim(t *testing.T, ctx context.Context, s *tilestore.Store, cl tilestore.Claim) tilestore.Claimed {
+	t.Helper()
+	c, err := s.ClaimBatch(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestConcurrentClaimsPutEveryTileInExactlyOneBatch(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -143,14 +153,8 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	s := newStore(t)
 	ids := seedFlight(t, s, "FS", 4)
 	ctx := testCtx(t)
-	c1, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-2")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c1 := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-1")})
+	c2 := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-2")})
 	if c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 2, Pick: pickAll("op-x")}); err != nil || c.Candidates != 0 {
 		t.Fatalf("third claim: %+v %v, want nothing left", c, err)
 	}
@@ -169,10 +173,7 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c3, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 1, LookedUp: c2.Batch.TileIDs, LookedUpAt: asOf, Pick: pickAll("op-3")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c3 := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 1, LookedUp: c2.Batch.TileIDs, LookedUpAt: asOf, Pick: pickAll("op-3")})
 	if fmt.Sprint(c3.Batch.TileIDs) != fmt.Sprint(c2.Batch.TileIDs) {
 		t.Fatalf("after the fail, claimed %v, want the failed batch's %v (the rejected tile is at its budget)", c3.Batch.TileIDs, c2.Batch.TileIDs)
 	}
@@ -183,10 +184,7 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	if got, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 5, Exclude: excl, Pick: pickAll("op-never")}); err != nil || got.Candidates != 0 {
 		t.Fatalf("claim excluding every free tile: %+v %v, want nothing", got, err)
 	}
-	c4, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 2, Exclude: c2.Batch.TileIDs, Pick: pickAll("op-4")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c4 := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FS", Limit: 10, MaxAttempts: 2, Exclude: c2.Batch.TileIDs, Pick: pickAll("op-4")})
 	if fmt.Sprint(c4.Batch.TileIDs) != fmt.Sprint([]string{ids[1]}) {
 		t.Fatalf("claimed %v, want the rejected tile %s, below its budget", c4.Batch.TileIDs, ids[1])
 	}
@@ -202,14 +200,8 @@ func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
 	ctx := testCtx(t)
 	a := s.ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
 	b := s.ForRun(tilestore.Run{ID: "run-b", Lease: time.Minute})
-	ca, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 2, Pick: pickAll("op-a")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 1, Pick: pickAll("op-p")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := mustClaim(t, ctx, a, tilestore.Claim{FlightID: "FL", Limit: 2, Pick: pickAll("op-a")})
+	cp := mustClaim(t, ctx, a, tilestore.Claim{FlightID: "FL", Limit: 1, Pick: pickAll("op-p")})
 	if err := a.FailBatch(ctx, "op-a", 422, "key expired"); err != nil {
 		t.Fatal(err)
 	}
@@ -219,10 +211,7 @@ func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaiting := append(append([]string{}, ca.Batch.TileIDs...), unclear)
-	cb, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 10, UnclearReasons: []string{"protocol_error"}, Pick: pickAll("op-b")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb := mustClaim(t, ctx, b, tilestore.Claim{FlightID: "FL", Limit: 10, UnclearReasons: []string{"protocol_error"}, Pick: pickAll("op-b")})
 	for _, id := range cb.Batch.TileIDs {
 		if slices.Contains(awaiting, id) {
 			t.Fatalf("run B claimed %v, including tile %s, which awaits a lookup (A's failed batch %v, unclear rejection %s)",
@@ -324,10 +313,7 @@ func TestALookUpOlderThanTheTilesLatestFailureDoesNotLetItBeClaimed(t *testing.T
 	ctx := testCtx(t)
 	a := s.ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
 	b := s.ForRun(tilestore.Run{ID: "run-b", Lease: time.Minute})
-	first, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "FR", Limit: 1, Pick: pickAll("op-1")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustClaim(t, ctx, a, tilestore.Claim{FlightID: "FR", Limit: 1, Pick: pickAll("op-1")})
 	tile := first.Batch.TileIDs[0]
 	if err := a.FailBatch(ctx, "op-1", 422, "key expired"); err != nil {
 		t.Fatal(err)
@@ -352,10 +338,7 @@ func TestALookUpOlderThanTheTilesLatestFailureDoesNotLetItBeClaimed(t *testing.T
 	if err := a.FailBatch(ctx, "op-2", 422, "key expired"); err != nil {
 		t.Fatal(err)
 	}
-	stale, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FR", Limit: 10, LookedUp: []string{tile}, LookedUpAt: asOfB, Pick: pickAll("op-3")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stale := mustClaim(t, ctx, b, tilestore.Claim{FlightID: "FR", Limit: 10, LookedUp: []string{tile}, LookedUpAt: asOfB, Pick: pickAll("op-3")})
 	if slices.Contains(stale.Batch.TileIDs, tile) {
 		t.Fatalf("run B claimed %v with a lookup older than the tile's latest failure", stale.Batch.TileIDs)
 	}
