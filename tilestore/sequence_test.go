@@ -26,6 +26,15 @@ func mustStream(t testing.TB, s *tilestore.Store, clientID string) tilestore.Str
 	return st
 }
 
+// sequencedFlight is run-a's store with n tiles of flight seeded, and
+// drone-7's stream.
+func sequencedFlight(t testing.TB, flight string, n int) (*tilestore.Store, tilestore.Stream) {
+	t.Helper()
+	s := newStore(t).ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
+	seedFlight(t, s, flight, n)
+	return s, mustStream(t, s, "drone-7")
+}
+
 func settleAll(t testing.TB, s *tilestore.Store, c tilestore.Claimed) {
 	t.Helper()
 	if err := s.SettleBatch(testCtx(t), tilestore.Settlement{OpID: c.Batch.OpID, Uploaded: c.Batch.TileIDs, HTTPStatus: 200}); err != nil {
@@ -35,9 +44,7 @@ func settleAll(t testing.TB, s *tilestore.Store, c tilestore.Claimed) {
 
 func TestASequencedClaimJournalsTheNextNumberWithItsBatch(t *testing.T) {
 	t.Parallel()
-	s := newStore(t).ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
-	seedFlight(t, s, "SQ", 4)
-	st := mustStream(t, s, "drone-7")
+	s, st := sequencedFlight(t, "SQ", 4)
 	c, err := claimSeq(t, s, "SQ", st.ID, "op-sq-1", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +156,7 @@ func TestTwoRunsClaimingOneStreamAtOnceBindContiguousNumbersEachOnce(t *testing.
 
 func TestASettledBatchCommitsItsNumberAndAFailedOneLeavesItForTheNext(t *testing.T) {
 	t.Parallel()
-	s := newStore(t).ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
-	seedFlight(t, s, "SF", 6)
-	st := mustStream(t, s, "drone-7")
+	s, st := sequencedFlight(t, "SF", 6)
 	c1, err := claimSeq(t, s, "SF", st.ID, "op-f-1", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -175,9 +180,7 @@ func TestASettledBatchCommitsItsNumberAndAFailedOneLeavesItForTheNext(t *testing
 
 func TestRebindFollowsTheProvidersLastCommittedDurably(t *testing.T) {
 	t.Parallel()
-	s := newStore(t).ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
-	seedFlight(t, s, "SR", 4)
-	st := mustStream(t, s, "drone-7")
+	s, st := sequencedFlight(t, "SR", 4)
 	if _, err := s.SyncSequence(testCtx(t), st.ID, 9); err != nil {
 		t.Fatal(err)
 	}
@@ -212,9 +215,7 @@ func b(s *tilestore.Store) *tilestore.Store {
 
 func TestSyncRaisesTheNumberOnlyWhileNoBatchIsOpenAndNeverLowersIt(t *testing.T) {
 	t.Parallel()
-	s := newStore(t).ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
-	seedFlight(t, s, "SS", 4)
-	st := mustStream(t, s, "drone-7")
+	s, st := sequencedFlight(t, "SS", 4)
 	sync := func(n uint64, wantChanged bool, wantLast uint64) {
 		t.Helper()
 		changed, err := s.SyncSequence(testCtx(t), st.ID, n)
