@@ -62,15 +62,9 @@ func (c *cli) run(limit time.Duration, args ...string) runResult {
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("start tilectl: %v", err)
-	}
-	timer := time.AfterFunc(limit, func() { _ = cmd.Process.Kill() })
-	_ = cmd.Wait()
-	timer.Stop()
+	took := testbin.RunFor(c.t, cmd, limit)
 	r := runResult{args: args, exit: cmd.ProcessState.ExitCode(), stdout: stdout.String(),
-		stderr: stderr.String(), took: time.Since(start)}
+		stderr: stderr.String(), took: took}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.maxRSS = ru.Maxrss * 1024 // Linux reports KiB
 	}

@@ -64,14 +64,8 @@ func (s *site) run(limit time.Duration, args ...string) result {
 	var stdout, stderr bytes.Buffer
 	cmd := s.command(args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start tilectl: %v", err)
-	}
-	timer := time.AfterFunc(limit, func() { _ = cmd.Process.Kill() })
-	_ = cmd.Wait()
-	timer.Stop()
-	return result{exit: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
+	took := testbin.RunFor(s.t, cmd, limit)
+	return result{exit: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String(), took: took}
 }
 
 func (s *site) mustRun(args ...string) result {

@@ -176,3 +176,18 @@ func FreeAddr(t TB) string {
 	l.Close()
 	return addr
 }
+
+// RunFor starts cmd, kills it if it is still running after limit, and
+// waits for it; cmd.ProcessState says how it ended. It returns how long
+// the command ran.
+func RunFor(t TB, cmd *exec.Cmd, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", filepath.Base(cmd.Path), err)
+	}
+	timer := time.AfterFunc(limit, func() { _ = cmd.Process.Kill() })
+	_ = cmd.Wait()
+	timer.Stop()
+	return time.Since(start)
+}
