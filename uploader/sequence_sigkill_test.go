@@ -64,16 +64,7 @@ func TestSIGKILLWithClientSequencesStillUploadsExactlyOnceWithContiguousNumbers(
 		t.Fatalf("child exited %d, want killed; stderr:\n%s", exit, stderr)
 	}
 	sealedOp, sealedSeq := openSeq()
-	for i := 1; ; i++ {
-		if i > 10 {
-			t.Fatalf("still pending after 10 clean runs: %v", c.Counts(t, flight))
-		}
-		exit, stderr := run("", "", 0)
-		if exit == 0 {
-			break
-		}
-		t.Logf("clean run %d exited %d: %s", i, exit, stderr)
-	}
+	cleanRunsFinish(t, c, flight, run)
 
 	if got := c.Counts(t, flight)[tilestore.StatusUploaded]; got != n {
 		t.Fatalf("uploaded %d, want %d", got, n)

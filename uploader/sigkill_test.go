@@ -57,6 +57,22 @@ func childCmd(c *providertest.Client, providerURL, flight, dieAfterOpen string, 
 	return cmd
 }
 
+// cleanRunsFinish runs children that nobody kills until one exits 0, and
+// fails the test if ten did not.
+func cleanRunsFinish(t *testing.T, c *providertest.Client, flight string, run func(dieAfterOpen, point string, at int) (int, string)) {
+	t.Helper()
+	for i := 1; ; i++ {
+		if i > 10 {
+			t.Fatalf("still pending after 10 clean runs: %v", c.Counts(t, flight))
+		}
+		exit, stderr := run("", "", 0)
+		if exit == 0 {
+			break
+		}
+		t.Logf("clean run %d exited %d: %s", i, exit, stderr)
+	}
+}
+
 // run runs cmd to its end with k armed to kill it at the at-th hook call
 // of point ("" for none), and returns its exit code (-1 when killed) and
 // its stderr.
@@ -147,16 +163,7 @@ func TestSIGKILLAtAnyPointStillUploadsExactlyOnce(t *testing.T) {
 			t.Fatalf("%s: no open batch left behind by the kill", kc.name)
 		}
 	}
-	for i := 1; ; i++ {
-		if i > 10 {
-			t.Fatalf("still pending after 10 clean runs: %v", c.Counts(t, flight))
-		}
-		exit, stderr := run("", "", 0)
-		if exit == 0 {
-			break
-		}
-		t.Logf("clean run %d exited %d: %s", i, exit, stderr)
-	}
+	cleanRunsFinish(t, c, flight, run)
 	noneUploadedThatProviderLacks()
 	l := allUploadedOnce(t, c, p, flight, n)
 	ops := map[string]provider.LedgerOp{}
