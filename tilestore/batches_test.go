@@ -39,7 +39,7 @@ func countRows(t testing.TB, s *tilestore.Store, q string, args ...any) int {
 // runs do: through ClaimBatch, whose Pick returns b. c says what else the
 // claim asks (LookedUp, say); its FlightID, Limit and Pick are set here.
 func journal(ctx context.Context, s *tilestore.Store, b tilestore.Batch, c tilestore.Claim) error {
-	c.FlightID, c.Limit = b.FlightID, 1000
+	c.FlightID, c.Limit, c.OpID = b.FlightID, 1000, b.OpID
 	c.Pick = func([]tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) { return b, nil }
 	got, err := s.ClaimBatch(ctx, c)
 	if err == nil && got.Batch.OpID != b.OpID {

@@ -34,8 +34,8 @@ func BenchmarkClaimBatch(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for range per {
-				c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "CB", Limit: size, MaxAttempts: 5,
-					Pick: pickAll(fmt.Sprintf("op-%d", seq.Add(1)))})
+				op := fmt.Sprintf("op-%d", seq.Add(1))
+				c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "CB", Limit: size, MaxAttempts: 5, OpID: op, Pick: pickAll(op)})
 				if err != nil {
 					b.Error(err)
 					return

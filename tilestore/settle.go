@@ -100,11 +100,11 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	// it records rejections: CountRejections may write a durable give-up
 	// record from them before its own commit, and a recount after a crash
 	// must find the same rejections, not whatever a later answer says.
-	tx := s.inRelaxedTx
+	opts := settleRelaxedTx
 	if len(st.Rejections) > 0 {
-		tx = s.inTx
+		opts = settleDurableTx
 	}
-	err := tx(ctx, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
 		var state string
 		var members []string
 		var stream *int64
@@ -133,11 +133,7 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 			w.Queue(`UPDATE upload_client_sequences s SET last_committed = greatest(s.last_committed, b.client_seq), updated_at = now()
 				FROM upload_batches b WHERE b.op_id = $1 AND s.id = b.client_stream`, st.OpID)
 		}
-		uploaded := st.Uploaded
-		if uploaded == nil {
-			uploaded = []string{}
-		}
-		w.Queue(settleTilesSQL, uploaded, st.OpID, members)
+		w.Queue(settleTilesSQL, uploadedFlags(members, st.Uploaded), st.OpID, members)
 		if len(rejIDs) > 0 {
 			w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
 			SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
@@ -158,18 +154,33 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	return nil
 }
 
-// settleTilesSQL marks a settled batch's uploaded tiles ($1) uploaded and
-// frees its members ($3) that it still holds ($2), writing each row once
-// (two statements wrote an uploaded tile's row twice per settlement).
+// settleTilesSQL marks a settled batch's members ($3) that were uploaded
+// ($1, true at a member's index) uploaded and frees those it still holds
+// ($2), writing each row once (two statements wrote an uploaded tile's row
+// twice per settlement). The members are found through the primary key
+// (t.tile_id = ANY($3), in a transaction without sequential scans: see
+// settleRelaxedTx).
 const settleTilesSQL = `
 UPDATE tiles t
-   SET voting_status = CASE WHEN u.up AND t.voting_status <> 'uploaded' THEN 'uploaded' ELSE t.voting_status END,
-       uploaded_at = CASE WHEN u.up AND t.voting_status <> 'uploaded' THEN coalesce(t.uploaded_at, now()) ELSE t.uploaded_at END,
+   SET voting_status = CASE WHEN m.up AND t.voting_status <> 'uploaded' THEN 'uploaded' ELSE t.voting_status END,
+       uploaded_at = CASE WHEN m.up AND t.voting_status <> 'uploaded' THEN coalesce(t.uploaded_at, now()) ELSE t.uploaded_at END,
        open_op_id = CASE WHEN t.open_op_id = $2 THEN NULL ELSE t.open_op_id END
-  FROM (SELECT m.id, up.id IS NOT NULL AS up
-          FROM unnest($3::text[]) AS m(id)
-          LEFT JOIN (SELECT DISTINCT unnest($1::text[]) AS id) up ON up.id = m.id) u
- WHERE t.tile_id = u.id AND ((u.up AND t.voting_status <> 'uploaded') OR t.open_op_id = $2)`
+  FROM unnest($3::text[], $1::bool[]) AS m(id, up)
+ WHERE t.tile_id = ANY($3::text[]) AND t.tile_id = m.id
+   AND ((m.up AND t.voting_status <> 'uploaded') OR t.open_op_id = $2)`
+
+// uploadedFlags says, for each member, whether it is in uploaded.
+func uploadedFlags(members, uploaded []string) []bool {
+	up := make(map[string]bool, len(uploaded))
+	for _, id := range uploaded {
+		up[id] = true
+	}
+	flags := make([]bool, len(members))
+	for i, id := range members {
+		flags[i] = up[id]
+	}
+	return flags
+}
 
 // checkMembers refuses a settlement that names a tile outside the batch, or
 // names one tile as both uploaded and rejected.

@@ -173,6 +173,13 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 var (
 	durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
 	relaxedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
+	// A settlement finds its batch's members through the primary key. On
+	// a table of some thousands of tiles the planner, costing pages as if
+	// read from disk, read the whole table instead, once per batch: the
+	// journal's largest cost per tile in BenchmarkUploadPendingVsBaseline.
+	// Settlements (key lookups only) turn sequential scans off.
+	settleRelaxedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL enable_seqscan = off"}
+	settleDurableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on; SET LOCAL enable_seqscan = off"}
 )
 
 // inRelaxedTx is inTx with synchronous_commit off: the commit returns

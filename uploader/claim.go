@@ -34,13 +34,14 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 		firstErr error
 		wg       sync.WaitGroup
 	)
+	var cur claimCursor // shared: each claim starts after the last tile any worker took
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			after := "" // this worker's claim cursor (tilestore.Claim.After)
+			rescan := false // this worker found nothing after the cursor: look once from the first tile
 			for stopCtx.Err() == nil {
-				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &after)
+				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &cur, &rescan)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -63,13 +64,47 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 	return ctx.Err()
 }
 
-// claimAndSend claims one batch after the worker's cursor (after) and
-// sends it. more is false when nothing was left to claim, even from the
-// flight's first tile.
-func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, after *string) (more bool, err error) {
+// claimCursor is the last tile (in tile_id order) the workers of one call
+// have claimed or rejected, shared by them: a claim starts after it instead
+// of after its own worker's last batch, so it does not walk past the
+// batches the other workers claimed meanwhile (each a row visit per tile,
+// the largest part of a claim's cost with 4 workers).
+type claimCursor struct {
+	mu   sync.Mutex
+	last string
+}
+
+func (c *claimCursor) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// advance moves the cursor to id unless a worker has already gone past it.
+// Byte order may differ from the column's collation; a cursor that jumps
+// past free tiles only delays them to the rescan from the first tile that
+// ends every worker, so no tile is left behind.
+func (c *claimCursor) advance(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id > c.last {
+		c.last = id
+	}
+}
+
+// claimAndSend claims one batch after the shared cursor and sends it; when
+// rescan is set (the last claim found nothing after the cursor) it claims
+// from the flight's first tile instead. more is false when nothing was
+// left to claim, even from the first tile.
+func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, rescan *bool) (more bool, err error) {
 	lookedUp, lookedUpAt := t.lookedUpIDs()
-	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
-		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), After: *after, Stream: u.stream.Load(),
+	after := ""
+	if !*rescan {
+		after = cur.get()
+	}
+	opID := operation.NewID()
+	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
+		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), After: after, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
 		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
@@ -77,7 +112,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 			// Checked again under the rows' locks: a tile another worker
 			// rejected after this claim read Exclude, and whose settlement
 			// committed before this claim's SELECT, must not go again.
-			b, rs := pick(flightID, t.unskipped(cands), lim)
+			b, rs := pick(flightID, opID, t.unskipped(cands), lim)
 			t.skip(rs)
 			return b, rs
 		}})
@@ -92,16 +127,17 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 		return false, fmt.Errorf("claim a batch: %w", err)
 	}
 	if c.Candidates == 0 {
-		if *after != "" {
+		if after != "" {
 			// Nothing after the cursor; tiles behind it may be free again
 			// (a failed batch's): look once more from the first tile.
-			*after = ""
+			*rescan = true
 			return true, nil
 		}
 		return false, nil
 	}
+	*rescan = false
 	if c.Last != "" {
-		*after = c.Last
+		cur.advance(c.Last)
 	}
 	t.local(c.Rejections)
 	if c.Batch.OpID == "" {
@@ -159,7 +195,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 // the provider's max_tile_bytes are rejected without being sent, the
 // others join the batch while it fits max_batch_bytes; the rest are left
 // for the next claim.
-func pick(flightID string, cands []tilestore.Tile, lim limits) (tilestore.Batch, []tilestore.Rejection) {
+func pick(flightID, opID string, cands []tilestore.Tile, lim limits) (tilestore.Batch, []tilestore.Rejection) {
 	var rejs []tilestore.Rejection
 	var members []tilestore.Tile
 	var bytes int64 = bodyOverhead
@@ -193,7 +229,7 @@ func pick(flightID string, cands []tilestore.Tile, lim limits) (tilestore.Batch,
 	if len(members) == 0 {
 		return tilestore.Batch{}, rejs
 	}
-	return batchOf(flightID, operation.NewID(), members), rejs
+	return batchOf(flightID, opID, members), rejs
 }
 
 func batchOf(flightID, opID string, tiles []tilestore.Tile) tilestore.Batch {

@@ -294,9 +294,10 @@ func TestABatchADeadRunLeftOpenOnAnotherFlightStopsTheClientIDNamingThatFlight(t
 		t.Fatal(err)
 	}
 	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
-	if _, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "da", Limit: 2, Stream: st.ID,
+	op := operation.NewID()
+	if _, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "da", Limit: 2, Stream: st.ID, OpID: op,
 		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			b := tilestore.Batch{OpID: operation.NewID(), Fingerprint: "fp"}
+			b := tilestore.Batch{OpID: op, Fingerprint: "fp"}
 			for _, tl := range ts {
 				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
 			}
@@ -361,13 +362,14 @@ func TestAnotherBatchsAnswerReplayedForOurNumberIsNeverAppliedToOurTiles(t *test
 		t.Fatal(err)
 	}
 	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
-	claimed, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sr", Limit: 3, Stream: st.ID,
+	op := operation.NewID()
+	claimed, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sr", Limit: 3, Stream: st.ID, OpID: op,
 		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			ids, sums := make([]string, len(ts)), make([]string, len(ts))
 			for i, tl := range ts {
 				ids[i], sums[i] = tl.ID, tl.SHA256
 			}
-			return tilestore.Batch{OpID: operation.NewID(), FlightID: "sr", TileIDs: ids, SHA256s: sums,
+			return tilestore.Batch{OpID: op, FlightID: "sr", TileIDs: ids, SHA256s: sums,
 				Fingerprint: uploader.Fingerprint("sr", ids, sums)}, nil
 		}})
 	if err != nil || claimed.Batch.ClientSeq != 1 {
@@ -433,13 +435,14 @@ func TestAnotherRunsBatchHoldingTheNumberIsWaitedForAndSettledOnceItsLeaseEnds(t
 	// Another run holds number 1 in a batch of two tiles, under a live
 	// lease; it dies without renewing it.
 	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Lease: time.Minute})
-	held, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sw", Limit: 2, Stream: st.ID,
+	op := operation.NewID()
+	held, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sw", Limit: 2, Stream: st.ID, OpID: op,
 		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			ids, sums := make([]string, len(ts)), make([]string, len(ts))
 			for i, tl := range ts {
 				ids[i], sums[i] = tl.ID, tl.SHA256
 			}
-			return tilestore.Batch{OpID: operation.NewID(), FlightID: "sw", TileIDs: ids, SHA256s: sums,
+			return tilestore.Batch{OpID: op, FlightID: "sw", TileIDs: ids, SHA256s: sums,
 				Fingerprint: uploader.Fingerprint("sw", ids, sums)}, nil
 		}})
 	if err != nil {

@@ -1,0 +1,89 @@
+package tilestore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// BenchmarkJournalPerTile is the journal's cost per tile on upload-pending's
+// path, without HTTP: 4 workers claim (lock, mark, journal, durable commit)
+// and settle (members uploaded, batch settled) 256-tile batches until a
+// 10,000-tile flight is used up, as a run against a provider that answers
+// at once would. It reports the wall time and the postgres processes' CPU
+// time per tile: on a 2-core machine shared with the client, the second is
+// what the journal takes from the client's throughput.
+func BenchmarkJournalPerTile(b *testing.B) {
+	s := newStore(b)
+	const tiles, workers, size = 10_000, 4, 256
+	seedFlight(b, s, "JT", tiles)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var best, bestCPU time.Duration
+	for i := range b.N {
+		b.StopTimer()
+		for _, q := range []string{`TRUNCATE upload_rejections, upload_batches CASCADE`,
+			`UPDATE tiles SET voting_status = 'trusted', uploaded_at = NULL, upload_attempts = 0`, `VACUUM ANALYZE tiles`} {
+			if _, err := s.Pool().Exec(ctx, q); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu0 := pgtest.ServerCPU()
+		b.StartTimer()
+		t0 := time.Now()
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		last := "" // the workers' shared claim cursor, as upload-pending's
+		cursor := func(id string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			if id > last {
+				last = id
+			}
+			return last
+		}
+		for w := range workers {
+			st := s.ForRun(tilestore.Run{ID: fmt.Sprintf("bench-%d-%d", i, w), Lease: time.Minute})
+			wg.Go(func() {
+				for k := 0; ; k++ {
+					op := fmt.Sprintf("op-%d-%d-%d", i, w, k)
+					c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "JT", Limit: size, MaxAttempts: 5, OpID: op, Pick: pickAll(op),
+						After: cursor("")})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if c.Candidates == 0 {
+						return // the last claims find nothing after the cursor: the flight is used up
+					}
+					cursor(c.Last)
+					if err := st.SettleBatch(ctx, tilestore.Settlement{OpID: op, Uploaded: c.Batch.TileIDs, HTTPStatus: 200}); err != nil {
+						b.Error(err)
+						return
+					}
+					n.Add(int64(len(c.Tiles)))
+				}
+			})
+		}
+		wg.Wait()
+		d := time.Since(t0)
+		b.StopTimer()
+		cpu := pgtest.ServerCPU() - cpu0
+		if got := n.Load(); got != tiles {
+			b.Fatalf("journaled %d of %d tiles", got, tiles)
+		}
+		if best == 0 || d < best {
+			best, bestCPU = d, cpu
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(best.Microseconds())/tiles, "us/tile")
+	b.ReportMetric(float64(bestCPU.Microseconds())/tiles, "pg-cpu-us/tile")
+}
