@@ -288,8 +288,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		rep.FlightID = id
 	}
 	pendingBytes := bytes
-	var awaiting *int64 // give-ups of the flight after the run
 	if !r.opts.DryRun {
+		var awaiting *int64 // give-ups of the flight after the run; nil when not counted
 		// The run's context may be past its deadline; the count still helps.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
@@ -319,11 +319,10 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			Resends: rep.Resends, ResendsRefused: rep.ResendsRefused, BreakerOpenings: rep.BreakerOpenings})
 		fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
 		fs.HeldByOtherRuns, fs.HeldUntil = held, until
+		fs.GiveUpsAwaitingReview = awaiting
 		return fs, err
 	}
-	fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
-	fs.GiveUpsAwaitingReview = awaiting
-	return fs, err
+	return flightSummary(rep, pendingBytes, err, r.opts.DryRun), err
 }
 
 // rejectedNowGivenUp counts the tiles this run saw rejected that are now

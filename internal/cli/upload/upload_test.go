@@ -92,6 +92,10 @@ func TestGivenUpTileExitsThreeAndWritesMetricsFileAtomically(t *testing.T) {
 	if s := r.status("F1-t002"); s != "upload_giveup" {
 		t.Errorf("poison tile is %s, want upload_giveup", s)
 	}
+	// The flight's given-up tiles after the run, for the operator's review.
+	if fl, _ := m["flights"].([]any); len(fl) != 1 || fl[0].(map[string]any)["give_ups_awaiting_review"] != 1.0 {
+		t.Errorf("flights %v, want F1 with 1 give-up awaiting review", m["flights"])
+	}
 	if over, err := pgtest.RejectionsOverBudget(context.Background(), r.store.Pool(), "F1", 2); err != nil || len(over) > 0 {
 		t.Errorf("tiles rejected by more distinct operations than the budget of 2: %v (%v)", over, err)
 	}
