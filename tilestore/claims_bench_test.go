@@ -35,7 +35,7 @@ func BenchmarkClaimBatch(b *testing.B) {
 			defer wg.Done()
 			for range per {
 				op := fmt.Sprintf("op-%d", seq.Add(1))
-				c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "CB", Limit: size, MaxAttempts: 5, OpID: op, Pick: pickAll(op)})
+				c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "CB", Limit: size, MaxAttempts: 5, Pick: pickAll(op)})
 				if err != nil {
 					b.Error(err)
 					return

@@ -19,6 +19,9 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	run  Run // the owner of the batches it claims (see ForRun)
+	// afterClaimLock, when set (by tests), runs in ClaimBatch between its
+	// lock of the candidates and its check of them.
+	afterClaimLock func()
 }
 
 // NewStore wraps an existing pool. The caller keeps ownership of the pool:

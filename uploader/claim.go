@@ -103,7 +103,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 		after = cur.get()
 	}
 	opID := operation.NewID()
-	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
+	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
 		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), After: after, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.

@@ -1,0 +1,12 @@
+-- 0011: a claim locks its tiles' rows instead of writing them.
+--
+-- A tile is in a batch while the batch is open: its tile_ids say so, and a
+-- claim reads them (a hashed set of the flight's few open batches) instead
+-- of a per-tile column. Two claims cannot take one tile: each locks the
+-- rows it takes (FOR UPDATE SKIP LOCKED) and journals its batch before the
+-- lock is released, and a claim checks the rows it locked against the open
+-- batches again with a snapshot taken after its locks. Writing open_op_id
+-- was a second new row version per tile per upload, with an entry in every
+-- tiles index whenever the page had no room left (see 0004): a third of
+-- the journal's database time per tile.
+ALTER TABLE tiles DROP COLUMN open_op_id;
