@@ -110,8 +110,9 @@ func scanBatch(r pgx.CollectableRow) (Batch, error) {
 }
 
 // FailBatch closes a batch that will never be answered (for example a key
-// the provider no longer holds). Its tiles are free to join a new batch;
-// their statuses do not change. Failing a failed batch is a no-op; failing
+// the provider no longer holds). Its tiles leave it, their statuses
+// unchanged, and wait for a lookup before any claim takes them again (see
+// Claim.LookedUp). Failing a failed batch is a no-op; failing
 // a settled one is ErrBatchNotOpen.
 func (s *Store) FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error {
 	// state = 'open' in the UPDATE (not in a snapshot read before it) makes a
@@ -141,8 +142,8 @@ func (s *Store) FailBatch(ctx context.Context, opID string, httpStatus int, deta
 	return nil
 }
 
-// failOpenBatch fails opID if it is open, which frees its tiles (they are
-// in no open batch then); failed is false when it was not open (or does
+// failOpenBatch fails opID if it is open (its tiles, in no open batch
+// then, wait for a lookup); failed is false when it was not open (or does
 // not exist).
 func failOpenBatch(ctx context.Context, tx pgx.Tx, opID string, httpStatus int, detail string) (failed bool, err error) {
 	tag, err := tx.Exec(ctx, `UPDATE upload_batches

@@ -123,6 +123,10 @@ type Claimed struct {
 	// or Pick rejected: the After of the caller's next claim. "" when
 	// Pick took none.
 	Last string
+	// Left counts the candidates Pick left for a later claim (over the
+	// batch's byte limit). They come right after Last: a claim after Last
+	// finds them, one after a cursor another worker moved further does not.
+	Left int
 }
 
 // claimWhere is what makes a tile of the flight ($1) claimable: uploadable,
@@ -154,22 +158,23 @@ const claimWhere = `t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted
 // the caller's cursor ($8, "" for the first tile). SKIP LOCKED lets
 // concurrent claims take different tiles without waiting. Its snapshot is
 // taken before its locks: a tile another claim journaled and committed
-// after that snapshot looks free to it, which claimTakenSQL then catches.
+// after that snapshot looks free to it, which claimStillSQL then catches.
 const claimLockSQL = `SELECT t.ctid, ` + tileColumnsT + ` FROM tiles t
 	WHERE ` + claimWhere + ` AND t.tile_id > $8
 	ORDER BY t.tile_id LIMIT $2
 	FOR UPDATE OF t SKIP LOCKED`
 
-// claimTakenSQL reads, with a snapshot taken after claimLockSQL's locks,
-// which of the locked tiles ($9, their row IDs: a locked row does not
-// move) are no longer claimable. A tile's batch is journaled in the same
-// transaction that holds its row lock, so a claim that locks a tile after
-// another claim released it sees that claim's batch here: a tile is never
-// in two open batches. ($2 and $8 are not used; they only keep the
-// parameters of claimLockSQL.)
-const claimTakenSQL = `SELECT t.tile_id FROM tiles t
+// claimStillSQL reads, with a snapshot taken after claimLockSQL's locks
+// (READ COMMITTED: see claimTx), which of the locked tiles ($9, their row
+// IDs: a locked row does not move) are still claimable; the claim keeps
+// only those, so a row this check cannot vouch for is left out. A tile's
+// batch is journaled in the same transaction that holds its row lock, so
+// a claim that locks a tile after another claim released it sees that
+// claim's batch here: a tile is never in two open batches. ($2 and $8 are
+// not used; they only keep the parameters of claimLockSQL.)
+const claimStillSQL = `SELECT t.tile_id FROM tiles t
 	WHERE t.ctid = ANY($9::tid[]) AND $2::int IS NOT NULL AND $8::text IS NOT NULL
-	  AND NOT (` + claimWhere + `)`
+	  AND ` + claimWhere
 
 // ClaimBatch claims the flight's next tiles for this Store's run in one
 // transaction: it locks up to c.Limit free candidates (SELECT ... FOR
@@ -177,7 +182,7 @@ const claimTakenSQL = `SELECT t.tile_id FROM tiles t
 // journals the batch with this run as owner and a fresh lease. The tiles'
 // rows are only locked, not written: membership is the batch's tile_ids,
 // and a second statement, with a snapshot taken after the locks, drops the
-// candidates another claim journaled meanwhile (claimTakenSQL). The commit
+// candidates another claim journaled meanwhile (claimStillSQL). The commit
 // waits for the disk: the batch is journaled before its first byte is
 // sent.
 func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
@@ -188,7 +193,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		return Claimed{}, fmt.Errorf("claim a batch of flight %s: limit must be positive and Pick set", c.FlightID)
 	}
 	var out Claimed
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, claimTx, func(tx pgx.Tx) error {
 		out = Claimed{}
 		var seq Stream
 		if c.Stream != 0 {
@@ -235,17 +240,21 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if s.afterClaimLock != nil {
 			s.afterClaimLock()
 		}
-		rows, err = tx.Query(ctx, claimTakenSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, c.After, rowIDs)
+		rows, err = tx.Query(ctx, claimStillSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, c.After, rowIDs)
 		if err != nil {
 			return err
 		}
-		gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		still, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return err
 		}
 		cands := locked
-		if len(gone) > 0 {
-			cands = slices.DeleteFunc(slices.Clone(locked), func(t Tile) bool { return slices.Contains(gone, t.ID) })
+		if len(still) < len(locked) {
+			keep := make(map[string]bool, len(still))
+			for _, id := range still {
+				keep[id] = true
+			}
+			cands = slices.DeleteFunc(slices.Clone(locked), func(t Tile) bool { return !keep[t.ID] })
 		}
 		if len(cands) == 0 {
 			out.Last = locked[len(locked)-1].ID // all claimed by others meanwhile: go on after them
@@ -297,6 +306,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 			}
 		}
 		out.Rejections = rejs
+		out.Left = len(cands) - len(b.TileIDs) - len(rejs)
 		for i := len(cands) - 1; i >= 0 && out.Last == ""; i-- {
 			if taken[cands[i].ID] || slices.Contains(b.TileIDs, cands[i].ID) {
 				out.Last = cands[i].ID

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -381,22 +385,40 @@ func TestTheCandidatesPickLeavesOutAreFreeForTheNextClaim(t *testing.T) {
 // A claim's snapshot is taken before it locks its candidates: a tile
 // another claim journaled and committed in between looks free to it. The
 // claim checks what it locked again once it holds the locks, and leaves
-// such a tile out, so no tile is ever in two open batches.
+// such a tile out, so no tile is ever in two open batches; also where the
+// server's default isolation is REPEATABLE READ, which would give the
+// check the first statement's snapshot.
 func TestAClaimLeavesOutWhatAnotherClaimJournaledAfterItsSnapshot(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	ctx := testCtx(t)
-	ids := seedFlight(t, s, "FT", 3)
-	s.AfterClaimLock(func() {
-		// Another run's claim of the middle tile commits now (as one that
-		// held its lock until then would have).
-		if _, err := s.Pool().Exec(ctx, `INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s)
-			SELECT 'op-other', 'FT', 'fp-other', ARRAY[tile_id], ARRAY[sha256] FROM tiles WHERE tile_id = $1`, ids[1]); err != nil {
-			t.Error(err)
-		}
-	})
-	c := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FT", Limit: 3, Pick: pickAll("op-mine")})
-	if want := []string{ids[0], ids[2]}; !slices.Equal(c.Batch.TileIDs, want) {
-		t.Fatalf("the claim took %v, want %v: %s is in op-other's open batch", c.Batch.TileIDs, want, ids[1])
+	for _, isolation := range []string{"read committed", "repeatable read"} {
+		t.Run(strings.ReplaceAll(isolation, " ", "-"), func(t *testing.T) {
+			t.Parallel()
+			_, url := pgtest.New(t)
+			cfg, err := pgxpool.ParseConfig(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = isolation
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			s := tilestore.NewStore(pool)
+			ctx := testCtx(t)
+			ids := seedFlight(t, s, "FT", 3)
+			s.AfterClaimLock(func() {
+				// Another run's claim of the middle tile commits now (as
+				// one that held its lock until then would have).
+				if _, err := pool.Exec(ctx, `INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s)
+					SELECT 'op-other', 'FT', 'fp-other', ARRAY[tile_id], ARRAY[sha256] FROM tiles WHERE tile_id = $1`, ids[1]); err != nil {
+					t.Error(err)
+				}
+			})
+			c := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FT", Limit: 3, Pick: pickAll("op-mine")})
+			if want := []string{ids[0], ids[2]}; !slices.Equal(c.Batch.TileIDs, want) {
+				t.Fatalf("the claim took %v, want %v: %s is in op-other's open batch", c.Batch.TileIDs, want, ids[1])
+			}
+		})
 	}
 }

@@ -50,6 +50,21 @@ SELECT f.flight_id, f.state, t.voting_status, count(t.tile_id)
 	return out, nil
 }
 
+// GiveUpCount counts the flight's tiles in upload_giveup, through the
+// give-ups' partial index: what a run reports as awaiting review, at the
+// cost of the give-ups, not of the flight (FlightCounts reads every tile).
+func (s *Store) GiveUpCount(ctx context.Context, flightID string) (int64, error) {
+	if err := ValidateFlightID(flightID); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM tiles WHERE flight_id = $1 AND voting_status = 'upload_giveup'`,
+		flightID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the given-up tiles of flight %s: %w", flightID, err)
+	}
+	return n, nil
+}
+
 // GiveUps lists tiles that ran out of upload attempts, newest first (then by
 // tile ID), at most limit of them (limit <= 0: all). flightID "" means every
 // flight.

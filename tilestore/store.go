@@ -175,6 +175,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // trip for both statements), not by a separate SET LOCAL per transaction.
 var (
 	durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
+	// A claim's second statement must see what committed after its first
+	// (claimStillSQL): READ COMMITTED whatever the server's default
+	// isolation (under REPEATABLE READ both would share one snapshot).
+	claimTx   = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = on"}
 	relaxedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 	// A settlement finds its batch's members through the primary key. On
 	// a table of some thousands of tiles the planner, costing pages as if

@@ -39,9 +39,9 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rescan := false // this worker found nothing after the cursor: look once from the first tile
+			own := &ownCursor{}
 			for stopCtx.Err() == nil {
-				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &cur, &rescan)
+				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &cur, own)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -92,16 +92,30 @@ func (c *claimCursor) advance(id string) {
 	}
 }
 
-// claimAndSend claims one batch after the shared cursor and sends it; when
-// rescan is set (the last claim found nothing after the cursor) it claims
-// from the flight's first tile instead. more is false when nothing was
-// left to claim, even from the first tile.
-func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, rescan *bool) (more bool, err error) {
-	lookedUp, lookedUpAt := t.lookedUpIDs()
-	after := ""
-	if !*rescan {
-		after = cur.get()
+// ownCursor is where one worker's next claim starts instead of the shared
+// cursor.
+type ownCursor struct {
+	rescan bool   // the last claim found nothing after the cursor: look once from the first tile
+	resume string // the last claim left candidates over the byte limit right after this tile
+}
+
+// after is where the worker's next claim starts.
+func (o *ownCursor) after(cur *claimCursor) string {
+	switch {
+	case o.rescan:
+		return ""
+	case o.resume != "":
+		return o.resume
 	}
+	return cur.get()
+}
+
+// claimAndSend claims one batch after the shared cursor (or where own says)
+// and sends it. more is false when nothing was left to claim, even from the
+// flight's first tile.
+func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, own *ownCursor) (more bool, err error) {
+	lookedUp, lookedUpAt := t.lookedUpIDs()
+	after := own.after(cur)
 	opID := operation.NewID()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles,
 		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), After: after, Stream: u.stream.Load(),
@@ -127,17 +141,24 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 		return false, fmt.Errorf("claim a batch: %w", err)
 	}
 	if c.Candidates == 0 {
+		if own.resume != "" && !own.rescan {
+			own.resume = "" // its leftovers are gone (another worker took them): back to the shared cursor
+			return true, nil
+		}
 		if after != "" {
 			// Nothing after the cursor; tiles behind it may be free again
 			// (a failed batch's): look once more from the first tile.
-			*rescan = true
+			own.rescan, own.resume = true, ""
 			return true, nil
 		}
 		return false, nil
 	}
-	*rescan = false
+	own.rescan, own.resume = false, ""
 	if c.Last != "" {
 		cur.advance(c.Last)
+		if c.Left > 0 {
+			own.resume = c.Last // its leftovers, before other workers' batches
+		}
 	}
 	t.local(c.Rejections)
 	if c.Batch.OpID == "" {

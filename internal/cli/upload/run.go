@@ -301,8 +301,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		} else {
 			r.log.Warn().Err(gerr).Msg("read the status of this run's rejected tiles")
 		}
-		if fc, ferr := r.store.FlightCounts(cctx, id); ferr == nil && len(fc) == 1 {
-			n := fc[0].ByStatus[tilestore.StatusUploadGiveup]
+		if n, gerr := r.store.GiveUpCount(cctx, id); gerr == nil {
 			awaiting = &n
 		}
 		cancel()
