@@ -99,7 +99,7 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		if err != nil {
 			return agg.fail(u.clock.Now()), fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, err)
 		}
-		agg.r.Pending = pending
+		agg.r.Pending, agg.r.PendingBytes = pending, pendingBytes
 		if pending == 0 {
 			return agg.settle(), nil
 		}

@@ -59,7 +59,7 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 	r.Duplicate += rep.Duplicate
 	r.Rejected += rep.Rejected
 	r.GivenUp += rep.GivenUp
-	r.Pending = rep.Pending
+	r.Pending, r.PendingBytes = rep.Pending, rep.PendingBytes
 	r.Bytes += rep.Bytes
 	r.Batches += rep.Batches
 	r.Resends += rep.Resends

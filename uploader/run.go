@@ -47,11 +47,14 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 				err = fmt.Errorf("make the upload journal durable: %w", serr)
 			}
 		}
-		pending, _, perr := u.store.PendingSummary(pctx, req.FlightID)
+		pending, pendingBytes, perr := u.store.PendingSummary(pctx, req.FlightID)
 		if perr != nil && err == nil {
 			err = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
 		}
 		rep := t.report(u.now(), pending, err)
+		if !req.DryRun {
+			rep.PendingBytes = pendingBytes
+		}
 		if !req.DryRun && rep.Outcome == OutcomeSuccess && pending > 0 {
 			// Nothing was rejected, but tiles this run may send are left:
 			// a batch failed and its tiles await a lookup, or another

@@ -134,15 +134,18 @@ type UploadBatchReport struct {
 	// Rejected counts every rejection the call recorded in the store: the
 	// retry decorator counts rejections after a call only when this is
 	// positive or the call returned an error.
-	Rejected   int   `json:"rejected"`
-	GivenUp    int   `json:"given_up"`
-	Pending    int   `json:"pending"` // still pending after the run
-	Bytes      int64 `json:"bytes"`
-	Batches    int   `json:"batches"`
-	Resends    int   `json:"resends"`  // transport-level resends
-	Replayed   int   `json:"replayed"` // answers with Idempotent-Replayed
-	Timeouts   int   `json:"timeouts"`
-	RetryCount int   `json:"retry_count"` // decorator's in-call retries
+	Rejected int `json:"rejected"`
+	GivenUp  int `json:"given_up"`
+	Pending  int `json:"pending"` // still pending after the run
+	// PendingBytes is the Pending tiles' bytes (a real run's count; 0 in
+	// a dry run, which reports what it would send in Bytes).
+	PendingBytes int64 `json:"pending_bytes"`
+	Bytes        int64 `json:"bytes"`
+	Batches      int   `json:"batches"`
+	Resends      int   `json:"resends"`  // transport-level resends
+	Replayed     int   `json:"replayed"` // answers with Idempotent-Replayed
+	Timeouts     int   `json:"timeouts"`
+	RetryCount   int   `json:"retry_count"` // decorator's in-call retries
 	Traffic
 	NextRetryAt *time.Time      `json:"next_retry_at,omitempty"`
 	Rejections  []PerTileStatus `json:"rejections,omitempty"`

@@ -39,6 +39,13 @@ func TestABadBlobIsNamedLeftPendingWithNoAttemptAndNotRetried(t *testing.T) {
 	if m["rejected"] != 0.0 || m["uploaded"] != 4.0 || m["still_pending"] != 1.0 {
 		t.Errorf("summary %v, want 4 uploaded, none rejected, 1 pending", m)
 	}
+	var size float64
+	if err := r.store.Pool().QueryRow(context.Background(), `SELECT size_bytes FROM tiles WHERE tile_id = $1`, ids[2]).Scan(&size); err != nil {
+		t.Fatal(err)
+	}
+	if m["still_pending_bytes"] != size {
+		t.Errorf("still_pending_bytes %v, want the pending tile's %v", m["still_pending_bytes"], size)
+	}
 	if !strings.Contains(res.stderr, `"level":"warn"`) || !strings.Contains(res.stderr, ids[2]) || !strings.Contains(res.stderr, p) {
 		t.Errorf("no WARN line naming the tile and its cache path:\n%s", res.stderr)
 	}

@@ -292,7 +292,11 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		var awaiting *int64 // give-ups of the flight after the run; nil when not counted
 		// The run's context may be past its deadline; the count still helps.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
+		// The uploader counted what is left as it ended; a run that ended
+		// on an error may not have, and is counted again.
+		if err == nil {
+			pendingBytes = rep.PendingBytes
+		} else if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
 			rep.Pending, pendingBytes = n, b
 		}
 		held, until, herr := r.heldByOthers(cctx, id)
