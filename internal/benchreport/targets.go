@@ -44,6 +44,9 @@ var Targets = []Target{
 	{Issue: "#11", What: "`tiles import` peak RSS, 100,000 vs 10,000 tiles (flat)", Bench: "BenchmarkImportProcess/100k", Metric: "MB-peak", Baseline: "BenchmarkImportProcess/10k", Unit: "MB", AtMost: 1.1},
 	{Issue: "#11", What: "decorator success path (Postgres store)", Bench: "BenchmarkDecoratorSuccessOverheadPostgres", Metric: "ns/op", Scale: 1e-3, Unit: "µs", AtMost: 500},
 	{Issue: "#11", What: "give-up counting per tile, 40,000 vs 10,000 give-ups (256-tile chunks)", Bench: "BenchmarkCountRejectionsChunked", Metric: "us/row-40k", BaselineMetric: "us/row-10k", Unit: "µs/tile", AtMost: 1.25},
+	{Issue: "#11", What: "  same run: postgres CPU per tile during the upload-pending run (the journal's share)", Bench: "BenchmarkUploadPendingVsBaseline/1KiB", Metric: "tilectl-pg-cpu-us/tile", Unit: "µs/tile"},
+	{Issue: "#11", What: "journal alone: claim + settle per tile, 4 workers, 256-tile batches, 10,000 tiles", Bench: "BenchmarkJournalPerTile", Metric: "us/tile", Unit: "µs/tile"},
+	{Issue: "#11", What: "  same run: postgres CPU per tile", Bench: "BenchmarkJournalPerTile", Metric: "pg-cpu-us/tile", Unit: "µs/tile"},
 	{Issue: "#11", What: "upload-pending allocations per tile, 10,000 x ~1 KiB (sink's included)", Bench: "BenchmarkUploadPendingVsBaseline/1KiB", Metric: "tilectl-allocs/tile", BaselineMetric: "baseline-allocs/tile", Unit: "allocs/tile"},
 	// #12 scale-out: processes sharing a flight through one Postgres.
 	{Issue: "#12", What: "1 upload-pending process, provider at 50 ms per batch", Bench: "BenchmarkScaleOut/procs=1", Metric: "tiles/s", Unit: "tiles/s"},
