@@ -65,7 +65,7 @@ func storeInner(st *tilestore.Store, flightID string, reject func(call int, id s
 		call := f.calls - 1
 		rep := uploader.UploadBatchReport{FlightID: flightID, Outcome: uploader.OutcomeSuccess}
 		claimed, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: flightID, Limit: 1000,
-			Pick: pickAll(fmt.Sprintf("op-%s-%d", flightID, call))})
+			OpID: fmt.Sprintf("op-%s-%d", flightID, call), Pick: pickAll(fmt.Sprintf("op-%s-%d", flightID, call))})
 		if err != nil {
 			return rep, err
 		}

@@ -27,7 +27,7 @@ func TestACallThatLeavesSendableTilesPendingIsPartialSoTheDecoratorCallsAgain(t 
 	tiles := c.AddTiles(t, fl, 8, 256, 13)
 	ctx := context.Background()
 	other := c.Store.ForRun(tilestore.Run{ID: "run-other", Lease: time.Hour})
-	claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4, Pick: pickAll("op-run-other")})
+	claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4, OpID: "op-run-other", Pick: pickAll("op-run-other")})
 	if err != nil || len(claimed.Tiles) != 4 {
 		t.Fatalf("the other run's claim: %+v %v", claimed, err)
 	}

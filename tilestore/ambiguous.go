@@ -20,9 +20,8 @@ WITH cand AS (
      WHERE t.flight_id = $1 AND r.reason = ANY($2)
 )
 SELECT ` + tileColumns + ` FROM tiles
- WHERE flight_id = $1 AND voting_status IN ('pending', 'trusted')
+ WHERE flight_id = $1 AND voting_status IN ('pending', 'trusted') AND open_op_id IS NULL
    AND tile_id IN (SELECT tile_id FROM cand)
-   AND tile_id NOT IN (SELECT unnest(tile_ids) FROM upload_batches WHERE flight_id = $1 AND state = 'open')
  ORDER BY tile_id`
 
 // AmbiguousPending returns, in tile_id order, the flight's uploadable tiles

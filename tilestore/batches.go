@@ -142,17 +142,21 @@ func (s *Store) FailBatch(ctx context.Context, opID string, httpStatus int, deta
 	return nil
 }
 
-// failOpenBatch fails opID if it is open (its tiles, in no open batch
-// then, wait for a lookup); failed is false when it was not open (or does
-// not exist).
+// failOpenBatch fails opID if it is open and frees its tiles; failed is
+// false when it was not open (or does not exist).
 func failOpenBatch(ctx context.Context, tx pgx.Tx, opID string, httpStatus int, detail string) (failed bool, err error) {
-	tag, err := tx.Exec(ctx, `UPDATE upload_batches
+	var members []string
+	err = tx.QueryRow(ctx, `UPDATE upload_batches
 		SET state = 'failed', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
-		WHERE op_id = $1 AND state = 'open'`, opID, httpStatus, detail)
+		WHERE op_id = $1 AND state = 'open' RETURNING tile_ids`, opID, httpStatus, detail).Scan(&members)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	return tag.RowsAffected() == 1, nil
+	_, err = tx.Exec(ctx, `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, opID)
+	return err == nil, err
 }
 
 // SyncJournal makes every earlier journal write durable. SettleBatch and

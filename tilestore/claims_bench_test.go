@@ -35,13 +35,16 @@ func BenchmarkClaimBatch(b *testing.B) {
 			defer wg.Done()
 			for range per {
 				op := fmt.Sprintf("op-%d", seq.Add(1))
-				c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "CB", Limit: size, MaxAttempts: 5, Pick: pickAll(op)})
+				c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "CB", Limit: size, MaxAttempts: 5, OpID: op, Pick: pickAll(op)})
 				if err != nil {
 					b.Error(err)
 					return
 				}
 				if c.Candidates == 0 {
 					return // the flight is used up
+				}
+				if c.Batch.OpID == "" {
+					continue // Pick took none of what it locked
 				}
 				if err := st.SettleBatch(ctx, tilestore.Settlement{OpID: c.Batch.OpID, Uploaded: c.Batch.TileIDs, HTTPStatus: 200}); err != nil {
 					b.Error(err)

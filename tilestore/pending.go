@@ -44,9 +44,8 @@ func (s *Store) PendingSummary(ctx context.Context, flightID string) (tiles int,
 	}
 	const q = `SELECT count(*), coalesce(sum(size_bytes), 0)::bigint FROM tiles t
 	WHERE flight_id = $1 AND voting_status IN ('pending', 'trusted')
-	  AND t.tile_id NOT IN (SELECT unnest(b.tile_ids) FROM upload_batches b
-	                  WHERE b.flight_id = $1 AND b.state = 'open'
-	                    AND b.owner_run IS DISTINCT FROM $2 AND b.lease_expires_at > now())`
+	  AND NOT EXISTS (SELECT 1 FROM upload_batches b WHERE b.op_id = t.open_op_id
+	                  AND b.owner_run IS DISTINCT FROM $2 AND b.lease_expires_at > now())`
 	if err := s.pool.QueryRow(ctx, q, flightID, s.run.ID).Scan(&tiles, &bytes); err != nil {
 		return 0, 0, fmt.Errorf("pending summary of flight %s: %w", flightID, err)
 	}

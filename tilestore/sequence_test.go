@@ -14,7 +14,7 @@ import (
 // claimSeq claims up to limit tiles of the flight bound to the stream.
 func claimSeq(t testing.TB, s *tilestore.Store, flight string, stream int64, op string, limit int) (tilestore.Claimed, error) {
 	t.Helper()
-	return s.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: flight, Limit: limit, Stream: stream, Pick: pickAll(op)})
+	return s.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: flight, Limit: limit, Stream: stream, OpID: op, Pick: pickAll(op)})
 }
 
 func mustStream(t testing.TB, s *tilestore.Store, clientID string) tilestore.Stream {
@@ -90,7 +90,7 @@ func TestASecondBatchOfAStreamIsRefusedWhileOneIsOpenWhicheverRunOrFlight(t *tes
 		}
 	}
 	// An unsequenced claim is not held up by the stream.
-	if c, err := b.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "SB", Limit: 2, Pick: pickAll("op-b-plain")}); err != nil || c.Batch.OpID == "" {
+	if c, err := b.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "SB", Limit: 2, OpID: "op-b-plain", Pick: pickAll("op-b-plain")}); err != nil || c.Batch.OpID == "" {
 		t.Fatalf("unsequenced claim: %+v, %v", c, err)
 	}
 }

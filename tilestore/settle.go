@@ -125,16 +125,15 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		if err := checkMembers(st.OpID, members, st.Uploaded, rejIDs); err != nil {
 			return err
 		}
-		// The writes go as one pipelined round trip.
+		// The writes go as one pipelined round trip. Each member's row is
+		// written once: marked uploaded and freed in one statement.
 		w := &pgx.Batch{}
 		if stream != nil {
 			// A 2xx commits a sequenced batch's number (migration 0010).
 			w.Queue(`UPDATE upload_client_sequences s SET last_committed = greatest(s.last_committed, b.client_seq), updated_at = now()
 				FROM upload_batches b WHERE b.op_id = $1 AND s.id = b.client_stream`, st.OpID)
 		}
-		if len(st.Uploaded) > 0 {
-			w.Queue(settleTilesSQL, st.Uploaded)
-		}
+		w.Queue(settleTilesSQL, uploadedFlags(members, st.Uploaded), st.OpID, members)
 		if len(rejIDs) > 0 {
 			w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
 			SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
@@ -155,13 +154,33 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	return nil
 }
 
-// settleTilesSQL marks a settled batch's uploaded tiles ($1, members all)
-// uploaded, each row written once. The other members need no write: a
-// tile is in a batch while the batch is open (its tile_ids), and this
-// settlement closes it. The tiles are found through the primary key, in a
-// transaction without sequential scans (see settleRelaxedTx).
-const settleTilesSQL = `UPDATE tiles t SET voting_status = 'uploaded', uploaded_at = coalesce(t.uploaded_at, now())
-	WHERE t.tile_id = ANY($1::text[]) AND t.voting_status <> 'uploaded'`
+// settleTilesSQL marks a settled batch's members ($3) that were uploaded
+// ($1, true at a member's index) uploaded and frees those it still holds
+// ($2), writing each row once (two statements wrote an uploaded tile's row
+// twice per settlement). The members are found through the primary key
+// (t.tile_id = ANY($3), in a transaction without sequential scans: see
+// settleRelaxedTx).
+const settleTilesSQL = `
+UPDATE tiles t
+   SET voting_status = CASE WHEN m.up AND t.voting_status <> 'uploaded' THEN 'uploaded' ELSE t.voting_status END,
+       uploaded_at = CASE WHEN m.up AND t.voting_status <> 'uploaded' THEN coalesce(t.uploaded_at, now()) ELSE t.uploaded_at END,
+       open_op_id = CASE WHEN t.open_op_id = $2 THEN NULL ELSE t.open_op_id END
+  FROM unnest($3::text[], $1::bool[]) AS m(id, up)
+ WHERE t.tile_id = ANY($3::text[]) AND t.tile_id = m.id
+   AND ((m.up AND t.voting_status <> 'uploaded') OR t.open_op_id = $2)`
+
+// uploadedFlags says, for each member, whether it is in uploaded.
+func uploadedFlags(members, uploaded []string) []bool {
+	up := make(map[string]bool, len(uploaded))
+	for _, id := range uploaded {
+		up[id] = true
+	}
+	flags := make([]bool, len(members))
+	for i, id := range members {
+		flags[i] = up[id]
+	}
+	return flags
+}
 
 // checkMembers refuses a settlement that names a tile outside the batch, or
 // names one tile as both uploaded and rejected.

@@ -19,9 +19,6 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	run  Run // the owner of the batches it claims (see ForRun)
-	// afterClaimLock, when set (by tests), runs in ClaimBatch between its
-	// lock of the candidates and its check of them.
-	afterClaimLock func()
 }
 
 // NewStore wraps an existing pool. The caller keeps ownership of the pool:
@@ -175,9 +172,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // trip for both statements), not by a separate SET LOCAL per transaction.
 var (
 	durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
-	// A claim's second statement must see what committed after its first
-	// (claimStillSQL): READ COMMITTED whatever the server's default
-	// isolation (under REPEATABLE READ both would share one snapshot).
+	// A claim relies on READ COMMITTED's recheck of a row another claim
+	// marked meanwhile (claimSQL): it says so, whatever the server's
+	// default isolation (under which a claim racing another failed with a
+	// serialization error instead of taking other tiles).
 	claimTx   = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = on"}
 	relaxedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 	// A settlement finds its batch's members through the primary key. On

@@ -15,20 +15,12 @@ import (
 const tileColumns = `tile_id, flight_id, z, x, y, content_type, size_bytes, sha256, blob_path,
 	captured_at, voting_status, upload_attempts, uploaded_at, created_at`
 
-// tileColumnsT is tileColumns qualified by the alias t.
-const tileColumnsT = `t.tile_id, t.flight_id, t.z, t.x, t.y, t.content_type, t.size_bytes, t.sha256, t.blob_path,
-	t.captured_at, t.voting_status, t.upload_attempts, t.uploaded_at, t.created_at`
-
-func scanTile(row pgx.Row) (Tile, error) { return scanTileAfter(row) }
-
-// scanTileAfter scans a row of the columns lead points to followed by
-// tileColumns.
-func scanTileAfter(row pgx.Row, lead ...any) (Tile, error) {
+func scanTile(row pgx.Row) (Tile, error) {
 	var t Tile
 	var z int16
 	var status string
-	err := row.Scan(append(lead, &t.ID, &t.FlightID, &z, &t.X, &t.Y, &t.ContentType, &t.SizeBytes, &t.SHA256,
-		&t.BlobPath, &t.CapturedAt, &status, &t.UploadAttempts, &t.UploadedAt, &t.CreatedAt)...)
+	err := row.Scan(&t.ID, &t.FlightID, &z, &t.X, &t.Y, &t.ContentType, &t.SizeBytes, &t.SHA256,
+		&t.BlobPath, &t.CapturedAt, &status, &t.UploadAttempts, &t.UploadedAt, &t.CreatedAt)
 	t.Z = int(z)
 	t.VotingStatus = VotingStatus(status)
 	return t, err

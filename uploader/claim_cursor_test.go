@@ -24,7 +24,7 @@ func TestTilesFreedBehindAWorkersClaimCursorAreSentInTheSameCall(t *testing.T) {
 	tiles := c.AddTiles(t, fl, 8, 256, 17)
 	ctx := testCtx(t)
 	other := c.Store.ForRun(tilestore.Run{ID: "run-other", Lease: time.Hour})
-	claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4,
+	claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4, OpID: "op-run-other",
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			b := tilestore.Batch{OpID: "op-run-other", Fingerprint: "fp-run-other"}
 			for _, tl := range cands {

@@ -83,7 +83,7 @@ func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
 	tiles := c.AddTiles(t, "fa", 8, 256, 7) // two batches of 4
 	ctx := testCtx(t)
 	a := c.Store.ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
-	ca, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "fa", Limit: 4,
+	ca, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "fa", Limit: 4, OpID: "op-run-a",
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			b := tilestore.Batch{OpID: "op-run-a", Fingerprint: "fp-run-a"}
 			for _, tl := range cands {

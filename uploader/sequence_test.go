@@ -295,7 +295,7 @@ func TestABatchADeadRunLeftOpenOnAnotherFlightStopsTheClientIDNamingThatFlight(t
 	}
 	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
 	op := operation.NewID()
-	if _, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "da", Limit: 2, Stream: st.ID,
+	if _, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "da", Limit: 2, Stream: st.ID, OpID: op,
 		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			b := tilestore.Batch{OpID: op, Fingerprint: "fp"}
 			for _, tl := range ts {
@@ -363,7 +363,7 @@ func TestAnotherBatchsAnswerReplayedForOurNumberIsNeverAppliedToOurTiles(t *test
 	}
 	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
 	op := operation.NewID()
-	claimed, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sr", Limit: 3, Stream: st.ID,
+	claimed, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sr", Limit: 3, Stream: st.ID, OpID: op,
 		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			ids, sums := make([]string, len(ts)), make([]string, len(ts))
 			for i, tl := range ts {
@@ -436,7 +436,7 @@ func TestAnotherRunsBatchHoldingTheNumberIsWaitedForAndSettledOnceItsLeaseEnds(t
 	// lease; it dies without renewing it.
 	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Lease: time.Minute})
 	op := operation.NewID()
-	held, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sw", Limit: 2, Stream: st.ID,
+	held, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sw", Limit: 2, Stream: st.ID, OpID: op,
 		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			ids, sums := make([]string, len(ts)), make([]string, len(ts))
 			for i, tl := range ts {

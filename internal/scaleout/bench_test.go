@@ -26,7 +26,7 @@ func BenchmarkScaleOut(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				if _, err := r.store.Pool().Exec(context.Background(), `WITH d AS (DELETE FROM upload_batches)
-					UPDATE tiles SET voting_status = 'pending', uploaded_at = NULL`); err != nil {
+					UPDATE tiles SET voting_status = 'pending', uploaded_at = NULL, open_op_id = NULL`); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

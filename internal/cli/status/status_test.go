@@ -145,7 +145,7 @@ func TestStatusShowsWhichRunsHoldOpenBatchesAndWhenTheirLeasesEnd(t *testing.T) 
 	ctx := context.Background()
 	claim := func(s *tilestore.Store, op string) {
 		t.Helper()
-		_, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "f1", Limit: 1,
+		_, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "f1", Limit: 1, OpID: op,
 			Pick: func(c []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 				return tilestore.Batch{OpID: op, Fingerprint: "fp", TileIDs: []string{c[0].ID}, SHA256s: []string{c[0].SHA256}}, nil
 			}})

@@ -146,7 +146,7 @@ func TestASecondRunSharesTheFlightAndSaysWhenTheOtherRunsLeaseEnds(t *testing.T)
 	ids := r.seed("F1", tilestore.FlightOnGround, 6)
 	// Another, live run (another machine) has claimed the first two tiles.
 	other := r.store.ForRun(tilestore.Run{ID: "run-on-hangar-7", Host: "hangar-7", PID: 4242, Lease: time.Hour})
-	claimed, err := other.ClaimBatch(context.Background(), tilestore.Claim{FlightID: "F1", Limit: 2,
+	claimed, err := other.ClaimBatch(context.Background(), tilestore.Claim{FlightID: "F1", Limit: 2, OpID: "op-of-the-other-run",
 		Pick: func(c []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			return tilestore.Batch{OpID: "op-of-the-other-run", Fingerprint: "fp",
 				TileIDs: []string{c[0].ID, c[1].ID}, SHA256s: []string{c[0].SHA256, c[1].SHA256}}, nil
