@@ -81,6 +81,27 @@ func newHostileSequencer(t *testing.T, batch func(w http.ResponseWriter, b fakeB
 	return h, hs.URL
 }
 
+// runHostile uploads a new flight of tiles 256-byte tiles (blobs from seed)
+// as client drone-7 against the hostile sequencer h at url, in 2-tile
+// batches, with edit's further options; h cancels the run if it runs away.
+func runHostile(t *testing.T, h *hostileSequencer, url, flight string, tiles int, seed int64,
+	edit func(*uploader.HTTPOptions)) (*providertest.Client, uploader.UploadBatchReport, error) {
+	t.Helper()
+	c := providertest.NewClient(t, flight)
+	c.AddTiles(t, flight, tiles, 256, seed)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	h.cancel = cancel
+	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+		o.ClientID = "drone-7"
+		if edit != nil {
+			edit(o)
+		}
+	})
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: flight, BatchSize: 2})
+	return c, rep, err
+}
+
 func (h *hostileSequencer) sent() []uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -108,12 +129,7 @@ func TestAProviderAnsweringAlreadyCommittedToEveryNewNumberEndsTheRunInsteadOfSe
 		defer mu.Unlock()
 		writeState(w, client, last)
 	})
-	c := providertest.NewClient(t, "ha")
-	c.AddTiles(t, "ha", 4, 256, 21)
-	ctx, cancel := context.WithCancel(testCtx(t))
-	h.cancel = cancel
-	u, _ := newUploader(t, url, c, withClientID("drone-7"))
-	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "ha", BatchSize: 2})
+	c, rep, err := runHostile(t, h, url, "ha", 4, 21, nil)
 	sent := h.sent()
 	if len(sent) >= h.runaway {
 		t.Fatalf("the run sent %d batches (numbers %v) and was still going when the test stopped it", len(sent), sent)
@@ -142,10 +158,7 @@ func TestAClientStateWithNoNumberAfterItEndsTheRunBeforeJournalingABatch(t *test
 			h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) {
 				answerAll(w, b, "accepted")
 			}, func(w http.ResponseWriter, client string) { writeState(w, client, last) })
-			c := providertest.NewClient(t, "hn")
-			c.AddTiles(t, "hn", 2, 256, 22)
-			u, _ := newUploader(t, url, c, withClientID("drone-7"))
-			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hn"})
+			c, _, err := runHostile(t, h, url, "hn", 2, 22, nil)
 			want := "client drone-7"
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), strconv.FormatUint(last, 10)) ||
 				!strings.Contains(err.Error(), "another client ID") {
@@ -176,11 +189,8 @@ func TestAClientStateEchoingTheTokenNeverPutsItInTheRunsError(t *testing.T) {
 	for name, state := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) { answerAll(w, b, "accepted") }, state)
-			c := providertest.NewClient(t, "ht")
-			c.AddTiles(t, "ht", 2, 256, 23)
-			u, _ := newUploader(t, url, c, withClientID("drone-7"))
-			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ht"})
+			h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) { answerAll(w, b, "accepted") }, state)
+			_, _, err := runHostile(t, h, url, "ht", 2, 23, nil)
 			if err == nil || !strings.Contains(err.Error(), "drone-7") {
 				t.Fatalf("run: %v; want an error about client drone-7's state", err)
 			}
@@ -198,12 +208,7 @@ func TestAProviderAnsweringSequenceGapForeverLeavesTheBatchOpenAfterThreeRebinds
 		operation.WriteError(w, http.StatusConflict, operation.CodeSequenceGap, "gap", nil,
 			map[string]uint64{"last_committed_sequence": 4})
 	}, func(w http.ResponseWriter, client string) { writeState(w, client, 4) })
-	c := providertest.NewClient(t, "hg")
-	c.AddTiles(t, "hg", 4, 256, 24)
-	ctx, cancel := context.WithCancel(testCtx(t))
-	h.cancel = cancel
-	u, _ := newUploader(t, url, c, withClientID("drone-7"))
-	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "hg", BatchSize: 2})
+	c, _, err := runHostile(t, h, url, "hg", 4, 24, nil)
 	if s := h.sent(); len(s) != 4 || s[0] != 5 || s[3] != 5 {
 		t.Errorf("numbers sent %v, want 5 four times (the first send and three rebinds)", s)
 	}
@@ -243,19 +248,15 @@ func TestAnotherOperationsAnswerNamingTheTokenNeverPutsItInTheLogOrTheJournal(t 
 	t.Parallel()
 	// Every batch is answered 200 for an "operation" whose ID quotes the
 	// token: another batch's answer, as far as the client can tell.
-	_, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) {
+	h, url := newHostileSequencer(t, func(w http.ResponseWriter, b fakeBatch, _ uint64) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Idempotent-Replayed", "true")
 		_ = json.NewEncoder(w).Encode(map[string]any{"op_id": "Bearer " + providertest.Token, "results": []any{}})
 	}, func(w http.ResponseWriter, client string) { writeState(w, client, 0) })
-	c := providertest.NewClient(t, "hl")
-	c.AddTiles(t, "hl", 2, 256, 25)
 	var logs lockedBuffer
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
-		o.ClientID = "drone-7"
+	c, _, err := runHostile(t, h, url, "hl", 2, 25, func(o *uploader.HTTPOptions) {
 		o.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
 	})
-	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hl", BatchSize: 2})
 	var pe *uploader.ProviderError
 	if !errors.As(err, &pe) || pe.Status != 200 || pe.Code != "" {
 		t.Fatalf("run: %v; want the run to end after three numbers called committed, naming the 200 and no error code", err)
@@ -293,10 +294,7 @@ func TestAClientStateThatIsNotANumberEndsTheRunSayingWhatWasWrong(t *testing.T) 
 					w.Header().Set("Content-Type", "application/json")
 					_, _ = w.Write([]byte(tc.body))
 				})
-			c := providertest.NewClient(t, "hs")
-			c.AddTiles(t, "hs", 2, 256, 26)
-			u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) { o.ClientID, o.MaxResends = "drone-7", 1 })
-			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "hs"})
+			_, _, err := runHostile(t, h, url, "hs", 2, 26, func(o *uploader.HTTPOptions) { o.MaxResends = 1 })
 			if err == nil || !strings.Contains(err.Error(), "client drone-7") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run: %v; want an error about client drone-7's state saying %q", err, tc.want)
 			}
@@ -347,12 +345,7 @@ func TestBatchesWhoseAnswersAreLostPastTheProvidersCacheAreAllSettledByLookup(t 
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"tile_id": id, "sha256": providertest.SHA256(data), "size": len(data)})
 	}
-	c := providertest.NewClient(t, "hd")
-	c.AddTiles(t, "hd", 8, 256, 27)
-	ctx, cancel := context.WithCancel(testCtx(t))
-	h.cancel = cancel
-	u, _ := newUploader(t, url, c, withClientID("drone-7"))
-	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "hd", BatchSize: 2})
+	c, rep, err := runHostile(t, h, url, "hd", 8, 27, nil)
 	if err != nil || rep.Pending != 0 || rep.Uploaded() != 8 {
 		t.Fatalf("run: %+v, %v; want all 8 settled by lookup", rep, err)
 	}
