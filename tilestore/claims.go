@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -166,20 +165,11 @@ const claimSQL = `SELECT t.ctid FROM tiles t
 // claimMarkSQL locks claimSQL's candidates and marks them as members of
 // the batch being formed ($9) in the same statement: one pass over the
 // rows, instead of a lock and then an update that finds each row again
-// through the primary key (which was a third of the journal's cost per
-// tile). The candidates Pick leaves out are unmarked before the commit.
-var claimMarkSQL = `WITH c AS (` + claimSQL + `),
-	marked AS (UPDATE tiles t SET open_op_id = $9 WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM c)) RETURNING ` + qualified("t", tileColumns) + `)
+// through the primary key. The candidates Pick leaves out are unmarked
+// before the commit.
+const claimMarkSQL = `WITH c AS (` + claimSQL + `),
+	marked AS (UPDATE tiles t SET open_op_id = $9 WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM c)) RETURNING ` + tileColumns + `)
 	SELECT ` + tileColumns + ` FROM marked ORDER BY tile_id`
-
-// qualified prefixes each of a comma-separated column list with alias.
-func qualified(alias, cols string) string {
-	fs := strings.Split(cols, ",")
-	for i, f := range fs {
-		fs[i] = alias + "." + strings.TrimSpace(f)
-	}
-	return strings.Join(fs, ", ")
-}
 
 // unpicked lists the candidates that are not members.
 func unpicked(cands []Tile, members []string) []string {

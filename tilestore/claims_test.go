@@ -404,6 +404,11 @@ func TestTheCandidatesPickLeavesOutAreFreeForTheNextClaim(t *testing.T) {
 	if !slices.Equal(first.Batch.TileIDs, ids[:2]) || first.Candidates != 5 {
 		t.Fatalf("first claim: batch %v of %d candidates, want %v of 5", first.Batch.TileIDs, first.Candidates, ids[:2])
 	}
+	// The next claim after it starts at Last (the rejected tile) and finds
+	// the Left two right there.
+	if first.Last != ids[2] || first.Left != 2 {
+		t.Fatalf("first claim: Last %q, Left %d; want %s (the last tile taken or rejected) and 2", first.Last, first.Left, ids[2])
+	}
 	next := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FP", Limit: 5, OpID: "op-2", Pick: pickAll("op-2")})
 	if !slices.Equal(next.Batch.TileIDs, ids[2:]) {
 		t.Fatalf("the next claim took %v, want the three the first left out %v", next.Batch.TileIDs, ids[2:])
@@ -421,8 +426,9 @@ func TestAClaimWhosePickUsesAnotherKeyJournalsNothing(t *testing.T) {
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "FK", 3)
-	if _, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FK", Limit: 3, OpID: "op-claim", Pick: pickAll("op-other")}); err == nil {
-		t.Fatal("a claim whose Pick formed op-other under the key op-claim succeeded")
+	if _, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FK", Limit: 3, OpID: "op-claim", Pick: pickAll("op-other")}); err == nil ||
+		!strings.Contains(err.Error(), "the claim marked its tiles for op-claim") {
+		t.Fatalf("claim whose Pick formed op-other under the key op-claim: %v; want the mismatch refused", err)
 	}
 	again := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FK", Limit: 3, OpID: "op-1", Pick: pickAll("op-1")})
 	if !slices.Equal(again.Batch.TileIDs, ids) {

@@ -26,15 +26,16 @@ func BenchmarkJournalPerTile(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var best, bestCPU time.Duration
+	cpuOK := true
 	for i := range b.N {
 		b.StopTimer()
 		for _, q := range []string{`TRUNCATE upload_rejections, upload_batches CASCADE`,
-			`UPDATE tiles SET voting_status = 'trusted', uploaded_at = NULL, upload_attempts = 0`, `VACUUM ANALYZE tiles`} {
+			`UPDATE tiles SET voting_status = 'trusted', uploaded_at = NULL, upload_attempts = 0, open_op_id = NULL`, `VACUUM ANALYZE tiles`} {
 			if _, err := s.Pool().Exec(ctx, q); err != nil {
 				b.Fatal(err)
 			}
 		}
-		cpu0 := pgtest.ServerCPU()
+		cpu0, ok0 := pgtest.ServerCPU()
 		b.StartTimer()
 		t0 := time.Now()
 		var n atomic.Int64
@@ -75,7 +76,9 @@ func BenchmarkJournalPerTile(b *testing.B) {
 		wg.Wait()
 		d := time.Since(t0)
 		b.StopTimer()
-		cpu := pgtest.ServerCPU() - cpu0
+		cpu1, ok1 := pgtest.ServerCPU()
+		cpu := cpu1 - cpu0
+		cpuOK = cpuOK && ok0 && ok1
 		if got := n.Load(); got != tiles {
 			b.Fatalf("journaled %d of %d tiles", got, tiles)
 		}
@@ -85,5 +88,7 @@ func BenchmarkJournalPerTile(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(best.Microseconds())/tiles, "us/tile")
-	b.ReportMetric(float64(bestCPU.Microseconds())/tiles, "pg-cpu-us/tile")
+	if cpuOK { // else the server is not on this machine: no number rather than 0
+		b.ReportMetric(float64(bestCPU.Microseconds())/tiles, "pg-cpu-us/tile")
+	}
 }

@@ -13,8 +13,9 @@ import (
 // decorator does: n tiles with one uncounted rejection each, a budget of
 // 1, counted in chunks of 256 tiles (a 256 KiB flight data recorder's
 // chunk), each chunk one transaction resuming after the last. It counts
-// 10,000 and 40,000 give-ups alternately (each in a fresh table, the best
-// of two rounds each), and reports the cost per counted tile of each:
+// 10,000 and 40,000 give-ups alternately (the flight's tiles replaced and
+// vacuumed before each, twice per iteration, the best of all rounds), and
+// reports the cost per counted tile of each:
 // linear counting keeps it the same at 40,000 as at 10,000 (benchreport
 // prints the ratio).
 func BenchmarkCountRejectionsChunked(b *testing.B) {

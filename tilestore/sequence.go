@@ -195,6 +195,12 @@ func (s *Store) FailCommittedBatch(ctx context.Context, opID string, httpStatus 
 	return nil
 }
 
+// advanceStreamSQL makes an open sequenced batch's ($1) number its
+// stream's last committed (never lowering it).
+const advanceStreamSQL = `UPDATE upload_client_sequences s
+	SET last_committed = greatest(s.last_committed, b.client_seq), updated_at = now()
+	FROM upload_batches b WHERE b.op_id = $1 AND b.state = 'open' AND s.id = b.client_stream`
+
 // advanceStream counts an open batch's number as committed. SettleBatch
 // does the same in its pipelined writes, after locking the batch row (so an
 // unsequenced settlement pays no extra round trip). A claim holding a
@@ -205,9 +211,7 @@ func (s *Store) FailCommittedBatch(ctx context.Context, opID string, httpStatus 
 // the owner to keep working after losing its lease; Postgres would then
 // fail one of the two transactions.
 func advanceStream(ctx context.Context, tx pgx.Tx, opID string) error {
-	_, err := tx.Exec(ctx, `UPDATE upload_client_sequences s
-		SET last_committed = greatest(s.last_committed, b.client_seq), updated_at = now()
-		FROM upload_batches b WHERE b.op_id = $1 AND b.state = 'open' AND s.id = b.client_stream`, opID)
+	_, err := tx.Exec(ctx, advanceStreamSQL, opID)
 	if err != nil {
 		return fmt.Errorf("commit its client sequence: %w", err)
 	}

@@ -79,7 +79,7 @@ func (st Settlement) Validate() error {
 // outside the batch changes nothing and returns a *NonMemberError; one for
 // a failed batch returns ErrBatchNotOpen; an unknown batch ErrBatchNotFound.
 // Without rejections its commit does not wait for the disk (see
-// inRelaxedTx): a settlement lost in a crash leaves the batch open, to be
+// settleRelaxedTx): a settlement lost in a crash leaves the batch open, to be
 // settled again; SyncJournal makes it durable at the end of a run.
 func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	if st.OpID == "" {
@@ -130,8 +130,7 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		w := &pgx.Batch{}
 		if stream != nil {
 			// A 2xx commits a sequenced batch's number (migration 0010).
-			w.Queue(`UPDATE upload_client_sequences s SET last_committed = greatest(s.last_committed, b.client_seq), updated_at = now()
-				FROM upload_batches b WHERE b.op_id = $1 AND s.id = b.client_stream`, st.OpID)
+			w.Queue(advanceStreamSQL, st.OpID) // before the batch below stops being open
 		}
 		w.Queue(settleTilesSQL, uploadedFlags(members, st.Uploaded), st.OpID, members)
 		if len(rejIDs) > 0 {

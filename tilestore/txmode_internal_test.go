@@ -11,30 +11,48 @@ import (
 
 // The journal's safety argument rests on which commits wait for the disk:
 // durable transactions must have synchronous_commit on whatever the
-// server's default, relaxed ones off, and neither may leak to the next
-// transaction on the same pooled connection.
+// server's default, relaxed ones off, and no setting may leak to the next
+// transaction on the same pooled connection. A claim runs READ COMMITTED
+// whatever the default; a settlement turns sequential scans off.
 func TestTransactionsRunWithTheirCommitMode(t *testing.T) {
 	pool, _ := pgtest.New(t)
 	s := NewStore(pool)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{dbName(t, s)}.Sanitize()+` SET synchronous_commit = off`); err != nil {
-		t.Fatal(err)
-	}
-	pool.Reset() // new sessions pick up the database default: off
-	mode := func(run func(context.Context, func(pgx.Tx) error) error) string {
-		t.Helper()
-		var got string
-		if err := run(ctx, func(tx pgx.Tx) error { return tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&got) }); err != nil {
+	db := pgx.Identifier{dbName(t, s)}.Sanitize()
+	for _, q := range []string{`ALTER DATABASE ` + db + ` SET synchronous_commit = off`,
+		`ALTER DATABASE ` + db + ` SET default_transaction_isolation = 'repeatable read'`} {
+		if _, err := pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
-		return got
 	}
-	for i := 0; i < 3; i++ { // alternate, on whatever connections the pool hands out
-		if got := mode(s.inTx); got != "on" {
-			t.Fatalf("inTx ran with synchronous_commit=%s, want on", got)
+	pool.Reset() // new sessions pick up the database defaults
+	settings := func(opts pgx.TxOptions) (commit, isolation, seqscan string) {
+		t.Helper()
+		if err := pgx.BeginTxFunc(ctx, pool, opts, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('transaction_isolation'),
+				current_setting('enable_seqscan')`).Scan(&commit, &isolation, &seqscan)
+		}); err != nil {
+			t.Fatal(err)
 		}
-		if got := mode(s.inRelaxedTx); got != "off" {
-			t.Fatalf("inRelaxedTx ran with synchronous_commit=%s, want off", got)
+		return commit, isolation, seqscan
+	}
+	cases := []struct {
+		name                       string
+		opts                       pgx.TxOptions
+		commit, isolation, seqscan string
+	}{
+		{"durableTx (inTx)", durableTx, "on", "repeatable read", "on"},
+		{"claimTx", claimTx, "on", "read committed", "on"},
+		{"settleRelaxedTx", settleRelaxedTx, "off", "repeatable read", "off"},
+		{"settleDurableTx", settleDurableTx, "on", "repeatable read", "off"},
+	}
+	for range 3 { // alternate, on whatever connections the pool hands out
+		for _, c := range cases {
+			commit, isolation, seqscan := settings(c.opts)
+			if commit != c.commit || isolation != c.isolation || seqscan != c.seqscan {
+				t.Fatalf("%s ran with synchronous_commit=%s, isolation %s, enable_seqscan=%s; want %s, %s, %s",
+					c.name, commit, isolation, seqscan, c.commit, c.isolation, c.seqscan)
+			}
 		}
 	}
 }
