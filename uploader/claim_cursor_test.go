@@ -25,13 +25,7 @@ func TestTilesFreedBehindAWorkersClaimCursorAreSentInTheSameCall(t *testing.T) {
 	ctx := testCtx(t)
 	other := c.Store.ForRun(tilestore.Run{ID: "run-other", Lease: time.Hour})
 	claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4, OpID: "op-run-other",
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			b := tilestore.Batch{OpID: "op-run-other", Fingerprint: "fp-run-other"}
-			for _, tl := range cands {
-				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
-			}
-			return b, nil
-		}})
+		Pick: pickAll("op-run-other", "fp-run-other")})
 	if err != nil || len(claimed.Tiles) != 4 || claimed.Tiles[0].ID != tiles[0].ID {
 		t.Fatalf("the other run's claim: %+v %v; want the first 4 tiles", claimed, err)
 	}

@@ -29,7 +29,7 @@ func TestExpiredKeyOfAnEarlierRunsOpenBatchDoesNotEndTheRun(t *testing.T) {
 		case b.Key == oldKey:
 			operation.WriteError(w, http.StatusUnprocessableEntity, operation.CodeIdempotencyExpired, "key expired", nil, nil)
 		default:
-			acceptAll(w, b)
+			answerAll(w, b, "accepted")
 		}
 	})
 	c := providertest.NewClient(t, "fx")

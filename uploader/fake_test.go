@@ -45,16 +45,6 @@ func newFake(t testing.TB, answer func(http.ResponseWriter, *http.Request, fakeB
 	return f, hs
 }
 
-// acceptAll answers b with 200, every tile accepted.
-func acceptAll(w http.ResponseWriter, b fakeBatch) {
-	res := make([]map[string]string, len(b.TileIDs))
-	for i, id := range b.TileIDs {
-		res[i] = map[string]string{"tile_id": id, "status": "accepted"}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"op_id": b.Key, "results": res})
-}
-
 func (f *fakeProvider) batch(w http.ResponseWriter, r *http.Request) {
 	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {

@@ -82,3 +82,25 @@ func storedOnce(t *testing.T, p *providertest.Provider, n int) provider.Ledger {
 	}
 	return l
 }
+
+// pickAll is a tilestore.Claim.Pick that puts every candidate in one batch
+// under op with fingerprint fp.
+func pickAll(op, fp string) func([]tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+	return func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+		b := tilestore.Batch{OpID: op, Fingerprint: fp}
+		for _, tl := range cands {
+			b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
+		}
+		return b, nil
+	}
+}
+
+// pickAsUploader is pickAll with the flight and the fingerprint the
+// uploader itself gives a batch, for a batch a run resends as its own.
+func pickAsUploader(op, flight string) func([]tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+	return func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+		b, _ := pickAll(op, "")(cands)
+		b.FlightID, b.Fingerprint = flight, uploader.Fingerprint(flight, b.TileIDs, b.SHA256s)
+		return b, nil
+	}
+}

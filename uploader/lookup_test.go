@@ -84,13 +84,7 @@ func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
 	ctx := testCtx(t)
 	a := c.Store.ForRun(tilestore.Run{ID: "run-a", Lease: time.Minute})
 	ca, err := a.ClaimBatch(ctx, tilestore.Claim{FlightID: "fa", Limit: 4, OpID: "op-run-a",
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			b := tilestore.Batch{OpID: "op-run-a", Fingerprint: "fp-run-a"}
-			for _, tl := range cands {
-				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
-			}
-			return b, nil
-		}})
+		Pick: pickAll("op-run-a", "fp-run-a")})
 	if err != nil || len(ca.Tiles) != 4 {
 		t.Fatalf("run A's claim: %+v %v", ca, err)
 	}

@@ -296,13 +296,7 @@ func TestABatchADeadRunLeftOpenOnAnotherFlightStopsTheClientIDNamingThatFlight(t
 	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
 	op := operation.NewID()
 	if _, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "da", Limit: 2, Stream: st.ID, OpID: op,
-		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			b := tilestore.Batch{OpID: op, Fingerprint: "fp"}
-			for _, tl := range ts {
-				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
-			}
-			return b, nil
-		}}); err != nil {
+		Pick: pickAll(op, "fp")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := dead.ReleaseLeases(testCtx(t)); err != nil {
@@ -364,14 +358,7 @@ func TestAnotherBatchsAnswerReplayedForOurNumberIsNeverAppliedToOurTiles(t *test
 	dead := c.Store.ForRun(tilestore.Run{ID: "dead-run", Lease: time.Minute})
 	op := operation.NewID()
 	claimed, err := dead.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sr", Limit: 3, Stream: st.ID, OpID: op,
-		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			ids, sums := make([]string, len(ts)), make([]string, len(ts))
-			for i, tl := range ts {
-				ids[i], sums[i] = tl.ID, tl.SHA256
-			}
-			return tilestore.Batch{OpID: op, FlightID: "sr", TileIDs: ids, SHA256s: sums,
-				Fingerprint: uploader.Fingerprint("sr", ids, sums)}, nil
-		}})
+		Pick: pickAsUploader(op, "sr")})
 	if err != nil || claimed.Batch.ClientSeq != 1 {
 		t.Fatalf("journal our batch: %+v, %v", claimed.Batch, err)
 	}
@@ -437,14 +424,7 @@ func TestAnotherRunsBatchHoldingTheNumberIsWaitedForAndSettledOnceItsLeaseEnds(t
 	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Lease: time.Minute})
 	op := operation.NewID()
 	held, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "sw", Limit: 2, Stream: st.ID, OpID: op,
-		Pick: func(ts []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			ids, sums := make([]string, len(ts)), make([]string, len(ts))
-			for i, tl := range ts {
-				ids[i], sums[i] = tl.ID, tl.SHA256
-			}
-			return tilestore.Batch{OpID: op, FlightID: "sw", TileIDs: ids, SHA256s: sums,
-				Fingerprint: uploader.Fingerprint("sw", ids, sums)}, nil
-		}})
+		Pick: pickAsUploader(op, "sw")})
 	if err != nil {
 		t.Fatal(err)
 	}

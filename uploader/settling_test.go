@@ -41,7 +41,7 @@ func TestRunTellsItsProgressHowManyOpenBatchesItSettles(t *testing.T) {
 			operation.WriteError(w, http.StatusUnauthorized, operation.CodeUnauthenticated, "token revoked", nil, nil)
 			return
 		}
-		acceptAll(w, b)
+		answerAll(w, b, "accepted")
 	})
 	c := providertest.NewClient(t, "fs")
 	c.AddTiles(t, "fs", 4, 256, 4)
