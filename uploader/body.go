@@ -90,7 +90,14 @@ func newBatchBody(opID string, tiles []tilestore.Tile, tb *tileBytes) (*batchBod
 	if err := multipart.NewWriter(io.Discard).SetBoundary(bnd); err != nil {
 		return nil, fmt.Errorf("batch %s boundary: %w", opID, err)
 	}
-	frame := make([]byte, 0, len(mb)+256+len(tiles)*(120+len(bnd)))
+	// The frame's exact size but for the manifest's header: each part's
+	// header is 74 bytes of text, the boundary, its quoted ID twice and its
+	// content type (IDs need no escaping).
+	size := len(mb) + 256
+	for _, t := range tiles {
+		size += 74 + len(bnd) + 2*(len(t.ID)+2) + len(t.ContentType)
+	}
+	frame := make([]byte, 0, size)
 	frame = append(frame, "--"...)
 	frame = append(frame, bnd...)
 	frame = append(frame, "\r\nContent-Disposition: form-data; name=\"manifest\"\r\nContent-Type: application/json\r\n\r\n"...)

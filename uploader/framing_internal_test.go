@@ -94,3 +94,26 @@ func writerBody(t *testing.T, opID string, tiles []tilestore.Tile, data [][]byte
 	}
 	return buf.Bytes()
 }
+
+// The multipart frame of a batch is sized before it is written, so it is
+// allocated once: its capacity exceeds its length by no more than the
+// estimate's slack, also with long tile IDs (flight-z-x-y).
+func TestABatchFrameIsAllocatedOnce(t *testing.T) {
+	tiles := make([]tilestore.Tile, 256)
+	tb := &tileBytes{}
+	var data int
+	for i := range tiles {
+		tiles[i] = tilestore.Tile{ID: fmt.Sprintf("flight-2026-05-01-18-%06d-%06d", i, i), Z: 18, ContentType: "image/png",
+			SizeBytes: 3, SHA256: fmt.Sprintf("%064d", i), CapturedAt: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+		tb.data = append(tb.data, []byte("abc"))
+		data += 3
+	}
+	body, err := newBatchBody("0190f5a2-7c1e-7d3b-9a55-3f1e2d4c5b6a", tiles, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := int(body.length) - data
+	if c := cap(body.segs[0]); c < frame || c-frame > 256 {
+		t.Fatalf("frame of %d bytes in a buffer of capacity %d: it was grown after its estimate", frame, c)
+	}
+}
