@@ -95,9 +95,15 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 			return r, nil
 		}
 
-		pending, pendingBytes, err := u.store.PendingSummary(ctx, req.FlightID)
-		if err != nil {
-			return agg.fail(u.clock.Now()), fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, err)
+		// The inner call counted what is left as it ended (a scan of the
+		// flight's pending tiles); only the count of rejections just made,
+		// which may have given tiles up, makes that stale.
+		pending, pendingBytes := rep.Pending, rep.PendingBytes
+		if rep.Rejected > 0 {
+			var err error
+			if pending, pendingBytes, err = u.store.PendingSummary(ctx, req.FlightID); err != nil {
+				return agg.fail(u.clock.Now()), fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, err)
+			}
 		}
 		agg.r.Pending, agg.r.PendingBytes = pending, pendingBytes
 		if pending == 0 {
