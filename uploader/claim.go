@@ -67,8 +67,8 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 // claimCursor is the last tile (in tile_id order) the workers of one call
 // have claimed or rejected, shared by them: a claim starts after it instead
 // of after its own worker's last batch, so it does not walk past the
-// batches the other workers claimed meanwhile (each a row visit per tile,
-// the largest part of a claim's cost with 4 workers).
+// batches the other workers claimed meanwhile (a row visit per tile of
+// each).
 type claimCursor struct {
 	mu   sync.Mutex
 	last string
