@@ -120,12 +120,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		}
 		return perr
 	}
-	ids := make([]string, len(tiles))
-	var bytes int64
-	for i, tl := range tiles {
-		ids[i] = tl.ID
-		bytes += tl.SizeBytes
-	}
+	ids, bytes := idsAndBytes(tiles)
 	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: a.replayed(),
 		Latency: u.now().Sub(start), Resends: max(a.attempts-1, 0)}
 	return u.applyAnswer(ctx, opID, ids, sizesOf(tiles), a.status, a.body, p, t)
@@ -146,6 +141,16 @@ func failsBatch(status int) bool {
 // arrived is recorded rather than lost.
 func journalCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// idsAndBytes is the tiles' IDs, in order, and their bytes.
+func idsAndBytes(tiles []tilestore.Tile) (ids []string, bytes int64) {
+	ids = make([]string, len(tiles))
+	for i, tl := range tiles {
+		ids[i] = tl.ID
+		bytes += tl.SizeBytes
+	}
+	return ids, bytes
 }
 
 func sizesOf(tiles []tilestore.Tile) map[string]int64 {

@@ -143,31 +143,43 @@ type operationState struct {
 	} `json:"outcome"`
 }
 
+// readOperation reads the provider's record of operation opID (GET
+// /v1/operations/{op_id}); found is false when it has none (404), status is
+// the answer's HTTP status.
+func (u *HTTPTileUploader) readOperation(ctx context.Context, opID string) (st operationState, found bool, status int, err error) {
+	a := u.do(ctx, http.MethodGet, "/v1/operations/"+url.PathEscape(opID), opID, nil, nil, func(body []byte) bool {
+		return json.Unmarshal(body, &operationState{}) == nil
+	})
+	if a.status == http.StatusNotFound && a.err == nil {
+		return st, false, a.status, nil
+	}
+	if err := a.failure(opID, "read operation state"); err != nil {
+		return st, false, a.status, err
+	}
+	if err := json.Unmarshal(a.body, &st); err != nil {
+		return st, false, a.status, &ProviderError{Status: a.status, OpID: opID, Message: "operation state is not JSON"}
+	}
+	return st, true, a.status, nil
+}
+
 // resolveByState settles an open batch from the provider's record of it:
 // sealed applies the stored outcome; absent, expired or indeterminate fail
 // the batch (the provider is then asked which of its tiles it holds, and
 // only the others form a new batch: lookUpAmbiguous); live is asked again,
 // within the run's deadline.
 func (u *HTTPTileUploader) resolveByState(ctx context.Context, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
-	path := "/v1/operations/" + url.PathEscape(b.OpID)
 	for asked := 1; ; asked++ {
-		a := u.do(ctx, http.MethodGet, path, b.OpID, nil, nil, func(body []byte) bool {
-			return json.Unmarshal(body, &operationState{}) == nil
-		})
-		if a.status == http.StatusNotFound && a.err == nil {
-			return u.failOpen(ctx, b, 0, "provider has no record of the operation (404)")
-		}
-		if err := a.failure(b.OpID, "read operation state"); err != nil {
+		st, found, status, err := u.readOperation(ctx, b.OpID)
+		switch {
+		case err != nil:
 			return err
-		}
-		var st operationState
-		if err := json.Unmarshal(a.body, &st); err != nil {
-			return &ProviderError{Status: a.status, OpID: b.OpID, Message: "operation state is not JSON"}
+		case !found:
+			return u.failOpen(ctx, b, 0, "provider has no record of the operation (404)")
 		}
 		switch st.State {
 		case "sealed":
 			if st.Outcome == nil {
-				return &ProviderError{Status: a.status, OpID: b.OpID, Message: "sealed operation has no outcome"}
+				return &ProviderError{Status: status, OpID: b.OpID, Message: "sealed operation has no outcome"}
 			}
 			if st.Outcome.Status < 200 || st.Outcome.Status >= 300 {
 				return u.failOpen(ctx, b, st.Outcome.Status, fmt.Sprintf("provider's stored outcome is %d", st.Outcome.Status))
@@ -180,10 +192,10 @@ func (u *HTTPTileUploader) resolveByState(ctx context.Context, b tilestore.Batch
 			return u.applyAnswer(ctx, b.OpID, b.TileIDs, sizes, st.Outcome.Status, st.Outcome.Body, p, t)
 		case "live":
 			if asked > u.resends {
-				return &ProviderError{Status: a.status, OpID: b.OpID, Message: fmt.Sprintf("operation still live after %d checks", asked)}
+				return &ProviderError{Status: status, OpID: b.OpID, Message: fmt.Sprintf("operation still live after %d checks", asked)}
 			}
 			if dl, ok := ctx.Deadline(); ok && dl.Sub(u.now()) < time.Second {
-				return &ProviderError{Status: a.status, OpID: b.OpID, Message: "operation still live at the run's deadline"}
+				return &ProviderError{Status: status, OpID: b.OpID, Message: "operation still live at the run's deadline"}
 			}
 			if err := u.sleep(ctx, time.Second); err != nil {
 				return err

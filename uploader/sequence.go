@@ -347,29 +347,14 @@ func setSequenceHeaders(h http.Header, seq batchSeq) {
 // settles nothing; a request that fails is an error, and the batch stays
 // open for the next run.
 func (u *HTTPTileUploader) settleFromRecord(ctx context.Context, opID string, tiles []tilestore.Tile, t *tally) (bool, error) {
-	path := "/v1/operations/" + url.PathEscape(opID)
-	a := u.do(ctx, http.MethodGet, path, opID, nil, nil, func(body []byte) bool {
-		return json.Unmarshal(body, &operationState{}) == nil
-	})
-	if a.status == http.StatusNotFound && a.err == nil {
-		return false, nil
-	}
-	if err := a.failure(opID, "read operation state"); err != nil {
+	st, found, _, err := u.readOperation(ctx, opID)
+	if err != nil || !found {
 		return false, err
-	}
-	var st operationState
-	if err := json.Unmarshal(a.body, &st); err != nil {
-		return false, &ProviderError{Status: a.status, OpID: opID, Message: "operation state is not JSON"}
 	}
 	if st.State != "sealed" || st.Outcome == nil || st.Outcome.Status < 200 || st.Outcome.Status >= 300 {
 		return false, nil
 	}
-	ids := make([]string, len(tiles))
-	var bytes int64
-	for i, tl := range tiles {
-		ids[i] = tl.ID
-		bytes += tl.SizeBytes
-	}
+	ids, bytes := idsAndBytes(tiles)
 	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: true}
 	return true, u.applyAnswer(ctx, opID, ids, sizesOf(tiles), st.Outcome.Status, st.Outcome.Body, p, t)
 }
