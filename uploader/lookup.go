@@ -36,12 +36,12 @@ const (
 // into new batches (recorded in t: a claim sends no tile awaiting a lookup
 // but these, so another run's failed batch is never resent unasked); those
 // it gave no clear answer about are returned, to be kept out of this run
-// and asked about again by the next. 401 and 403 end
-// the run.
-func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string, workers int, t *tally) ([]string, error) {
+// and asked about again by the next, with how many it held. 401 and 403
+// end the run.
+func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string, workers int, t *tally) (unclear []string, held int, err error) {
 	tiles, asOf, err := u.store.AmbiguousPending(ctx, flightID, []string{ReasonProtocolError})
 	if err != nil || len(tiles) == 0 {
-		return nil, err
+		return nil, 0, err
 	}
 	var (
 		mu            sync.Mutex
@@ -86,17 +86,17 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 	close(ch)
 	wg.Wait()
 	if runErr != nil {
-		return nil, runErr
+		return nil, 0, runErr
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	t.setLookedUp(notHeld, asOf)
 	if len(same) > 0 {
 		jctx, cancel := journalCtx(ctx)
 		defer cancel()
 		if _, err := u.store.MarkUploaded(jctx, same); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		t.held(len(same))
 	}
@@ -106,7 +106,7 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 		u.log.Warn().Str("flight_id", flightID).Int("tiles", len(unknown)).
 			Msg("the provider gave no clear answer about tiles an earlier batch may have stored; they are not sent under a new key in this run")
 	}
-	return unknown, nil
+	return unknown, len(same), nil
 }
 
 // lookUp asks the provider whether it holds tl's bytes. Only a 200 naming

@@ -97,7 +97,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	// Tiles an earlier batch may have stored without settling them are
 	// asked about before they could travel under a new key; those without
 	// a clear answer wait for the next run.
-	unclear, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
+	unclear, _, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
 	if err != nil {
 		return finish(err)
 	}

@@ -268,13 +268,12 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 	if _, err := u.syncStream(ctx, s, seq.client); err != nil {
 		return fmt.Errorf("after batch %s's number %d was found committed: %w", opID, seq.n, err)
 	}
-	heldBefore := t.heldCount()
-	unclear, err := u.lookUpAmbiguous(ctx, flightID, defaultConcurrency, t)
+	unclear, held, err := u.lookUpAmbiguous(ctx, flightID, defaultConcurrency, t)
 	if err != nil {
 		return err
 	}
 	t.skipIDs(unclear)
-	if nums := t.sequenceCommitted(seq.n, t.heldCount() > heldBefore); len(nums) >= maxCommittedInARow {
+	if nums := t.sequenceCommitted(seq.n, held > 0); len(nums) >= maxCommittedInARow {
 		return &ProviderError{Status: status, Code: code, OpID: opID, Message: fmt.Sprintf(
 			"client %s: the provider called numbers %v committed without those batches' answers, and holds none of "+
 				"their tiles: another client is using client ID %s at this provider, or the provider does not keep "+
@@ -299,12 +298,6 @@ func (t *tally) sequenceCommitted(n uint64, held bool) []uint64 {
 	}
 	t.committedInARow = append(t.committedInARow, n)
 	return slices.Clone(t.committedInARow)
-}
-
-func (t *tally) heldCount() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.heldByLookup
 }
 
 // sequenceBusy decides what a claim does when another open batch holds the

@@ -32,8 +32,6 @@ type tally struct {
 	// any tile looked up after, since the last batch it answered or tile
 	// it held (sequenceCommitted).
 	committedInARow []uint64
-	// heldByLookup counts the tiles lookups found the provider holding.
-	heldByLookup int
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -129,7 +127,6 @@ func (t *tally) held(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rep.Duplicate += n
-	t.heldByLookup += n
 }
 
 // exchange counts one request and its resends.
