@@ -226,24 +226,6 @@ func TestAProviderAnsweringSequenceGapForeverLeavesTheBatchOpenAfterThreeRebinds
 	}
 }
 
-// lockedBuffer is a log sink safe for the uploader's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestAnotherOperationsAnswerNamingTheTokenNeverPutsItInTheLogOrTheJournal(t *testing.T) {
 	t.Parallel()
 	// Every batch is answered 200 for an "operation" whose ID quotes the
@@ -253,9 +235,9 @@ func TestAnotherOperationsAnswerNamingTheTokenNeverPutsItInTheLogOrTheJournal(t 
 		w.Header().Set("Idempotent-Replayed", "true")
 		_ = json.NewEncoder(w).Encode(map[string]any{"op_id": "Bearer " + providertest.Token, "results": []any{}})
 	}, func(w http.ResponseWriter, client string) { writeState(w, client, 0) })
-	var logs lockedBuffer
+	var logs strings.Builder // written through zerolog.SyncWriter, read after the run
 	c, _, err := runHostile(t, h, url, "hl", 2, 25, func(o *uploader.HTTPOptions) {
-		o.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
+		o.Logger = zerolog.New(zerolog.SyncWriter(&logs)).Level(zerolog.DebugLevel)
 	})
 	var pe *uploader.ProviderError
 	if !errors.As(err, &pe) || pe.Status != 200 || pe.Code != "" {
