@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/migrations"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -433,5 +434,67 @@ func TestAClaimWhosePickUsesAnotherKeyJournalsNothing(t *testing.T) {
 	again := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FK", Limit: 3, OpID: "op-1", Pick: pickAll("op-1")})
 	if !slices.Equal(again.Batch.TileIDs, ids) {
 		t.Fatalf("after the failed claim, a claim took %v, want every tile %v", again.Batch.TileIDs, ids)
+	}
+}
+
+// TestClaimsTakeTilesInGoByteOrderWhateverTheDatabaseCollation: a run's
+// workers share one claim cursor, moved with Go's string comparison, and
+// each claim reads from it with tile_id > cursor in the database's order.
+// On a database whose default collation sorts "a1" before "A1" (ICU "en")
+// the two orders disagree; tile IDs are compared byte by byte (migration
+// 0013), so a claim after a tile takes exactly the tiles Go puts after it.
+func TestClaimsTakeTilesInGoByteOrderWhateverTheDatabaseCollation(t *testing.T) {
+	ctx := testCtx(t)
+	dbURL := pgtest.NewEmptyDatabaseCollatedBy(t, "en")
+	m, err := migrations.New(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := tilestore.NewStore(pool)
+	if _, err := s.UpsertFlight(ctx, "IC", tilestore.FlightOnGround); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"b1", "A1", "a1", "B1", "a-1", "a_1", "a.1", "Z9", "z0", "0a"}
+	var tiles []tilestore.Tile
+	for i, id := range ids {
+		tl := tile("IC", i)
+		tl.ID, tl.SHA256 = id, sum(id)
+		tiles = append(tiles, tl)
+	}
+	if _, err := s.InsertTiles(ctx, tiles); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(ids)
+	slices.Sort(want)
+
+	var got []string
+	after := ""
+	for k := 0; k < len(ids)+1; k++ {
+		op := fmt.Sprintf("op-ic-%d", k)
+		c := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "IC", Limit: 3, OpID: op, Pick: pickAll(op), After: after})
+		if c.Candidates == 0 {
+			break
+		}
+		for _, tl := range c.Tiles {
+			if tl.ID <= after {
+				t.Errorf("claim after %q took %q, which Go sorts before it", after, tl.ID)
+			}
+			got = append(got, tl.ID)
+		}
+		after = c.Last
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("claims after each other's Last took\n %q\nwant every tile once, in Go's order\n %q", got, want)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,8 +63,19 @@ func connectAdmin(ctx context.Context, t testing.TB) *pgx.Conn {
 // It is dropped when the test ends.
 func NewEmptyDatabase(t testing.TB) string {
 	t.Helper()
-	return newDatabase(t, "")
+	return newDatabase(t, "", "")
 }
+
+// NewEmptyDatabaseCollatedBy creates a database with no schema whose
+// default collation is the ICU locale's (say "en": case and punctuation
+// sort as people expect, not byte by byte) and returns its URL. It is
+// dropped when the test ends.
+func NewEmptyDatabaseCollatedBy(t testing.TB, icuLocale string) string {
+	t.Helper()
+	return newDatabase(t, "template0", "LOCALE_PROVIDER icu ICU_LOCALE "+quoteLiteral(icuLocale))
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // NewURL creates a database at the current schema and returns its URL.
 func NewURL(t testing.TB) string {
@@ -71,7 +83,7 @@ func NewURL(t testing.TB) string {
 	// make test drops the templates when it ends (scripts/pg.sh
 	// drop-templates): a test running beside it then builds it again.
 	for attempt := 1; ; attempt++ {
-		url, err := tryNewDatabase(t, ensureTemplate(t))
+		url, err := tryNewDatabase(t, ensureTemplate(t), "")
 		if err == nil {
 			return url
 		}
@@ -97,16 +109,16 @@ func New(t testing.TB) (*pgxpool.Pool, string) {
 	return pool, dbURL
 }
 
-func newDatabase(t testing.TB, template string) string {
+func newDatabase(t testing.TB, template, options string) string {
 	t.Helper()
-	url, err := tryNewDatabase(t, template)
+	url, err := tryNewDatabase(t, template, options)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return url
 }
 
-func tryNewDatabase(t testing.TB, template string) (string, error) {
+func tryNewDatabase(t testing.TB, template, options string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -120,6 +132,9 @@ func tryNewDatabase(t testing.TB, template string) (string, error) {
 		// Copying a template needs it free of other sessions: take turns.
 		lock(ctx, t, conn, template)
 		defer unlock(ctx, conn, template)
+	}
+	if options != "" {
+		stmt += " " + options
 	}
 	if _, err := conn.Exec(ctx, stmt); err != nil {
 		return "", fmt.Errorf("%s: %w", stmt, err)

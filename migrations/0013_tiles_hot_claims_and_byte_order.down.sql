@@ -1,0 +1,5 @@
+-- 0013 down: tile IDs in the database's default collation, pages 80% full.
+ALTER TABLE tiles SET (fillfactor = 80);
+ALTER TABLE upload_batches ALTER COLUMN tile_ids TYPE text[] COLLATE "default";
+ALTER TABLE upload_rejections ALTER COLUMN tile_id TYPE text COLLATE "default";
+ALTER TABLE tiles ALTER COLUMN tile_id TYPE text COLLATE "default";
