@@ -135,8 +135,15 @@ func hashFailure(blobs BlobSource, t tilestore.Tile, sum []byte) *LocalFailure {
 // checks it as CheckBlob with CheckSHA256 does. It returns nil, nil when
 // dst holds the tile's bytes and the tile may be sent. This one read is the
 // only one: the body is written from dst, so the bytes that were hashed
-// are the bytes that are sent, and a resend sends them again.
+// are the bytes that are sent, and a resend sends them again. A source
+// that can read a blob of a known size itself (tilestore.BlobStore) does,
+// without an *os.File; when it cannot (a missing file, another size, a
+// symlink), the file is opened, and openBlob says what is wrong.
 func readBlob(blobs BlobSource, t tilestore.Tile, dst []byte) (*LocalFailure, error) {
+	if r, ok := blobs.(exactReader); ok && r.ReadExactly(t.BlobPath, dst) {
+		sum := sha256.Sum256(dst)
+		return hashFailure(blobs, t, sum[:]), nil
+	}
 	f, lf, err := openBlob(blobs, t)
 	if f == nil {
 		return lf, err
@@ -154,6 +161,13 @@ func readBlob(blobs BlobSource, t tilestore.Tile, dst []byte) (*LocalFailure, er
 	}
 	sum := sha256.Sum256(dst)
 	return hashFailure(blobs, t, sum[:]), nil
+}
+
+// exactReader is a BlobSource that reads a blob of a known size into a
+// buffer itself (tilestore.BlobStore.ReadExactly); false sends the reader
+// to Open.
+type exactReader interface {
+	ReadExactly(rel string, dst []byte) bool
 }
 
 func clipHash(s string) string {
