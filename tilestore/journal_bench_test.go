@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkJournalPerTile is the journal's cost per tile on upload-pending's
-// path, without HTTP: 4 workers claim (lock, mark, journal, durable commit)
+// path, without HTTP: 4 workers claim (taking turns from the shared cursor
+// to the pick; lock, mark, journal, durable commit)
 // and settle (members uploaded, batch settled) 256-tile batches until a
 // 10,000-tile flight is used up, as a run against a provider that answers
 // at once would. It reports the wall time and the postgres processes' CPU
@@ -42,7 +43,7 @@ func BenchmarkJournalPerTile(b *testing.B) {
 		t0 := time.Now()
 		var n atomic.Int64
 		var wg sync.WaitGroup
-		var mu sync.Mutex
+		var mu, turn sync.Mutex
 		last := "" // the workers' shared claim cursor, as upload-pending's
 		cursor := func(id string) string {
 			mu.Lock()
@@ -57,8 +58,22 @@ func BenchmarkJournalPerTile(b *testing.B) {
 			wg.Go(func() {
 				for k := 0; ; k++ {
 					op := fmt.Sprintf("op-%d-%d-%d", i, w, k)
-					c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "JT", Limit: size, MaxAttempts: 5, OpID: op, Pick: pickAll(op),
-						After: cursor("")})
+					// Claims take turns from the cursor to the pick, as
+					// upload-pending's workers do.
+					turn.Lock()
+					over := false
+					c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "JT", Limit: size, MaxAttempts: 5, OpID: op,
+						After: cursor(""),
+						Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+							b, rs := pickAll(op)(cands)
+							cursor(cands[len(cands)-1].ID)
+							over = true
+							turn.Unlock()
+							return b, rs
+						}})
+					if !over {
+						turn.Unlock()
+					}
 					if err != nil {
 						b.Error(err)
 						return

@@ -53,3 +53,74 @@ func TestTilesFreedBehindAWorkersClaimCursorAreSentInTheSameCall(t *testing.T) {
 	}
 	allUploadedOnce(t, c, p, fl, len(tiles))
 }
+
+// turnStore records how many of a call's claims are between their start
+// and their pick at once, and where each started. Its picks take a while,
+// so that claims that did not take turns would overlap.
+type turnStore struct {
+	*tilestore.Store
+	mu       sync.Mutex
+	between  int
+	overlaps int
+	lastPick string   // the last tile any pick took
+	behind   []string // claims that started before the last tile an earlier pick took
+}
+
+func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
+	s.mu.Lock()
+	s.between++
+	if s.between > 1 {
+		s.overlaps++
+	}
+	if c.After != "" && c.After < s.lastPick {
+		s.behind = append(s.behind, c.After)
+	}
+	s.mu.Unlock()
+	picked := false
+	pick := c.Pick
+	c.Pick = func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+		time.Sleep(5 * time.Millisecond)
+		b, rs := pick(cands)
+		s.mu.Lock()
+		for _, id := range b.TileIDs {
+			s.lastPick = max(s.lastPick, id)
+		}
+		s.between--
+		picked = true
+		s.mu.Unlock()
+		return b, rs
+	}
+	got, err := s.Store.ClaimBatch(ctx, c)
+	if !picked {
+		s.mu.Lock()
+		s.between--
+		s.mu.Unlock()
+	}
+	return got, err
+}
+
+// A call's workers take turns from reading the shared claim cursor to
+// their pick: a claim that started while another's had not picked yet
+// would start where the other did and walk past every row it had locked.
+// Each claim starts after the last tile any earlier claim took.
+func TestAWorkersClaimStartsAfterThePickOfTheClaimBeforeIt(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, nil)
+	c := providertest.NewClient(t, "ft")
+	c.AddTiles(t, "ft", 60, 256, 19)
+	store := &turnStore{Store: c.Store}
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ft", BatchSize: 4, Concurrency: 4})
+	if err != nil || rep.Accepted != 60 {
+		t.Fatalf("report %+v, %v; want 60 accepted", rep, err)
+	}
+	allUploadedOnce(t, c, p, "ft", 60)
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.overlaps != 0 {
+		t.Errorf("%d claims started while another claim of the call had not picked yet", store.overlaps)
+	}
+	if len(store.behind) != 0 {
+		t.Errorf("claims started after %q, behind the last tile an earlier claim took", store.behind)
+	}
+}
