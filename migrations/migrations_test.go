@@ -20,16 +20,16 @@ import (
 )
 
 // schemaSQL describes the public schema as sorted lines: every column with
-// its type, collation, nullability and default (position counted among live columns,
+// its type, collation, storage, nullability and default (position counted among live columns,
 // so a dropped and re-added column compares equal), every constraint and
 // every index with its definition, every table's storage options
 // (fillfactor, ...) and every trigger with its definition and function
 // body. The migrations' own table is left out.
 const schemaSQL = `
 SELECT line FROM (
-    SELECT format('column %s.%s #%s %s collate=%s %s default=%s', c.relname, a.attname,
+    SELECT format('column %s.%s #%s %s collate=%s storage=%s %s default=%s', c.relname, a.attname,
                   row_number() OVER (PARTITION BY c.oid ORDER BY a.attnum),
-                  format_type(a.atttypid, a.atttypmod), coalesce(co.collname, '-'),
+                  format_type(a.atttypid, a.atttypmod), coalesce(co.collname, '-'), a.attstorage,
                   CASE WHEN a.attnotnull THEN 'not null' ELSE 'null' END,
                   coalesce(pg_get_expr(d.adbin, d.adrelid), '-')) AS line
       FROM pg_attribute a
