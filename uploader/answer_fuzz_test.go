@@ -1,6 +1,8 @@
 package uploader
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -27,7 +29,16 @@ func FuzzClassifyAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body, members string) {
 		ids := uniqueNonEmpty(strings.Split(members, ","))
-		st, accepted, duplicate, strangers := classifyAnswer(op, ids, 200, []byte(body))
+		st, accepted, duplicate, strangers := classifyAnswer(op, ids, 200, []byte(body), nil)
+		// Through a memo that parsed another body, then this one (the
+		// transport's check), the verdict is the same.
+		memo := &answerMemo{}
+		memo.accept([]byte(`{"op_id":"` + op + `","results":[{"tile_id":"` + strings.Join(ids, `","status":"accepted"},{"tile_id":"`) + `","status":"accepted"}]}`))
+		memo.accept([]byte(body))
+		mst, macc, mdup, mstr := classifyAnswer(op, ids, 200, []byte(body), memo)
+		if !reflect.DeepEqual(mst, st) || macc != accepted || mdup != duplicate || !slices.Equal(mstr, strangers) {
+			t.Fatalf("through a memo: %+v %d %d %v; parsed alone: %+v %d %d %v", mst, macc, mdup, mstr, st, accepted, duplicate, strangers)
+		}
 		seen := map[string]int{}
 		for _, id := range st.Uploaded {
 			seen[id]++
@@ -118,7 +129,7 @@ func FuzzAnswerToSettlement(f *testing.F) {
 			}
 		}
 		u := &HTTPTileUploader{token: token}
-		st, accepted, duplicate, _ := u.settlement(op, ids, 200, []byte(body))
+		st, accepted, duplicate, _ := u.settlement(op, ids, 200, []byte(body), nil)
 		if err := st.Validate(); err != nil {
 			t.Fatalf("a settlement from this answer would never be stored: %v", err)
 		}

@@ -189,7 +189,7 @@ func (u *HTTPTileUploader) resolveByState(ctx context.Context, b tilestore.Batch
 				sizes[id] = members[id].SizeBytes
 			}
 			p := BatchProgress{OpID: b.OpID, Tiles: len(b.TileIDs), Replayed: true}
-			return u.applyAnswer(ctx, b.OpID, b.TileIDs, sizes, st.Outcome.Status, st.Outcome.Body, p, t)
+			return u.applyAnswer(ctx, b.OpID, b.TileIDs, sizes, st.Outcome.Status, st.Outcome.Body, nil, p, t)
 		case "live":
 			if asked > u.resends {
 				return &ProviderError{Status: status, OpID: b.OpID, Message: fmt.Sprintf("operation still live after %d checks", asked)}

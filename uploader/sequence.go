@@ -349,5 +349,5 @@ func (u *HTTPTileUploader) settleFromRecord(ctx context.Context, opID string, ti
 	}
 	ids, bytes := idsAndBytes(tiles)
 	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: true}
-	return true, u.applyAnswer(ctx, opID, ids, sizesOf(tiles), st.Outcome.Status, st.Outcome.Body, p, t)
+	return true, u.applyAnswer(ctx, opID, ids, sizesOf(tiles), st.Outcome.Status, st.Outcome.Body, nil, p, t)
 }
