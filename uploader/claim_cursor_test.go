@@ -80,13 +80,17 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 	pick := c.Pick
 	c.Pick = func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 		time.Sleep(5 * time.Millisecond)
+		// Before the uploader's pick, which ends its turn: the next claim
+		// may start as soon as it returns.
+		s.mu.Lock()
+		s.between--
+		picked = true
+		s.mu.Unlock()
 		b, rs := pick(cands)
 		s.mu.Lock()
 		for _, id := range b.TileIDs {
 			s.lastPick = max(s.lastPick, id)
 		}
-		s.between--
-		picked = true
 		s.mu.Unlock()
 		return b, rs
 	}
