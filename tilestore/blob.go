@@ -56,8 +56,9 @@ func (d *cachedDir) close() {
 	d.f.Close()    // likewise: raw.Control holds the descriptor while it runs
 }
 
-// maxCachedDirs bounds the file descriptors the cache holds; when it is
-// full it starts again (a flight is read column by column, so the working
+// maxCachedDirs bounds the directories the cache holds open (two file
+// descriptors each: the os.Root and the plain one); when it is full it
+// starts again (a flight is read column by column, so the working
 // set is small).
 const maxCachedDirs = 64
 

@@ -167,11 +167,16 @@ func TestReadExactlyReadsTheBlobOrSendsTheCallerToOpen(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "dir.png"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// A directory that is a symlink out of the cache, to a file of the
+	// size asked for.
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(b.Root(), "F", "18", "out")); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for _, rel := range []string{"F/18/4/9.png", "F/18/4/8.png", "F/18/4/fifo.png", "F/18/4/dir.png",
-			"F/18/../../" + filepath.Base(filepath.Dir(outside)) + "/secret", "F/18/4/..", "7.png"} {
+			"F/18/out/secret", "F/18/../../" + filepath.Base(filepath.Dir(outside)) + "/secret", "F/18/4/..", "7.png"} {
 			if got, ok := read(rel, len("secret bytes!")); ok {
 				t.Errorf("%s was read: %q", rel, got)
 			}

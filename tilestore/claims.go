@@ -112,7 +112,8 @@ type Claim struct {
 	// tile_id order. It returns the batch to journal (no tiles: none) and
 	// the candidates rejected without being sent (too large, say); the
 	// others are left for a later claim. It must not block: the
-	// candidates' rows are locked while it runs.
+	// candidates' rows are locked while it runs. It runs at most once, on
+	// ClaimBatch's goroutine.
 	Pick func(candidates []Tile) (Batch, []Rejection)
 }
 

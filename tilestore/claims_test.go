@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
@@ -442,7 +443,8 @@ func TestAClaimWhosePickUsesAnotherKeyJournalsNothing(t *testing.T) {
 // each claim reads from it with tile_id > cursor in the database's order.
 // On a database whose default collation sorts "a1" before "A1" (ICU "en")
 // the two orders disagree; tile IDs are compared byte by byte (migration
-// 0013), so a claim after a tile takes exactly the tiles Go puts after it.
+// 0013), so a claim after a tile takes exactly the tiles Go puts after it,
+// and tiles import writes the rows in that order.
 func TestClaimsTakeTilesInGoByteOrderWhateverTheDatabaseCollation(t *testing.T) {
 	ctx := testCtx(t)
 	dbURL := pgtest.NewEmptyDatabaseCollatedBy(t, "en")
@@ -477,6 +479,19 @@ func TestClaimsTakeTilesInGoByteOrderWhateverTheDatabaseCollation(t *testing.T) 
 	}
 	want := slices.Clone(ids)
 	slices.Sort(want)
+	// The import writes the rows in that order too: the order claims
+	// take them, page after page.
+	rows, err := pool.Query(ctx, `SELECT tile_id FROM tiles ORDER BY ctid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(written, want) {
+		t.Errorf("tiles import wrote the rows in the order\n %q\nwant Go's\n %q", written, want)
+	}
 
 	var got []string
 	after := ""

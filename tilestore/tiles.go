@@ -95,8 +95,11 @@ func (s *Store) InsertTiles(ctx context.Context, tiles []Tile) (int, error) {
 	}
 	var inserted int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// tile_id in the tiles column's byte order (migration 0013), so the
+		// rows are written in the order claims take them, whatever the
+		// database's default collation.
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE tiles_import (
-			tile_id TEXT, flight_id TEXT, z SMALLINT, x BIGINT, y BIGINT, content_type TEXT,
+			tile_id TEXT COLLATE "C", flight_id TEXT, z SMALLINT, x BIGINT, y BIGINT, content_type TEXT,
 			size_bytes BIGINT, sha256 TEXT, blob_path TEXT, captured_at TIMESTAMPTZ, voting_status TEXT
 		) ON COMMIT DROP`); err != nil {
 			return fmt.Errorf("create import table: %w", err)

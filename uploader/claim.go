@@ -142,12 +142,13 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	// other by SKIP LOCKED.
 	cur.turn.Lock()
 	turnOver := false
-	endTurn := func() {
+	endTurn := func() { // Pick runs on this goroutine (tilestore.Claim.Pick)
 		if !turnOver {
 			turnOver = true
 			cur.turn.Unlock()
 		}
 	}
+	defer endTurn() // on every way out, a panic's included
 	after := own.after(cur)
 	opID := operation.NewID()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,

@@ -183,7 +183,7 @@ const (
 // sequenceVerdict reads an answer to a sequenced batch. A 2xx naming another
 // operation is another batch's outcome replayed for this number: it is
 // never applied to this batch's tiles.
-func sequenceVerdict(opID string, a answer) (seqVerdict, string) {
+func sequenceVerdict(opID string, a answer, memo *answerMemo) (seqVerdict, string) {
 	if a.err != nil {
 		return seqPlain, ""
 	}
@@ -197,7 +197,7 @@ func sequenceVerdict(opID string, a answer) (seqVerdict, string) {
 			return seqCommitted, "provider answered 409 ALREADY_COMMITTED"
 		}
 	case a.status >= 200 && a.status < 300:
-		if ans, ok := parseBatchAnswer(a.body); ok && ans.OpID != opID {
+		if ans, ok := memo.parse(a.body); ok && ans.OpID != opID {
 			return seqCommitted, fmt.Sprintf("provider replayed operation %s's answer for this batch's number", clip(ans.OpID))
 		}
 	}

@@ -170,6 +170,10 @@ type exactReader interface {
 	ReadExactly(rel string, dst []byte) bool
 }
 
+// The production source takes the fast path: a rename would otherwise
+// turn it off silently, every read then going through Open.
+var _ exactReader = (*tilestore.BlobStore)(nil)
+
 func clipHash(s string) string {
 	if len(s) > 12 {
 		return s[:12]
