@@ -1,12 +1,14 @@
 package uploader_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -122,6 +124,43 @@ func TestNoBlobOfTheFirstPageInTheCacheStopsTheRunBeforeAnythingIsSent(t *testin
 	}
 	if n, _, _ := c.Store.PendingSummary(testCtx(t), "fw"); n != 4 {
 		t.Fatalf("pending = %d, want 4", n)
+	}
+}
+
+// The check looks at a few tiles first, then at the whole first page: when
+// none of the page's blobs is there every tile checked is counted, and one
+// blob behind the first few still shows that the cache dir is right.
+func TestThePreflightLooksAtTheWholeFirstPageBeforeItStopsARun(t *testing.T) {
+	t.Parallel()
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	c := providertest.NewClient(t, "fp")
+	tiles := c.AddTiles(t, "fp", 40, 256, 23)
+	keep := tiles[29]
+	p, err := c.Blobs.Resolve(keep.BlobPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every blob gone, and the flight's top directory with them.
+	top, _, _ := strings.Cut(keep.BlobPath, "/")
+	if err := os.RemoveAll(filepath.Join(c.Blobs.Root(), top)); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := newUploader(t, hs.URL, c, nil)
+	_, err = u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fp", DryRun: true})
+	var bce *uploader.BlobCacheError
+	if !errors.As(err, &bce) || bce.Checked != 40 {
+		t.Fatalf("no blob of 40: err = %v; want a BlobCacheError that checked all 40", err)
+	}
+	// The 30th blob back: the cache dir is the right one.
+	if _, _, err := c.Blobs.Put(keep.BlobPath, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fp", DryRun: true}); errors.As(err, &bce) {
+		t.Fatalf("with the 30th blob there: %v; want the run to go on", err)
 	}
 }
 

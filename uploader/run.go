@@ -30,24 +30,31 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := journalCtx(ctx)
 		defer cancel()
+		// The three are independent and go at once: the end of a run is
+		// time no batch is on the wire.
+		var rerr, serr, perr error
+		var pending int
+		var pendingBytes int64
+		var ended sync.WaitGroup
 		if !req.DryRun {
 			// What this run leaves open is for the next run to settle, now,
 			// not when the lease would have run out.
-			if rerr := u.store.ReleaseLeases(pctx); rerr != nil && err == nil {
-				err = rerr
-			}
-			if lost := context.Cause(ctx); lost != nil && err == nil && errors.As(lost, new(*LeaseLostError)) {
-				err = lost
-			}
+			ended.Go(func() { rerr = u.store.ReleaseLeases(pctx) })
+			// Settlements commit without waiting for the disk; this durable
+			// write flushes them all before the run reports what it did.
+			ended.Go(func() { serr = u.store.SyncJournal(pctx, req.FlightID) })
 		}
-		// Settlements commit without waiting for the disk; this durable
-		// write flushes them all before the run reports what it did.
-		if !req.DryRun {
-			if serr := u.store.SyncJournal(pctx, req.FlightID); serr != nil && err == nil {
-				err = fmt.Errorf("make the upload journal durable: %w", serr)
-			}
+		ended.Go(func() { pending, pendingBytes, perr = u.store.PendingSummary(pctx, req.FlightID) })
+		ended.Wait()
+		if rerr != nil && err == nil {
+			err = rerr
 		}
-		pending, pendingBytes, perr := u.store.PendingSummary(pctx, req.FlightID)
+		if lost := context.Cause(ctx); !req.DryRun && lost != nil && err == nil && errors.As(lost, new(*LeaseLostError)) {
+			err = lost
+		}
+		if serr != nil && err == nil {
+			err = fmt.Errorf("make the upload journal durable: %w", serr)
+		}
 		if perr != nil && err == nil {
 			err = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
 		}
