@@ -132,7 +132,11 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 			// A 2xx commits a sequenced batch's number (migration 0010).
 			w.Queue(advanceStreamSQL, st.OpID) // before the batch below stops being open
 		}
-		w.Queue(settleTilesSQL, uploadedFlags(members, st.Uploaded), st.OpID, members)
+		if flags, all := uploadedFlags(members, st.Uploaded); all {
+			w.Queue(settleAllTilesSQL, st.OpID, members)
+		} else {
+			w.Queue(settleTilesSQL, flags, st.OpID, members)
+		}
 		if len(rejIDs) > 0 {
 			w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
 			SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
@@ -168,17 +172,31 @@ UPDATE tiles t
  WHERE t.tile_id = ANY($3::text[]) AND t.tile_id = m.id
    AND ((m.up AND t.voting_status <> 'uploaded') OR t.open_op_id = $2)`
 
-// uploadedFlags says, for each member, whether it is in uploaded.
-func uploadedFlags(members, uploaded []string) []bool {
+// settleAllTilesSQL is settleTilesSQL for a batch whose members ($2) were
+// all uploaded, the common answer: the same writes, without joining each
+// member to its flag.
+const settleAllTilesSQL = `
+UPDATE tiles t
+   SET voting_status = 'uploaded',
+       uploaded_at = CASE WHEN t.voting_status <> 'uploaded' THEN coalesce(t.uploaded_at, now()) ELSE t.uploaded_at END,
+       open_op_id = CASE WHEN t.open_op_id = $1 THEN NULL ELSE t.open_op_id END
+ WHERE t.tile_id = ANY($2::text[])
+   AND (t.voting_status <> 'uploaded' OR t.open_op_id = $1)`
+
+// uploadedFlags says, for each member, whether it is in uploaded, and
+// whether all are.
+func uploadedFlags(members, uploaded []string) (flags []bool, all bool) {
 	up := make(map[string]bool, len(uploaded))
 	for _, id := range uploaded {
 		up[id] = true
 	}
-	flags := make([]bool, len(members))
+	flags = make([]bool, len(members))
+	all = true
 	for i, id := range members {
 		flags[i] = up[id]
+		all = all && flags[i]
 	}
-	return flags
+	return flags, all
 }
 
 // checkMembers refuses a settlement that names a tile outside the batch, or

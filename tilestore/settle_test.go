@@ -2,7 +2,9 @@ package tilestore_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/tilectl/tilectl/tilestore"
 )
@@ -159,5 +161,60 @@ CREATE TRIGGER boom BEFORE UPDATE OF state ON upload_batches FOR EACH ROW EXECUT
 	}
 	if n := countRows(t, s, `SELECT count(*) FROM upload_rejections`); n != 0 {
 		t.Errorf("%d rejections survived the rollback", n)
+	}
+}
+
+// Whether a batch's answer uploaded all its members (one statement) or
+// some (another), a settlement marks each uploaded member uploaded once:
+// one that already was keeps its first upload time, the others get the
+// settlement's; members not uploaded stay pending; every member is freed.
+func TestSettlingAllOrSomeMembersKeepsAnUploadedTilesFirstUploadTime(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "FU", 6)
+	first := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		name     string
+		op       string
+		members  []string
+		uploaded []string
+		pending  []string
+	}{
+		{"all uploaded", "op-all", ids[0:3], ids[0:3], nil},
+		{"some uploaded", "op-some", ids[3:6], ids[3:5], ids[5:6]},
+	} {
+		if err := journal(ctx, s, batchOf(c.op, "FU", c.members), tilestore.Claim{}); err != nil {
+			t.Fatal(err)
+		}
+		// The first member was uploaded meanwhile, by another way.
+		if _, err := s.Pool().Exec(ctx, `UPDATE tiles SET voting_status = 'uploaded', uploaded_at = $2, open_op_id = $3
+			WHERE tile_id = $1`, c.members[0], first, c.op); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now().Add(-time.Minute)
+		if err := s.SettleBatch(ctx, tilestore.Settlement{OpID: c.op, Uploaded: c.uploaded, HTTPStatus: 200}); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for i, id := range c.members {
+			r := readTile(t, s, id)
+			want := "uploaded"
+			if slices.Contains(c.pending, id) {
+				want = "pending"
+			}
+			switch {
+			case r.Status != want:
+				t.Errorf("%s: member %d is %s, want %s", c.name, i, r.Status, want)
+			case i == 0 && (r.UploadedAt == nil || !r.UploadedAt.Equal(first)):
+				t.Errorf("%s: the member uploaded before has uploaded_at %v, want its first %v", c.name, r.UploadedAt, first)
+			case i > 0 && want == "uploaded" && (r.UploadedAt == nil || r.UploadedAt.Before(before)):
+				t.Errorf("%s: member %d has uploaded_at %v, want the settlement's", c.name, i, r.UploadedAt)
+			case want == "pending" && r.UploadedAt != nil:
+				t.Errorf("%s: pending member %d has uploaded_at %v", c.name, i, r.UploadedAt)
+			}
+			if n := countRows(t, s, `SELECT count(*) FROM tiles WHERE tile_id = $1 AND open_op_id IS NOT NULL`, id); n != 0 {
+				t.Errorf("%s: member %d is still marked as in an open batch", c.name, i)
+			}
+		}
 	}
 }
