@@ -127,9 +127,9 @@ func TestNoBlobOfTheFirstPageInTheCacheStopsTheRunBeforeAnythingIsSent(t *testin
 	}
 }
 
-// The check looks at a few tiles first, then at the whole first page: when
-// none of the page's blobs is there every tile checked is counted, and one
-// blob behind the first few still shows that the cache dir is right.
+// The pre-flight check looks at the whole first page: when none of its
+// blobs is there every tile checked is counted, and one blob behind the
+// first few shows that the cache dir is right.
 func TestThePreflightLooksAtTheWholeFirstPageBeforeItStopsARun(t *testing.T) {
 	t.Parallel()
 	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
@@ -155,10 +155,13 @@ func TestThePreflightLooksAtTheWholeFirstPageBeforeItStopsARun(t *testing.T) {
 	if !errors.As(err, &bce) || bce.Checked != 40 {
 		t.Fatalf("no blob of 40: err = %v; want a BlobCacheError that checked all 40", err)
 	}
-	// The 30th blob back: the cache dir is the right one.
+	// The 30th blob back: the cache dir is the right one. The blob alone
+	// must say so: the source hides its root, so the flight's top
+	// directory, made again by the Put, cannot.
 	if _, _, err := c.Blobs.Put(keep.BlobPath, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
+	u, _ = newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Blobs = struct{ uploader.BlobSource }{c.Blobs} })
 	if _, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fp", DryRun: true}); errors.As(err, &bce) {
 		t.Fatalf("with the 30th blob there: %v; want the run to go on", err)
 	}

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/tilectl/tilectl/tilestore"
 )
 
 // maxListedLocalFailures bounds the LocalFailures list of one report, so a
@@ -55,45 +53,30 @@ func (e *BlobCacheError) Error() string {
 		"original directory again", e.FlightID, e.Checked, dir, src, e.Example, e.FlightID)
 }
 
-// preflightFirst is how many pending tiles the pre-flight check looks at
-// before it looks at a whole page.
-const preflightFirst = 16
-
 // preflight checks the blobs of the first page of the flight's pending
 // tiles, by existence and size only, before anything is sent. When not one
 // of them exists, and neither does their top directory in the cache, it
 // returns a *BlobCacheError: sending would only turn a wrong cache dir into
-// a local failure per tile.
+// a local failure per tile. The first blob found ends the check (it stat'ed
+// every blob of the page before: about 3 ms of a 10,000-tile run's start).
 func (u *HTTPTileUploader) preflight(ctx context.Context, flightID string) error {
-	// A few tiles first: one blob found settles it, and a run's start
-	// does not wait for a page of rows and their blobs (about 3 ms of a
-	// 10,000-tile run). Only when all of those are missing is the whole
-	// page checked.
-	var page []tilestore.Tile
+	page, err := u.store.PendingUploads(ctx, flightID, "", pageSize)
+	if err != nil {
+		return fmt.Errorf("pre-flight: list pending tiles of flight %s: %w", flightID, err)
+	}
 	missing, example, firstRel := 0, "", ""
-	for _, n := range []int{preflightFirst, pageSize} {
-		var err error
-		page, err = u.store.PendingUploads(ctx, flightID, "", n)
+	for _, tl := range page {
+		lf, err := CheckBlob(u.blobs, tl, CheckSize)
 		if err != nil {
-			return fmt.Errorf("pre-flight: list pending tiles of flight %s: %w", flightID, err)
+			return err
 		}
-		missing, example, firstRel = 0, "", ""
-		for _, tl := range page {
-			lf, err := CheckBlob(u.blobs, tl, CheckSize)
-			if err != nil {
-				return err
-			}
-			if lf == nil || lf.Problem != ProblemBlobMissing {
-				return nil // a blob is there: the cache dir is right
-			}
-			if missing == 0 {
-				example, firstRel = lf.CachePath, tl.BlobPath
-			}
-			missing++
+		if lf == nil || lf.Problem != ProblemBlobMissing {
+			return nil // a blob is there: the cache dir is right
 		}
-		if len(page) < n {
-			break // the flight has no more pending tiles to check
+		if missing == 0 {
+			example, firstRel = lf.CachePath, tl.BlobPath
 		}
+		missing++
 	}
 	if len(page) == 0 {
 		return nil
