@@ -155,7 +155,7 @@ func failOpenBatch(ctx context.Context, tx pgx.Tx, opID string, httpStatus int, 
 	if err != nil {
 		return false, err
 	}
-	_, err = tx.Exec(ctx, `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, members, opID)
+	_, err = tx.Exec(ctx, freeTilesSQL, members, opID)
 	return err == nil, err
 }
 

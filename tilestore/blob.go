@@ -203,9 +203,9 @@ func createTemp(root *os.Root, dir string) (*os.File, string, error) {
 
 // Open opens the blob at rel for reading. The open goes through an
 // os.Root on the cache directory, which refuses any path or symlink that
-// leads out of it, so the uploader's hot path pays one open instead of an
-// Lstat per path component (Resolve); Resolve only names why a refused
-// path escapes.
+// leads out of it, so it costs one open instead of an Lstat per path
+// component (Resolve); Resolve only names why a refused path escapes. The
+// uploader reads through ReadExactly and comes here when that declines.
 func (b *BlobStore) Open(rel string) (*os.File, error) {
 	local, err := b.localPath(rel)
 	if err != nil {
@@ -248,8 +248,8 @@ func (b *BlobStore) Open(rel string) (*os.File, error) {
 // an fstat, the reads and a close, and no *os.File (Open's file is
 // registered with the runtime's poller, which refuses a regular file, and
 // carries a cleanup for the garbage collector): BenchmarkBlobRead, 1 KiB
-// blobs, 3.1 us per blob through Open, 1.6 through ReadExactly. The open never follows a symlink (O_NOFOLLOW) and
-// the name is one path element. In every other case (no such file,
+// blobs, 3.1 us per blob through Open, 1.6 through ReadExactly. The open
+// never follows a symlink (O_NOFOLLOW) and the name is one path element. In every other case (no such file,
 // another size, a symlink, not a regular file, an error) it returns false
 // and dst's contents are undefined: the caller takes Open, which decides,
 // and says what is wrong.

@@ -122,7 +122,7 @@ type Claimed struct {
 	Batch      Batch       // OpID "" when no batch was formed
 	Tiles      []Tile      // the batch's members, in its order
 	Rejections []Rejection // recorded in the same transaction
-	Candidates int         // rows locked; 0 means nothing is left to claim now
+	Candidates int         // rows locked and marked (those Pick left, unmarked again); 0 means nothing is left to claim now
 	// Last is the last candidate (in tile_id order) that the batch took
 	// or Pick rejected: the After of the caller's next claim. "" when
 	// Pick took none.
@@ -188,11 +188,12 @@ func unpicked(cands []Tile, members []string) []string {
 }
 
 // ClaimBatch claims the flight's next tiles for this Store's run in one
-// transaction: it locks up to c.Limit free candidates (SELECT ... FOR
-// UPDATE SKIP LOCKED), lets c.Pick choose, records Pick's rejections,
-// journals the batch with this run as owner and a fresh lease, and marks
-// its members as in it. The commit waits for the disk: the batch is
-// journaled before its first byte is sent.
+// transaction: one statement locks up to c.Limit free candidates (SELECT
+// ... FOR UPDATE SKIP LOCKED) and marks them as in the batch c.OpID; then
+// c.Pick chooses, its rejections are recorded, the batch is journaled with
+// this run as owner and a fresh lease, and the candidates Pick left are
+// unmarked. The commit waits for the disk: the batch is journaled before
+// its first byte is sent.
 func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	if err := ValidateFlightID(c.FlightID); err != nil {
 		return Claimed{}, err
@@ -283,7 +284,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 			}
 		}
 		if left := unpicked(cands, b.TileIDs); len(left) > 0 {
-			w.Queue(`UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`, left, c.OpID)
+			w.Queue(freeTilesSQL, left, c.OpID)
 		}
 		if w.Len() > 0 {
 			if err := tx.SendBatch(ctx, w).Close(); err != nil {
@@ -308,6 +309,9 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	}
 	return out, nil
 }
+
+// freeTilesSQL frees the tiles $1 that the batch $2 still marks.
+const freeTilesSQL = `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`
 
 // queueBatch queues the journaling of b as this run's, with a fresh lease.
 func (s *Store) queueBatch(w *pgx.Batch, b Batch) {

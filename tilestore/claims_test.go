@@ -406,8 +406,10 @@ func TestTheCandidatesPickLeavesOutAreFreeForTheNextClaim(t *testing.T) {
 	if !slices.Equal(first.Batch.TileIDs, ids[:2]) || first.Candidates != 5 {
 		t.Fatalf("first claim: batch %v of %d candidates, want %v of 5", first.Batch.TileIDs, first.Candidates, ids[:2])
 	}
-	// The next claim after it starts at Last (the rejected tile) and finds
-	// the Left two right there.
+	// Last names the rejected tile, the last one the claim took or
+	// rejected; the Left two come right after it. A later claim (here from
+	// the first tile) finds those two with the rejected one, which a
+	// recorded rejection does not keep from being claimed (no budget here).
 	if first.Last != ids[2] || first.Left != 2 {
 		t.Fatalf("first claim: Last %q, Left %d; want %s (the last tile taken or rejected) and 2", first.Last, first.Left, ids[2])
 	}

@@ -122,7 +122,8 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 		case "failed":
 			return fmt.Errorf("it failed earlier: %w", ErrBatchNotOpen)
 		}
-		if err := checkMembers(st.OpID, members, st.Uploaded, rejIDs); err != nil {
+		up, err := checkMembers(st.OpID, members, st.Uploaded, rejIDs)
+		if err != nil {
 			return err
 		}
 		// The writes go as one pipelined round trip. Each member's row is
@@ -132,7 +133,7 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 			// A 2xx commits a sequenced batch's number (migration 0010).
 			w.Queue(advanceStreamSQL, st.OpID) // before the batch below stops being open
 		}
-		if flags, all := uploadedFlags(members, st.Uploaded); all {
+		if flags := uploadedFlags(members, up); flags == nil {
 			w.Queue(settleAllTilesSQL, st.OpID, members)
 		} else {
 			w.Queue(settleTilesSQL, flags, st.OpID, members)
@@ -183,25 +184,27 @@ UPDATE tiles t
  WHERE t.tile_id = ANY($2::text[])
    AND (t.voting_status <> 'uploaded' OR t.open_op_id = $1)`
 
-// uploadedFlags says, for each member, whether it is in uploaded, and
-// whether all are.
-func uploadedFlags(members, uploaded []string) (flags []bool, all bool) {
-	up := make(map[string]bool, len(uploaded))
-	for _, id := range uploaded {
-		up[id] = true
+// uploadedFlags says, for each member, whether it is in up; nil when all
+// are.
+func uploadedFlags(members []string, up map[string]bool) []bool {
+	all := true
+	for _, id := range members {
+		all = all && up[id]
 	}
-	flags = make([]bool, len(members))
-	all = true
+	if all {
+		return nil
+	}
+	flags := make([]bool, len(members))
 	for i, id := range members {
 		flags[i] = up[id]
-		all = all && flags[i]
 	}
-	return flags, all
+	return flags
 }
 
 // checkMembers refuses a settlement that names a tile outside the batch, or
-// names one tile as both uploaded and rejected.
-func checkMembers(opID string, members, uploaded, rejected []string) error {
+// names one tile as both uploaded and rejected. It returns the uploaded
+// tiles as a set.
+func checkMembers(opID string, members, uploaded, rejected []string) (map[string]bool, error) {
 	in := make(map[string]bool, len(members))
 	for _, m := range members {
 		in[m] = true
@@ -216,7 +219,7 @@ func checkMembers(opID string, members, uploaded, rejected []string) error {
 	}
 	for _, id := range rejected {
 		if up[id] {
-			return fmt.Errorf("tile %s is both uploaded and rejected in one answer", id)
+			return nil, fmt.Errorf("tile %s is both uploaded and rejected in one answer", id)
 		}
 		if !in[id] {
 			outside = append(outside, id)
@@ -224,9 +227,9 @@ func checkMembers(opID string, members, uploaded, rejected []string) error {
 	}
 	if len(outside) > 0 {
 		sort.Strings(outside)
-		return &NonMemberError{OpID: opID, IDs: outside}
+		return nil, &NonMemberError{OpID: opID, IDs: outside}
 	}
-	return nil
+	return up, nil
 }
 
 // RecordRejections records rejections the client decided itself (a blob
