@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -74,9 +75,10 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		// recorded), so the success path costs one count, the one before
 		// the call; a rejection another process recorded meanwhile is that
 		// process's to count, or the next run's first count's.
+		var counted tilestore.CountResult
 		var cerr error
 		if ierr != nil || rep.Rejected > 0 {
-			_, cerr = u.count(ctx, req.FlightID, &agg)
+			counted, cerr = u.count(ctx, req.FlightID, &agg)
 		}
 		if ierr != nil {
 			if cerr != nil {
@@ -96,10 +98,10 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		}
 
 		// The inner call counted what is left as it ended (a scan of the
-		// flight's pending tiles); only the count of rejections just made,
-		// which may have given tiles up, makes that stale.
+		// flight's pending tiles); only tiles the count just gave up make
+		// that stale.
 		pending, pendingBytes := rep.Pending, rep.PendingBytes
-		if rep.Rejected > 0 {
+		if len(counted.GaveUp) > 0 {
 			var err error
 			if pending, pendingBytes, err = u.store.PendingSummary(ctx, req.FlightID); err != nil {
 				return agg.fail(u.clock.Now()), fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, err)

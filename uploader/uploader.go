@@ -136,9 +136,13 @@ type UploadBatchReport struct {
 	// positive or the call returned an error.
 	Rejected int `json:"rejected"`
 	GivenUp  int `json:"given_up"`
-	Pending  int `json:"pending"` // still pending after the run
-	// PendingBytes is the Pending tiles' bytes (a real run's count; 0 in
-	// a dry run, which reports what it would send in Bytes).
+	// Pending is the flight's tiles still pending after the run, counted
+	// in the store as the call ends (PendingSummary), with PendingBytes
+	// their bytes (a real run's count; 0 in a dry run, which reports what
+	// it would send in Bytes). A TileUploader must fill both: the retry
+	// decorator takes them as the flight's count and counts again only
+	// when its count of rejections has just given tiles up.
+	Pending      int   `json:"pending"`
 	PendingBytes int64 `json:"pending_bytes"`
 	Bytes        int64 `json:"bytes"`
 	Batches      int   `json:"batches"`
