@@ -30,13 +30,8 @@ func BenchmarkJournalPerTile(b *testing.B) {
 	cpuOK := true
 	for i := range b.N {
 		b.StopTimer()
-		for _, q := range []string{`TRUNCATE upload_rejections, upload_batches CASCADE`,
-			`UPDATE tiles SET voting_status = 'trusted', uploaded_at = NULL, upload_attempts = 0, open_op_id = NULL`,
-			// As tiles import leaves the table (see benchResetSink).
-			`CLUSTER tiles USING tiles_pkey`, `ANALYZE tiles`} {
-			if _, err := s.Pool().Exec(ctx, q); err != nil {
-				b.Fatal(err)
-			}
+		if err := pgtest.ResetUploads(ctx, s.Pool()); err != nil {
+			b.Fatal(err)
 		}
 		cpu0, ok0 := pgtest.ServerCPU()
 		b.StartTimer()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
@@ -29,16 +30,8 @@ func benchTiles() int {
 func benchReset(b *testing.B, c *providertest.Client, p *providertest.Provider) {
 	b.Helper()
 	ctx := context.Background()
-	for _, q := range []string{
-		`DELETE FROM upload_rejections`, `DELETE FROM upload_batches`,
-		`UPDATE tiles SET voting_status = 'trusted', uploaded_at = NULL`,
-		// As tiles import leaves the table: in tile_id order, pages filled
-		// to the fillfactor (see internal/cli/upload's benchResetSink).
-		`CLUSTER tiles USING tiles_pkey`, `ANALYZE tiles`,
-	} {
-		if _, err := c.Store.Pool().Exec(ctx, q); err != nil {
-			b.Fatal(err)
-		}
+	if err := pgtest.ResetUploads(ctx, c.Store.Pool()); err != nil {
+		b.Fatal(err)
 	}
 	for _, q := range []string{`DELETE FROM provider_tiles`, `DELETE FROM provider_tile_writes`,
 		`DELETE FROM provider_rejections`, `DELETE FROM provider_op_fingerprints`, `DELETE FROM operation_records`} {

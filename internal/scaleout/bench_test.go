@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/internal/testbin"
 )
 
@@ -25,8 +26,7 @@ func BenchmarkScaleOut(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				if _, err := r.store.Pool().Exec(context.Background(), `WITH d AS (DELETE FROM upload_batches)
-					UPDATE tiles SET voting_status = 'pending', uploaded_at = NULL, open_op_id = NULL`); err != nil {
+				if err := pgtest.ResetUploads(context.Background(), r.store.Pool()); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

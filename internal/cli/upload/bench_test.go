@@ -176,24 +176,13 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchResetSink makes every tile uploadable again, empties the journal and
-// the sink, and rewrites the tiles table as tiles import leaves it (in
-// tile_id order, pages filled to the table's fillfactor): each measured
-// run meets the layout a flight has after its import, not the one the
-// previous run's updates left, which had more room for updates than a
-// fresh import's.
+// benchResetSink makes every tile uploadable again, as a flight just
+// imported (pgtest.ResetUploads), and empties the sink.
 func benchResetSink(b *testing.B, c *providertest.Client, sink *providertest.Sink) {
 	b.Helper()
 	ctx := context.Background()
-	for _, q := range []string{
-		`TRUNCATE upload_rejections, upload_batches CASCADE`,
-		`UPDATE tiles SET voting_status = 'trusted', uploaded_at = NULL, upload_attempts = 0`,
-		`CLUSTER tiles USING tiles_pkey`,
-		`ANALYZE tiles`,
-	} {
-		if _, err := c.Store.Pool().Exec(ctx, q); err != nil {
-			b.Fatalf("reset: %s: %v", q, err)
-		}
+	if err := pgtest.ResetUploads(ctx, c.Store.Pool()); err != nil {
+		b.Fatal(err)
 	}
 	sink.Reset()
 }
