@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tilectl/tilectl/operation"
 )
@@ -169,15 +171,16 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 			s.writeBodyError(w, classifyBodyErr(err, "read tile "+mt.TileID))
 			return
 		}
-		res := s.judge(mt, data)
-		if res.Status == "" {
-			st, err := s.tiles.put(ctx, opID, flightID, mt.TileID, strings.ToLower(mt.SHA256), data, s.now())
-			if err != nil {
-				s.log.Error().Err(err).Str("op_id", opID).Msg("store tile")
-				res = tileResult{TileID: mt.TileID, Status: "rejected", Reason: "storage_busy", Message: "the tile could not be stored; send it again"}
-			} else {
-				res = tileResult{TileID: mt.TileID, Status: st}
-			}
+		res, err := s.answer(ctx, opID, flightID, mt, data)
+		if err != nil {
+			// Whether the tile is held is unknown, so no result can be
+			// given for it: the batch is not sealed (5xx is transient for
+			// the idempotency table) and the resend runs it again.
+			s.log.Error().Err(err).Str("op_id", opID).Msg("look up tile")
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable,
+				"storage is unavailable; send the batch again with the same key",
+				&operation.RetryExtension{Allowed: true, After: time.Second, Strategy: operation.StrategyExponential}, nil)
+			return
 		}
 		if res.Status == "rejected" {
 			rejIDs, rejReasons = append(rejIDs, res.TileID), append(rejReasons, res.Reason)
@@ -194,6 +197,36 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.batches.Inc()
 	writeJSON(w, http.StatusOK, batchAnswer{OpID: opID, Results: results})
+}
+
+// answer decides one tile's result. A tile held with the bytes its
+// manifest entry names is duplicate, before any check or injected fault:
+// a batch that runs again under its key (its first execution interrupted
+// after storing some tiles) answers what it holds duplicate, as
+// provider-api.md says, and never rejected. Any other tile is judged, and
+// stored when it passes. The error is a failed lookup: whether the tile is
+// held is then unknown.
+func (s *Server) answer(ctx context.Context, opID, flightID string, mt manifestTile, data []byte) (tileResult, error) {
+	sum := strings.ToLower(mt.SHA256)
+	h, err := s.tiles.get(ctx, flightID, mt.TileID)
+	switch {
+	case err == nil && h.SHA256 == sum:
+		return tileResult{TileID: mt.TileID, Status: "duplicate"}, nil
+	case err != nil && !errors.Is(err, errTileNotHeld):
+		return tileResult{}, err
+	}
+	if res := s.judge(mt, data); res.Status != "" {
+		return res, nil
+	}
+	st, err := s.tiles.put(ctx, opID, flightID, mt.TileID, sum, data, s.now())
+	if err != nil {
+		// put makes a tile visible in the transaction that records its
+		// write, so a put that fails has stored nothing (unless only its
+		// commit's answer was lost, which the database cannot tell).
+		s.log.Error().Err(err).Str("op_id", opID).Msg("store tile")
+		return tileResult{TileID: mt.TileID, Status: "rejected", Reason: "storage_busy", Message: "the tile could not be stored; send it again"}, nil
+	}
+	return tileResult{TileID: mt.TileID, Status: st}, nil
 }
 
 func (s *Server) checkManifest(m batchManifest) error {

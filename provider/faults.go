@@ -70,7 +70,8 @@ type FaultConfig struct {
 	Kinds []FaultKind // default AllFaultKinds
 	// RejectTileIDs are always rejected with decode_error.
 	RejectTileIDs []string
-	// TransientRejectRate is the share of tiles rejected storage_busy.
+	// TransientRejectRate is the share of tiles rejected storage_busy,
+	// among those not held already: a held tile is answered duplicate.
 	TransientRejectRate float64
 	// Latency is added before every batch request is handled.
 	Latency time.Duration

@@ -101,16 +101,12 @@ func (s *tileStore) get(ctx context.Context, flightID, tileID string) (heldTile,
 	return h, nil
 }
 
-// put stores a verified tile. It answers duplicate when the same bytes are
-// already held; the file is written (atomically, to a name of its own)
-// before the row that makes it visible, and the row insert decides between
-// two racing writers, so a tile is recorded as written once.
+// put stores a verified tile its caller found not held with these bytes
+// (get). The file is written (atomically, to a name of its own) before the
+// row that makes it visible, and the row insert decides between two racing
+// writers: the one that loses answers duplicate, so a tile is recorded as
+// written once.
 func (s *tileStore) put(ctx context.Context, opID, flightID, tileID, sum string, data []byte, now time.Time) (status string, err error) {
-	if h, err := s.get(ctx, flightID, tileID); err == nil && h.SHA256 == sum {
-		return "duplicate", nil
-	} else if err != nil && !errors.Is(err, errTileNotHeld) {
-		return "", err
-	}
 	rel := filepath.Join(safeName(flightID), safeName(tileID)+"."+sum[:16])
 	if err := writeAtomic(filepath.Join(s.dir, rel), data, !s.noFsync); err != nil {
 		return "", fmt.Errorf("write tile %s/%s: %w", flightID, tileID, err)

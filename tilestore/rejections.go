@@ -21,11 +21,11 @@ import (
 // where a hash join read the whole table per chunk); upd adds the counts
 // and moves uploadable tiles that reached the budget ($2), or were
 // rejected too_large ($4), to upload_giveup. generation names the give-up:
-// a tile leaves upload_giveup only by a requeue, so until requeues exist
-// every give-up is its tile's first; with them it is requeues + 1 (a
-// requeue must count up and never reset that number). old_status is read
-// under the lock, so "gave up now" is exact: the status changed in this
-// statement.
+// a tile leaves upload_giveup only by a requeue, which counts requeues up
+// and never resets it, so requeues + 1 numbers each of the tile's give-ups
+// (its first is 1) and the FDR key built from it is new for each.
+// old_status is read under the lock, so "gave up now" is exact: the status
+// changed in this statement.
 const countRejectionsSQL = `
 WITH pick AS (
     SELECT DISTINCT r.tile_id
@@ -64,7 +64,7 @@ WITH pick AS (
     RETURNING t.tile_id, t.flight_id, t.upload_attempts, per.n,
               t.voting_status = 'upload_giveup' AND per.old_status IN ('pending', 'trusted') AS gave_up,
               coalesce(t.last_rejection_reason, '') AS reason, coalesce(t.last_rejection_message, '') AS message,
-              t.gave_up_at, 1 AS generation
+              t.gave_up_at, t.requeues + 1 AS generation
 )
 SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up_at, generation FROM upd ORDER BY tile_id`
 

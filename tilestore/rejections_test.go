@@ -202,3 +202,29 @@ func TestConcurrentCountRejectionsCountEachRejectionOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestCountRejectionsNumbersEachGiveUpAfterARequeue gives a tile up three
+// times with a requeue between each: every give-up has the next
+// generation, so the record that names it (giveup/<tile>/<generation>) is
+// a new one each time.
+func TestCountRejectionsNumbersEachGiveUpAfterARequeue(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 2)
+	for gen := 1; gen <= 3; gen++ {
+		reject(t, s, fmt.Sprintf("op-%d", gen), "bad_tile", ids[0])
+		var hooked []tilestore.GiveUp
+		res, err := s.CountRejections(ctx, "F1", 1, func(_ context.Context, g []tilestore.GiveUp) error { hooked = g; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.GaveUp) != 1 || res.GaveUp[0].TileID != ids[0] || res.GaveUp[0].Generation != gen ||
+			len(hooked) != 1 || hooked[0].Generation != gen {
+			t.Fatalf("give-up %d: result %+v, hook saw %+v; want tile 0 at generation %d", gen, res.GaveUp, hooked, gen)
+		}
+		if _, err := s.Requeue(ctx, "F1", []string{ids[0]}, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -37,7 +37,7 @@ func run(args []string) error {
 	seed := fs.Int64("fault-seed", 1, "seed of the fault RNG")
 	kinds := fs.String("fault-kinds", "all", "comma-separated fault kinds, or all")
 	reject := fs.String("reject-tiles", "", "comma-separated tile IDs always rejected with decode_error")
-	transient := fs.Float64("transient-reject-rate", 0, "share of tiles rejected storage_busy (0..1)")
+	transient := fs.Float64("transient-reject-rate", 0, "share of tiles not yet held that are rejected storage_busy (0..1)")
 	latency := fs.Duration("latency", 0, "delay added to every batch request")
 	strict := fs.Bool("strict-sequencing", false, "enforce Client-Id / Client-Sequence")
 	maxTiles := fs.Int("max-batch-tiles", 256, "max_batch_tiles advertised and enforced")

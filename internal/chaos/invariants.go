@@ -203,6 +203,7 @@ func (c *checker) checkRound(f roundFacts) {
 	}
 
 	c.checkBudget(f, members)
+	c.checkHeld(f)
 	c.checkSequences(f)
 
 	c.check("provider-metrics-agree-with-ledger", maps.Equal(f.Faults.ByKind, f.Faults.MetricsByKind),

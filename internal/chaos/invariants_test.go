@@ -9,7 +9,8 @@ func i32(v int32) *int32 { return &v }
 
 // cleanFacts is one round where everything went right: t1 uploaded, t2
 // rejected once by the provider and once locally (blob_corrupt) then given
-// up at 2 attempts, t3 not clearly answered once then uploaded, t4 with a
+// up at 2 attempts, t3 stored by op1 whose answer left it out, then
+// answered duplicate by op2 and uploaded, t4 with a
 // damaged blob never sent and still pending with no attempt.
 func cleanFacts() roundFacts {
 	return roundFacts{
@@ -45,6 +46,8 @@ func cleanFacts() roundFacts {
 				"t1": {ID: "t1", SHA256: "a1", Writes: 1, Rows: 1},
 				"t3": {ID: "t3", SHA256: "a3", Writes: 1, Rows: 1},
 			},
+			// op1 wrote t3 and its answer left it out (omit_results).
+			Written: map[string][]string{"op1": {"t1", "t3"}},
 		},
 		Faults:       faultStats{OpsByKind: map[string][]string{"cut_body": {"op1"}}},
 		SealedOK:     []string{"op1", "op2"},
@@ -75,7 +78,8 @@ func TestCheckRoundPassesACleanRound(t *testing.T) {
 		t.Fatalf("violations on a clean round: %v", c.violations)
 	}
 	for _, inv := range []string{invStoredOnce, invTerminal, invUploadedHeld, invAttempts, invRejectionsMatch,
-		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp, invBudget, invDamagedPending} {
+		invAllCounted, invGiveUpFDR, invPayloadBinding, invNoConflict, invAmbiguousSettle, invSealedSettled, invNoOpenBatch, invVictimGivenUp, invBudget, invDamagedPending,
+		invGivenUpNotHeld, invAnswerAgreesWithWrites} {
 		if c.checked[inv] == 0 {
 			t.Errorf("invariant %s was never evaluated", inv)
 		}
@@ -125,6 +129,23 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 			f.Provider.Ops["op3"] = providerOp{OpID: "op3", State: "sealed", Status: i32(200), Fingerprint: b.Fingerprint,
 				Body: []byte(`{"op_id":"op3","results":[{"tile_id":"t2","status":"rejected","reason":"decode_error"}]}`)}
 		}, invBudget},
+		{"given-up tile the provider holds", func(f *roundFacts) {
+			f.Provider.Stored["t2"] = storedTile{ID: "t2", SHA256: "a2", Writes: 1, Rows: 1}
+			f.Provider.Written["op1"] = append(f.Provider.Written["op1"], "t2")
+		}, invGivenUpNotHeld},
+		{"tile written under a key its sealed answer rejects", func(f *roundFacts) {
+			f.Provider.Ops["op1"] = sealedWith(f.Provider.Ops["op1"],
+				`{"op_id":"op1","results":[{"tile_id":"t1","status":"rejected","reason":"storage_busy"},{"tile_id":"t2","status":"rejected","reason":"decode_error"}]}`)
+		}, invAnswerAgreesWithWrites},
+		{"tile answered accepted the provider does not hold", func(f *roundFacts) {
+			f.Provider.Ops["op1"] = sealedWith(f.Provider.Ops["op1"],
+				`{"op_id":"op1","results":[{"tile_id":"t1","status":"accepted"},{"tile_id":"t2","status":"accepted"}]}`)
+		}, invAnswerAgreesWithWrites},
+		{"tile answered duplicate the provider does not hold", func(f *roundFacts) {
+			delete(f.Provider.Stored, "t3")
+			delete(f.Provider.Written, "op1")
+			f.Provider.Written["op1"] = []string{"t1"}
+		}, invAnswerAgreesWithWrites},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,6 +154,12 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 			wantViolation(t, f, tc.want)
 		})
 	}
+}
+
+// sealedWith is op sealed 200 with body instead of its own answer.
+func sealedWith(op providerOp, body string) providerOp {
+	op.Body = []byte(body)
+	return op
 }
 
 func setTile(f *roundFacts, id string, fn func(*clientTile)) {

@@ -42,6 +42,9 @@ type providerView struct {
 	// Sequences is the provider's client_sequences (strict sequencing):
 	// the last committed number per caller scope and client ID.
 	Sequences map[seqKey]uint64
+	// Written is, per op ID, the flight's tiles the provider wrote under
+	// that key (provider_tile_writes), in tile_id order.
+	Written map[string][]string
 }
 
 // storedTilesSQL reads the reference provider's tables (provider package,
@@ -57,15 +60,19 @@ const storedTilesSQL = `SELECT t.tile_id, min(t.sha256), count(*)::int,
 	GROUP BY w.tile_id`
 
 func loadProviderView(ctx context.Context, dbURL, flightID string, opIDs []string) (providerView, error) {
-	v := providerView{Ops: map[string]providerOp{}, Stored: map[string]storedTile{}, Fingerprints: map[string][]string{}}
+	v := providerView{Ops: map[string]providerOp{}, Stored: map[string]storedTile{}, Fingerprints: map[string][]string{},
+		Written: map[string][]string{}}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return v, fmt.Errorf("read the provider's database: %w", err)
 	}
 	defer conn.Close(ctx)
 
+	// The ops of the journaled batches, and of any key the provider wrote
+	// one of the flight's tiles under, whether tilectl knows it or not.
 	rows, _ := conn.Query(ctx, `SELECT op_id, fingerprint, state, outcome_status, outcome_body
-		FROM operation_records WHERE op_id = ANY($1)`, opIDs)
+		FROM operation_records WHERE op_id = ANY($1)
+		   OR op_id IN (SELECT op_id FROM provider_tile_writes WHERE flight_id = $2)`, opIDs, flightID)
 	var op providerOp
 	if _, err := pgx.ForEachRow(rows, []any{&op.OpID, &op.Fingerprint, &op.State, &op.Status, &op.Body}, func() error {
 		if prev, dup := v.Ops[op.OpID]; dup {
@@ -87,6 +94,15 @@ func loadProviderView(ctx context.Context, dbURL, flightID string, opIDs []strin
 		return nil
 	}); err != nil {
 		return v, fmt.Errorf("read the provider's stored tiles: %w", err)
+	}
+
+	rows, _ = conn.Query(ctx, `SELECT op_id, tile_id FROM provider_tile_writes WHERE flight_id = $1 ORDER BY op_id, tile_id`, flightID)
+	var wop, wtile string
+	if _, err := pgx.ForEachRow(rows, []any{&wop, &wtile}, func() error {
+		v.Written[wop] = append(v.Written[wop], wtile)
+		return nil
+	}); err != nil {
+		return v, fmt.Errorf("read the provider's tile writes per op ID: %w", err)
 	}
 
 	rows, _ = conn.Query(ctx, `SELECT op_id, fingerprint FROM provider_op_fingerprints WHERE op_id = ANY($1) ORDER BY op_id, fingerprint`, opIDs)
