@@ -88,25 +88,25 @@ type LocalFailure struct {
 
 // Counts are the per-flight and total tile counts.
 type Counts struct {
-	Uploaded          int   `json:"uploaded"`
-	Accepted          int   `json:"accepted"`
-	Duplicate         int   `json:"duplicate"`
-	Rejected          int   `json:"rejected"`
-	RejectedTiles     int   `json:"rejected_tiles"`
-	GivenUp           int   `json:"given_up"`
-	StillPending      *int   `json:"still_pending"`       // nil: not known
+	Uploaded          int    `json:"uploaded"`
+	Accepted          int    `json:"accepted"`
+	Duplicate         int    `json:"duplicate"`
+	Rejected          int    `json:"rejected"`
+	RejectedTiles     int    `json:"rejected_tiles"`
+	GivenUp           int    `json:"given_up"`
+	StillPending      *int   `json:"still_pending"`       // nil: not known, never 0
 	StillPendingBytes *int64 `json:"still_pending_bytes"` // nil: not known
 	Retries           int    `json:"retries"`
-	Batches           int   `json:"batches"`
-	Bytes             int64 `json:"bytes"`
-	Resends           int   `json:"resends"`
-	Replayed          int   `json:"replayed"`
-	Timeouts          int   `json:"timeouts"`
-	LocalFailed       int   `json:"local_failed"`
-	Requests          int   `json:"requests"`
-	FirstAttempts     int   `json:"first_attempts"`
-	ResendsRefused    int   `json:"resends_refused"`
-	BreakerOpenings   int   `json:"breaker_openings"`
+	Batches           int    `json:"batches"`
+	Bytes             int64  `json:"bytes"`
+	Resends           int    `json:"resends"`
+	Replayed          int    `json:"replayed"`
+	Timeouts          int    `json:"timeouts"`
+	LocalFailed       int    `json:"local_failed"`
+	Requests          int    `json:"requests"`
+	FirstAttempts     int    `json:"first_attempts"`
+	ResendsRefused    int    `json:"resends_refused"`
+	BreakerOpenings   int    `json:"breaker_openings"`
 }
 
 func (c *Counts) add(o Counts) {
