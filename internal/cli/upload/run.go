@@ -122,6 +122,9 @@ func (r *run) upload(ctx context.Context) error {
 	var fdrBytes int64
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
+		if se := exitcode.Interruption(ctx); se != nil {
+			err = interruptedFlight(&fs, err, se)
+		}
 		if err != nil {
 			err = r.explain(err)
 			msg := err.Error()
@@ -268,6 +271,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
+	stopWatch := r.watchInterrupt(ctx, p, id)
 	// Counting a large flight's pending tiles takes a scan of them (0.5 s
 	// at 1M): the display gets the total when it is known and the first
 	// batch does not wait for it.
@@ -296,6 +300,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	req.MaxAttempts = r.retry.MaxPerTileAttempts
 	rep, err := up.UploadPendingTiles(ctx, req)
 	counted.Wait()
+	stopWatch()
 	p.finish()
 	if rep.FlightID == "" {
 		rep.FlightID = id
