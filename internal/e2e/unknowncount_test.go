@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -49,13 +51,20 @@ func TestACountLostWithTheDatabaseIsUnknownNotZeroAndItsErrorIsPrintedOnce(t *te
 			prov := refProvider(t, noFaults, func(string) { once.Do(func() { s.dropDatabase() }) })
 			s = newSite(t, prov.URL)
 			s.flight("gone1", 6)
+			metrics := filepath.Join(t.TempDir(), "tilectl.prom")
 			r := s.run(2*time.Minute, "upload-pending", "--flight", "gone1", "--batch-size", "2", "--concurrency", "1",
-				"--deadline", "40s", "-o", output)
+				"--deadline", "40s", "--metrics-file", metrics, "-o", output)
 			if r.exit != 1 {
 				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.exit, r.stdout, r.stderr)
 			}
 			// Text: once on the screen; JSON: in its error field, and once
 			// on stderr for the person watching.
+			// The metrics file has no sample for a count it does not know.
+			if b, err := os.ReadFile(metrics); err != nil {
+				t.Errorf("no metrics file: %v", err)
+			} else if text := string(b); strings.Contains(text, `tilectl_upload_pending_tiles{flight="gone1"}`) || strings.Contains(text, "NaN") {
+				t.Errorf("the metrics file states an unknown pending count:\n%s", text)
+			}
 			all := r.stdout + r.stderr
 			if output == "json" {
 				all = r.stderr

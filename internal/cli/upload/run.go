@@ -342,7 +342,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
 			RejectedTiles: len(rep.Rejections), Rejections: rep.Rejected, GivenUp: rep.GivenUp, Bytes: rep.Bytes,
 			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
-			Success: err == nil && pending != nil && *pending == 0 && rep.GivenUp == 0})
+			Success: err == nil && pending != nil && *pending == 0 && rep.GivenUp == 0, Pending: pending})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
