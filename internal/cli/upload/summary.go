@@ -56,10 +56,6 @@ import (
 //	sli                 seed 002's indicators for the run (see SLI)
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
-//
-// A run that fails before it has a summary (reportEarlyFailure) prints the
-// same object with outcome "failure" (or "interrupted"), exit_code and
-// error, no flights, and null for what it did not count.
 //	fdr                 what the run wrote to the flight data recorder
 //	                    (FDRSummary), or null without the retry decorator
 //	flights             one object per flight, in order, with flight_id,
@@ -68,6 +64,10 @@ import (
 //	                    started, finished, elapsed_seconds and
 //	                    give_ups_awaiting_review (every upload_giveup tile of
 //	                    the flight after the run; null if not counted)
+//
+// A run that fails before it has a summary (reportEarlyFailure) prints the
+// same object with outcome "failure" (or "interrupted"), exit_code and
+// error, no flights, and null for what it did not count.
 type Summary struct {
 	Outcome        string          `json:"outcome"`
 	ExitCode       int             `json:"exit_code"`
