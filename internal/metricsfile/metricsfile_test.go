@@ -75,3 +75,21 @@ func TestZeroRunStillHasEverySeries(t *testing.T) {
 		}
 	}
 }
+
+func TestAFlightsPendingTilesHaveASampleOnlyWhenCounted(t *testing.T) {
+	m := New()
+	five := 5
+	m.AddFlight(FlightRun{Flight: "F1", Pending: &five})
+	m.AddFlight(FlightRun{Flight: "F2"}) // its count failed: not known
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if !strings.Contains(text, `tilectl_upload_pending_tiles{flight="F1"} 5`) {
+		t.Errorf("no pending sample for the counted flight:\n%s", text)
+	}
+	if strings.Contains(text, `tilectl_upload_pending_tiles{flight="F2"}`) || strings.Contains(text, "NaN") {
+		t.Errorf("a sample for a count that is not known:\n%s", text)
+	}
+}

@@ -21,6 +21,9 @@ type SignalError struct{ Signal syscall.Signal }
 
 func (e *SignalError) Error() string { return fmt.Sprintf("interrupted by %s", signalName(e.Signal)) }
 
+// Name is the signal's name: "SIGINT", "SIGTERM".
+func (e *SignalError) Name() string { return signalName(e.Signal) }
+
 // Code is the exit code for the signal.
 func (e *SignalError) Code() int { return 128 + int(e.Signal) }
 

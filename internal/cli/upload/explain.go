@@ -17,6 +17,9 @@ func (r *run) explain(err error) error {
 	if err == nil {
 		return nil
 	}
+	if databaseLost(err) {
+		return r.explainDatabaseLost(err)
+	}
 	if errors.Is(err, uploader.ErrNoProvider) {
 		return fmt.Errorf("%w\n  provider_url %s comes from %s; fix it there (tilectl config view shows every value and its source)",
 			err, r.cfg.ProviderURL, r.cfg.Source("provider_url"))

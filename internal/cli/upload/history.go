@@ -53,7 +53,7 @@ func (r *run) endRuns(sum *Summary) {
 			}
 			c := fs.Counts
 			row.Accepted, row.Duplicate, row.Rejected = &c.Accepted, &c.Duplicate, &c.Rejected
-			row.GivenUp, row.Pending, row.Bytes = &c.GivenUp, &c.StillPending, &c.Bytes
+			row.GivenUp, row.Pending, row.Bytes = &c.GivenUp, c.StillPending, &c.Bytes // Pending nil: not known
 			if fs.Error != nil {
 				row.Error = fs.Error
 			}
@@ -61,8 +61,11 @@ func (r *run) endRuns(sum *Summary) {
 		row.Outcome = &outcome
 		ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
 		if err := r.store.FinishRun(ctx, row); err != nil {
-			r.log.Warn().Err(err).Str("flight", row.FlightID).Str("run_id", row.RunID).
-				Msg("run history: could not record this run's end; it will show as unfinished")
+			e := r.log.Warn().Str("flight", row.FlightID).Str("run_id", row.RunID)
+			if !databaseLost(err) { // the run's error says that once
+				e = e.Err(err)
+			}
+			e.Msg("run history: could not record this run's end; it will show as unfinished")
 		}
 		cancel()
 	}

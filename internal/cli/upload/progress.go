@@ -46,6 +46,8 @@ type progress struct {
 	// settling is "settling N open batches" while an earlier run's open
 	// batches settle; a retry's countdown or an outage shows over it.
 	settling string
+	// interrupt, once a signal came, shows over every other state.
+	interrupt atomic.Pointer[interruptState]
 
 	status *iostreams.StatusLine // nil off a terminal
 	log    zerolog.Logger
@@ -132,6 +134,9 @@ func (p *progress) line() string {
 }
 
 func (p *progress) stateText() string {
+	if st := p.interrupt.Load(); st != nil {
+		return st.text()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -184,6 +189,10 @@ func (p *progress) batch(b uploader.BatchProgress) {
 		p.metrics.ObserveBatch(b.Latency)
 	}
 	p.rejections.Add(int64(b.Rejected))
+	if st := p.interrupt.Load(); st != nil {
+		st.settled()
+		p.redraw()
+	}
 	if b.Uploaded == 0 {
 		return
 	}
@@ -239,6 +248,12 @@ func (p *progress) settle(e uploader.SettlingProgress) {
 		msg = "settled the batches an earlier run left open"
 	}
 	p.log.Info().Str("flight_id", p.flightID).Int("open_batches", e.Open).Msg(msg)
+}
+
+// interrupting shows st, what the interrupted run waits for, from now on.
+func (p *progress) interrupting(st *interruptState) {
+	p.interrupt.Store(st)
+	p.redraw()
 }
 
 // breaker renders the circuit breaker's state changes.

@@ -42,9 +42,22 @@ type run struct {
 	newTicker func(time.Duration) (<-chan time.Time, func())
 	progress  atomic.Pointer[progress] // the flight being uploaded, for breaker events
 	history   []tilestore.UploadRun    // the run-history rows this run started
+	reported  bool                     // the summary was printed
 }
 
+// uploadRun runs the command. Whatever ends it, -o json prints exactly one
+// object: the summary, or the failure that came before there was one.
 func uploadRun(ctx context.Context, opts *Options) error {
+	r := &run{opts: opts}
+	err := r.upload(ctx)
+	if err != nil && !r.reported && opts.Output == "json" {
+		return r.reportEarlyFailure(ctx, err)
+	}
+	return err
+}
+
+func (r *run) upload(ctx context.Context) error {
+	opts := r.opts
 	loaded, err := opts.Config()
 	if err != nil {
 		return err // the factory marks configuration errors as usage errors
@@ -53,9 +66,9 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
-	r := &run{opts: opts, cfg: cfg, retry: rc, log: opts.Logger(), metrics: metricsfile.New(),
-		decorate: !opts.NoRetry && !cfg.Upload.DisableRetryDecorator,
-		tty:      opts.IO.IsStderrTTY(), newTicker: opts.NewTicker}
+	r.cfg, r.retry, r.log, r.metrics = cfg, rc, opts.Logger(), metricsfile.New()
+	r.decorate = !opts.NoRetry && !cfg.Upload.DisableRetryDecorator
+	r.tty, r.newTicker = opts.IO.IsStderrTTY(), opts.NewTicker
 	if opts.Quiet {
 		r.log = r.log.Level(zerolog.ErrorLevel)
 	}
@@ -103,12 +116,15 @@ func uploadRun(ctx context.Context, opts *Options) error {
 		}
 	}
 
-	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Flights: []FlightSummary{}, LocalFailures: []LocalFailure{}}
+	sum := Summary{DryRun: opts.DryRun, RetryDecorator: r.decorate, Counts: knownCounts(), Flights: []FlightSummary{}, LocalFailures: []LocalFailure{}}
 	var firstErr error
 	var fdrRecords int
 	var fdrBytes int64
 	for _, id := range flights {
 		fs, err := r.flight(ctx, id)
+		if se := exitcode.Interruption(ctx); se != nil {
+			err = interruptedFlight(&fs, err, se)
+		}
 		if err != nil {
 			err = r.explain(err)
 			msg := err.Error()
@@ -136,7 +152,7 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	if se := exitcode.Interruption(ctx); se != nil {
 		// Every batch on the wire was let finish and settled; what is
 		// left stays pending for the next run.
-		msg := fmt.Sprintf("interrupted: %d tiles pending; run again to continue", sum.StillPending)
+		msg := fmt.Sprintf("interrupted: %s tiles pending; run again to continue", countText(sum.StillPending))
 		firstErr = exitcode.New(se.Code(), fmt.Errorf("%s (%s)", msg, se))
 		sum.Interrupted = true
 	}
@@ -255,10 +271,11 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
+	stopWatch := r.watchInterrupt(ctx, p, id)
 	// Counting a large flight's pending tiles takes a scan of them (0.5 s
 	// at 1M): the display gets the total when it is known and the first
 	// batch does not wait for it.
-	var bytes int64
+	var bytes *int64 // nil until counted
 	var counted sync.WaitGroup
 	counted.Go(func() {
 		tiles, b, err := r.store.PendingSummary(ctx, id)
@@ -268,7 +285,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			}
 			return
 		}
-		bytes = b
+		bytes = &b
 		p.setTotal(tiles, b)
 	})
 	up := r.inner
@@ -283,49 +300,59 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	req.MaxAttempts = r.retry.MaxPerTileAttempts
 	rep, err := up.UploadPendingTiles(ctx, req)
 	counted.Wait()
+	stopWatch()
 	p.finish()
 	if rep.FlightID == "" {
 		rep.FlightID = id
 	}
-	pendingBytes := bytes
+	// A dry run's pending tiles are those it would send; its bytes are the
+	// count's.
+	pending, pendingBytes := &rep.Pending, bytes
 	if !r.opts.DryRun {
 		var awaiting *int64 // give-ups of the flight after the run; nil when not counted
 		// The run's context may be past its deadline; the count still helps.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		// The uploader counted what is left as it ended; a run that ended
-		// on an error may not have, and is counted again.
+		// on an error may not have, and is counted again: when that count
+		// fails too, what is left is not known (nil), not 0.
 		if err == nil {
-			pendingBytes = rep.PendingBytes
+			pendingBytes = &rep.PendingBytes
 		} else if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
-			rep.Pending, pendingBytes = n, b
+			rep.Pending = n
+			pending, pendingBytes = &n, &b
+		} else {
+			pending, pendingBytes = nil, nil
 		}
+		// Once the database is gone, every read below fails the same way:
+		// the run's error says so once, not each of them again.
+		quiet := databaseLost(err)
 		held, until, herr := r.heldByOthers(cctx, id)
 		if n, gerr := r.rejectedNowGivenUp(cctx, rep); gerr == nil {
 			rep.GivenUp = max(rep.GivenUp, n)
-		} else {
+		} else if !quiet {
 			r.log.Warn().Err(gerr).Msg("read the status of this run's rejected tiles")
 		}
 		if n, gerr := r.store.GiveUpCount(cctx, id); gerr == nil {
 			awaiting = &n
 		}
 		cancel()
-		if herr != nil {
+		if herr != nil && !quiet {
 			r.log.Warn().Err(herr).Msg("list other runs' leases")
 		}
 		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
 			RejectedTiles: len(rep.Rejections), Rejections: rep.Rejected, GivenUp: rep.GivenUp, Bytes: rep.Bytes,
 			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
-			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0})
+			Success: err == nil && pending != nil && *pending == 0 && rep.GivenUp == 0, Pending: pending})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
 			Resends: rep.Resends, ResendsRefused: rep.ResendsRefused, BreakerOpenings: rep.BreakerOpenings})
-		fs := flightSummary(rep, pendingBytes, err, r.opts.DryRun)
+		fs := flightSummary(rep, pending, pendingBytes, err, r.opts.DryRun)
 		fs.HeldByOtherRuns, fs.HeldUntil = held, until
 		fs.GiveUpsAwaitingReview = awaiting
 		return fs, err
 	}
-	return flightSummary(rep, pendingBytes, err, r.opts.DryRun), err
+	return flightSummary(rep, pending, pendingBytes, err, r.opts.DryRun), err
 }
 
 // rejectedNowGivenUp counts the tiles this run saw rejected that are now
@@ -392,7 +419,7 @@ func (r *run) finish(sum *Summary, runErr error) error {
 		sum.Outcome, sum.ExitCode = "dry_run", exitcode.Partial
 	case r.opts.DryRun:
 		sum.Outcome, sum.ExitCode = "dry_run", exitcode.OK
-	case sum.StillPending > 0 || sum.GivenUp > 0:
+	case sum.pendingLeft() || sum.GivenUp > 0:
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomePartial), exitcode.Partial
 	default:
 		sum.Outcome, sum.ExitCode = string(uploader.OutcomeSuccess), exitcode.OK
@@ -409,6 +436,7 @@ func (r *run) finish(sum *Summary, runErr error) error {
 		}
 	}
 	r.endRuns(sum)
+	r.reported = true
 	var printErr error
 	if r.opts.Output == "json" {
 		printErr = sum.writeJSON(r.opts.IO.Out)

@@ -28,8 +28,11 @@ import (
 //	rejected            rejection events: a tile rejected on two passes
 //	                    counts twice
 //	rejected_tiles      tiles rejected at least once in the run
-//	still_pending       tiles still waiting for upload after the run
-//	still_pending_bytes their bytes
+//	still_pending       tiles still waiting for upload after the run, or
+//	                    null when the run could not count them (the
+//	                    database stopped answering, or the run failed
+//	                    before it started): never a 0 it does not know
+//	still_pending_bytes their bytes, or null likewise
 //	retries             in-call retries made by the decorator
 //	batches, bytes      batches answered and bytes sent (dry run: would send)
 //	resends, replayed, timeouts
@@ -56,10 +59,15 @@ import (
 //	fdr                 what the run wrote to the flight data recorder
 //	                    (FDRSummary), or null without the retry decorator
 //	flights             one object per flight, in order, with flight_id,
-//	                    outcome, the counts above, next_retry_at, error,
+//	                    outcome ("interrupted" for the flight a signal
+//	                    reached), the counts above, next_retry_at, error,
 //	                    started, finished, elapsed_seconds and
 //	                    give_ups_awaiting_review (every upload_giveup tile of
 //	                    the flight after the run; null if not counted)
+//
+// A run that fails before it has a summary (reportEarlyFailure) prints the
+// same object with outcome "failure" (or "interrupted"), exit_code and
+// error, no flights, and null for what it did not count.
 type Summary struct {
 	Outcome        string          `json:"outcome"`
 	ExitCode       int             `json:"exit_code"`
@@ -85,25 +93,25 @@ type LocalFailure struct {
 
 // Counts are the per-flight and total tile counts.
 type Counts struct {
-	Uploaded          int   `json:"uploaded"`
-	Accepted          int   `json:"accepted"`
-	Duplicate         int   `json:"duplicate"`
-	Rejected          int   `json:"rejected"`
-	RejectedTiles     int   `json:"rejected_tiles"`
-	GivenUp           int   `json:"given_up"`
-	StillPending      int   `json:"still_pending"`
-	StillPendingBytes int64 `json:"still_pending_bytes"`
-	Retries           int   `json:"retries"`
-	Batches           int   `json:"batches"`
-	Bytes             int64 `json:"bytes"`
-	Resends           int   `json:"resends"`
-	Replayed          int   `json:"replayed"`
-	Timeouts          int   `json:"timeouts"`
-	LocalFailed       int   `json:"local_failed"`
-	Requests          int   `json:"requests"`
-	FirstAttempts     int   `json:"first_attempts"`
-	ResendsRefused    int   `json:"resends_refused"`
-	BreakerOpenings   int   `json:"breaker_openings"`
+	Uploaded          int    `json:"uploaded"`
+	Accepted          int    `json:"accepted"`
+	Duplicate         int    `json:"duplicate"`
+	Rejected          int    `json:"rejected"`
+	RejectedTiles     int    `json:"rejected_tiles"`
+	GivenUp           int    `json:"given_up"`
+	StillPending      *int   `json:"still_pending"`       // nil: not known, never 0
+	StillPendingBytes *int64 `json:"still_pending_bytes"` // nil: not known
+	Retries           int    `json:"retries"`
+	Batches           int    `json:"batches"`
+	Bytes             int64  `json:"bytes"`
+	Resends           int    `json:"resends"`
+	Replayed          int    `json:"replayed"`
+	Timeouts          int    `json:"timeouts"`
+	LocalFailed       int    `json:"local_failed"`
+	Requests          int    `json:"requests"`
+	FirstAttempts     int    `json:"first_attempts"`
+	ResendsRefused    int    `json:"resends_refused"`
+	BreakerOpenings   int    `json:"breaker_openings"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -113,8 +121,8 @@ func (c *Counts) add(o Counts) {
 	c.Rejected += o.Rejected
 	c.RejectedTiles += o.RejectedTiles
 	c.GivenUp += o.GivenUp
-	c.StillPending += o.StillPending
-	c.StillPendingBytes += o.StillPendingBytes
+	c.StillPending = sumKnown(c.StillPending, o.StillPending)
+	c.StillPendingBytes = sumKnown(c.StillPendingBytes, o.StillPendingBytes)
 	c.Retries += o.Retries
 	c.Batches += o.Batches
 	c.Bytes += o.Bytes
@@ -127,6 +135,30 @@ func (c *Counts) add(o Counts) {
 	c.ResendsRefused += o.ResendsRefused
 	c.BreakerOpenings += o.BreakerOpenings
 }
+
+// knownCounts are the counts of a run that counted what is left: none yet.
+func knownCounts() Counts { return Counts{StillPending: new(0), StillPendingBytes: new(int64(0))} }
+
+// sumKnown is a + b, or nil (not known) when either is not known.
+func sumKnown[T int | int64](a, b *T) *T {
+	if a == nil || b == nil {
+		return nil
+	}
+	s := *a + *b
+	return &s
+}
+
+// countText is n in words for the text summary: "unknown" when nil.
+func countText[T int | int64](n *T) string {
+	if n == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*n)
+}
+
+// pendingLeft: tiles may be left, as far as the run knows (an unknown
+// count may hide some).
+func (c Counts) pendingLeft() bool { return c.StillPending == nil || *c.StillPending > 0 }
 
 // FlightSummary is one flight's part of the run.
 type FlightSummary struct {
@@ -151,13 +183,15 @@ type FlightSummary struct {
 	fdrBytes      int64
 }
 
-func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error, dryRun bool) FlightSummary {
+// flightSummary is rep as the summary shows it; pending and pendingBytes
+// are what the run counted left after it, nil when it could not count.
+func flightSummary(rep uploader.UploadBatchReport, pending *int, pendingBytes *int64, err error, dryRun bool) FlightSummary {
 	fs := FlightSummary{
 		FlightID: rep.FlightID,
 		Outcome:  string(rep.Outcome),
 		Counts: Counts{
 			Uploaded: rep.Uploaded(), Accepted: rep.Accepted, Duplicate: rep.Duplicate,
-			Rejected: rep.Rejected, RejectedTiles: len(rep.Rejections), GivenUp: rep.GivenUp, StillPending: rep.Pending,
+			Rejected: rep.Rejected, RejectedTiles: len(rep.Rejections), GivenUp: rep.GivenUp, StillPending: pending,
 			StillPendingBytes: pendingBytes, Retries: rep.RetryCount, Batches: rep.Batches,
 			Bytes: rep.Bytes, Resends: rep.Resends, Replayed: rep.Replayed, Timeouts: rep.Timeouts,
 			LocalFailed: rep.LocalFailed,
@@ -183,7 +217,7 @@ func flightSummary(rep uploader.UploadBatchReport, pendingBytes int64, err error
 		fs.Error = &msg
 	case dryRun:
 		fs.Outcome = "dry_run"
-	case rep.Pending > 0 || rep.GivenUp > 0:
+	case fs.pendingLeft() || rep.GivenUp > 0:
 		fs.Outcome = string(uploader.OutcomePartial)
 	default:
 		fs.Outcome = string(uploader.OutcomeSuccess)
@@ -209,18 +243,18 @@ func (s *Summary) writeText(w io.Writer) error {
 			if f.LocalFailed > 0 {
 				p("flight %s (dry run): %d tile(s) have blob problems and would not be sent:\n", f.FlightID, f.LocalFailed)
 				writeLocalFailures(p, f.localFailures)
-				p("  the other %d tiles, %s, would be sent in %d batches; nothing was sent or changed\n",
-					f.StillPending, iostreams.HumanBytes(f.Bytes), f.Batches)
+				p("  the other %s tiles, %s, would be sent in %d batches; nothing was sent or changed\n",
+					countText(f.StillPending), iostreams.HumanBytes(f.Bytes), f.Batches)
 				continue
 			}
-			p("flight %s (dry run): would send %d tiles, %s, in %d batches; nothing was sent or changed\n",
-				f.FlightID, f.StillPending, iostreams.HumanBytes(f.Bytes), f.Batches)
+			p("flight %s (dry run): would send %s tiles, %s, in %d batches; nothing was sent or changed\n",
+				f.FlightID, countText(f.StillPending), iostreams.HumanBytes(f.Bytes), f.Batches)
 			continue
 		}
 		elapsed := f.Finished.Sub(f.Started)
-		p("flight %s: %s in %s: %d uploaded (%d accepted, %d duplicate), %d given up, %d still pending (%s)\n",
+		p("flight %s: %s in %s: %d uploaded (%d accepted, %d duplicate), %d given up, %s\n",
 			f.FlightID, f.Outcome, iostreams.HumanDuration(elapsed), f.Uploaded, f.Accepted, f.Duplicate,
-			f.GivenUp, f.StillPending, iostreams.HumanBytes(f.StillPendingBytes))
+			f.GivenUp, pendingText(f.Counts))
 		// Events, then the tiles behind them: "12 rejections (5 tiles)".
 		batches := fmt.Sprintf("%d batches", f.Batches)
 		if f.Batches == 1 {
@@ -236,7 +270,9 @@ func (s *Summary) writeText(w io.Writer) error {
 			earlier := max(*f.GiveUpsAwaitingReview-int64(f.GivenUp), 0)
 			p("  %d given-up tiles of this flight await review (%d from earlier runs)\n", *f.GiveUpsAwaitingReview, earlier)
 		}
-		if f.Error != nil {
+		// The run's own error is printed once, on stderr, as the command
+		// ends; a flight's other error is printed here.
+		if f.Error != nil && (s.Error == nil || *f.Error != *s.Error) {
 			p("  error: %s\n", *f.Error)
 		}
 		if next := nextStep(s, f); next != "" {
@@ -251,8 +287,8 @@ func (s *Summary) writeText(w io.Writer) error {
 		p("no on_ground flight has pending tiles\n")
 	}
 	if len(s.Flights) > 1 {
-		p("total: %s: %d uploaded, %d given up, %d still pending; %s, %d retries, %s sent\n",
-			s.Outcome, s.Uploaded, s.GivenUp, s.StillPending, plural(s.Rejected, "rejection"), s.Retries, iostreams.HumanBytes(s.Bytes))
+		p("total: %s: %d uploaded, %d given up, %s; %s, %d retries, %s sent\n",
+			s.Outcome, s.Uploaded, s.GivenUp, pendingText(s.Counts), plural(s.Rejected, "rejection"), s.Retries, iostreams.HumanBytes(s.Bytes))
 	}
 	if f := s.FDR; f != nil && f.RingTooSmall {
 		p("flight data recorder too small: this run wrote %d give-up records (%d bytes) to %s, whose ring holds %d bytes, "+
@@ -261,6 +297,19 @@ func (s *Summary) writeText(w io.Writer) error {
 			f.Records, f.Bytes, f.Path, f.CapacityBytes, *f.SuggestedCapacityBytes)
 	}
 	return err
+}
+
+// pendingText is "N still pending (SIZE)", or "still pending: unknown"
+// when the run could not count them.
+func pendingText(c Counts) string {
+	if c.StillPending == nil {
+		return "still pending: unknown"
+	}
+	size := "unknown size"
+	if c.StillPendingBytes != nil {
+		size = iostreams.HumanBytes(*c.StillPendingBytes)
+	}
+	return fmt.Sprintf("%d still pending (%s)", *c.StillPending, size)
 }
 
 func writeLocalFailures(p func(string, ...any), lfs []LocalFailure) {
@@ -293,9 +342,9 @@ func nextStep(s *Summary, f FlightSummary) string {
 		return fmt.Sprintf("mend the bad blobs: tilectl tiles verify --flight %s, then tilectl tiles import --flight %s DIR with the original directory", f.FlightID, f.FlightID)
 	case f.GivenUp > 0 || (f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0):
 		return fmt.Sprintf("review the given-up tiles: tilectl status --flight %s", f.FlightID)
-	case f.StillPending > 0 && f.NextRetryAt != nil:
+	case f.pendingLeft() && f.NextRetryAt != nil:
 		return "run upload-pending again after " + f.NextRetryAt.Format(time.RFC3339) + " (a timer that runs it periodically does this)"
-	case f.StillPending > 0 && f.Error == nil:
+	case f.pendingLeft() && f.Error == nil:
 		return "run upload-pending again"
 	}
 	return ""

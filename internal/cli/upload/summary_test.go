@@ -12,7 +12,7 @@ func TestSummaryReadsAtAGlance(t *testing.T) {
 	awaiting := int64(9)
 	s := &Summary{Outcome: "partial", Flights: []FlightSummary{{
 		FlightID: "F1", Outcome: "partial", Started: start, Finished: start.Add(12500 * time.Millisecond),
-		Counts: Counts{Uploaded: 46, Accepted: 44, Duplicate: 2, Rejected: 12, RejectedTiles: 5, GivenUp: 2,
+		Counts: Counts{Uploaded: 46, Accepted: 44, Duplicate: 2, Rejected: 12, RejectedTiles: 5, GivenUp: 2, StillPending: new(0), StillPendingBytes: new(int64(0)),
 			Batches: 24, Bytes: 5 << 20},
 		GiveUpsAwaitingReview: &awaiting,
 	}}}
