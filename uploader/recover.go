@@ -160,7 +160,7 @@ func (u *HTTPTileUploader) readOperation(ctx context.Context, opID string) (st o
 	})
 	if a.status == http.StatusNotFound && a.err == nil {
 		u.unrouted(&u.noOperations, "the provider does not answer operation state (GET /v1/operations/{op_id} answered 404; "+
-			"the contract answers an operation it has no record of 200 \"absent\"): a batch whose outcome it would settle "+
+			"the contract answers an operation it has no record of 200 \"absent\"): an open batch only its state could settle "+
 			"stays open, its tiles in it, and the next run asks again", a.status)
 		return st, false, a.status, nil
 	}
