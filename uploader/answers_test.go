@@ -110,6 +110,9 @@ func TestDuplicateAnswersMarkTilesUploadedWithoutResending(t *testing.T) {
 	}
 }
 
+// A tile the answer does not clearly answer is asked about; this provider
+// holds none (its lookups answer TILE_NOT_FOUND), so each is a
+// protocol_error rejection.
 func TestUnclearResultsAreProtocolErrors(t *testing.T) {
 	t.Parallel()
 	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {

@@ -68,8 +68,16 @@ func (m *answerMemo) accept(b []byte) bool { _, ok := m.parse(b); return ok }
 var errBatchFailed = errors.New("batch failed; its tiles go into a new batch")
 
 // errLeftOpen: the batch was not answered in this run (its resend budget
-// was spent) and is still open. It does not end the run.
+// was spent, or its 2xx could not be read after every resend) and is still
+// open. It does not end the run.
 var errLeftOpen = errors.New("batch left open")
+
+// errUnsettled: the provider answered, but neither its answer nor what it
+// says when asked (its operation state, a tile lookup) settles every tile:
+// the batch stays open, its tiles in it, and a later run asks again. It is
+// an errLeftOpen that asking the operation state again in this run would
+// not change.
+var errUnsettled = fmt.Errorf("%w: its outcome is unknown", errLeftOpen)
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
 // whose tiles' verified bytes are tb's, and settles it from the answer. It
@@ -132,6 +140,15 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		return errLeftOpen
 	}
 	ok2xx := a.status >= 200 && a.status < 300
+	if a.err == nil && ok2xx && (a.bodyErr != nil || !memo.accept(a.body)) {
+		// The provider ran the batch, but what it answered is lost: the
+		// outcome is unknown and the only safe retry is the same key, so
+		// the batch stays open and nothing is rejected. The next settling
+		// resends it under its key, or reads its operation state.
+		log.Warn().Int("status", a.status).Int("attempts", a.attempts).Err(a.bodyErr).
+			Msg("the provider's 2xx answer could not be read after every resend; the batch stays open for a resend under the same key")
+		return errLeftOpen
+	}
 	if a.err != nil || !ok2xx {
 		perr := a.failure(opID, "upload batch")
 		if !a.cancelled && failsBatch(a.status) {
@@ -145,10 +162,10 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		}
 		return perr
 	}
-	ids, bytes := idsAndBytes(tiles)
+	_, bytes := idsAndBytes(tiles)
 	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: a.replayed(),
 		Latency: u.now().Sub(start), Resends: max(a.attempts-1, 0)}
-	return u.applyAnswer(ctx, opID, ids, sizesOf(tiles), a.status, a.body, memo, p, t)
+	return u.applyAnswer(ctx, flightID, opID, tiles, a.status, a.body, memo, p, t)
 }
 
 // failsBatch: answers after which this key can never succeed, so the batch
@@ -186,12 +203,27 @@ func sizesOf(tiles []tilestore.Tile) map[string]int64 {
 	return m
 }
 
-// applyAnswer settles a batch from a 2xx body in one Store transaction. A
-// tile is uploaded only when the answer names it exactly once as accepted
-// or duplicate; anything less clear is a protocol_error rejection.
-func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []string, sizes map[string]int64,
+// applyAnswer settles a batch of tiles from a 2xx body in one Store
+// transaction. A tile is uploaded when the answer names it exactly once as
+// accepted or duplicate, rejected when it names it exactly once as
+// rejected. A tile the answer does not clearly answer (settleUnclear) is
+// uploaded when the provider holds its bytes, and a protocol_error
+// rejection, which spends an attempt, only when the provider says it does
+// not; when the provider cannot say, nothing is recorded and the batch
+// stays open (errUnsettled).
+func (u *HTTPTileUploader) applyAnswer(ctx context.Context, flightID, opID string, tiles []tilestore.Tile,
 	status int, body []byte, memo *answerMemo, p BatchProgress, t *tally) error {
+	ids := make([]string, len(tiles))
+	for i, tl := range tiles {
+		ids[i] = tl.ID
+	}
 	st, accepted, duplicate, strangers := u.settlement(opID, ids, status, body, memo)
+	held, err := u.settleUnclear(ctx, flightID, &st, tiles)
+	if err != nil {
+		return err
+	}
+	duplicate += held
+	sizes := sizesOf(tiles)
 	var bytes int64
 	for _, id := range st.Uploaded {
 		bytes += sizes[id]
@@ -210,6 +242,62 @@ func (u *HTTPTileUploader) applyAnswer(ctx context.Context, opID string, ids []s
 	p.Uploaded, p.Rejected = len(st.Uploaded), len(st.Rejections)
 	t.settled(p, accepted, duplicate, st.Rejections, bytes)
 	return nil
+}
+
+// settleUnclear asks the provider about the tiles st rejects as
+// protocol_error (an answer that does not clearly answer them): only a
+// clear "rejected" may spend a tile's attempt, and the provider may hold a
+// tile its answer left out. Those it holds with the same bytes move to
+// st.Uploaded (held counts them); those it clearly does not hold stay
+// protocol_error rejections. When it gives no clear answer about one, the
+// batch's outcome for that tile is unknown: errUnsettled, and nothing is
+// recorded.
+func (u *HTTPTileUploader) settleUnclear(ctx context.Context, flightID string, st *tilestore.Settlement, tiles []tilestore.Tile) (held int, err error) {
+	unclear := map[string]bool{}
+	for _, r := range st.Rejections {
+		if r.Reason == ReasonProtocolError {
+			unclear[r.TileID] = true
+		}
+	}
+	if len(unclear) == 0 {
+		return 0, nil
+	}
+	ask := make([]tilestore.Tile, 0, len(unclear))
+	for _, tl := range tiles {
+		if unclear[tl.ID] {
+			ask = append(ask, tl)
+		}
+	}
+	same, _, unknown, err := u.lookUpTiles(ctx, flightID, ask, defaultConcurrency)
+	if err != nil {
+		return 0, fmt.Errorf("ask the provider about %d tile(s) batch %s's answer left unclear: %w", len(ask), st.OpID, err)
+	}
+	log := u.log.With().Str("op_id", st.OpID).Logger()
+	if len(unknown) > 0 {
+		log.Warn().Int("tiles", len(unknown)).
+			Msg("the provider's answer left tiles unclear and it gave no clear answer when asked about them; the batch stays open and the next run asks again")
+		return 0, fmt.Errorf("batch %s: %d tile(s): %w", st.OpID, len(unknown), errUnsettled)
+	}
+	isHeld := make(map[string]bool, len(same))
+	for _, id := range same {
+		isHeld[id] = true
+	}
+	kept := st.Rejections[:0]
+	for _, r := range st.Rejections {
+		switch {
+		case isHeld[r.TileID]:
+			st.Uploaded = append(st.Uploaded, r.TileID)
+		case unclear[r.TileID]:
+			r.Message = clip(r.Message + "; the provider does not hold it")
+			kept = append(kept, r)
+		default:
+			kept = append(kept, r)
+		}
+	}
+	st.Rejections = kept
+	log.Info().Int("unclear", len(unclear)).Int("held", len(same)).
+		Msg("asked the provider about tiles its answer left unclear")
+	return len(same), nil
 }
 
 // settlement is what a 2xx body settles: classifyAnswer's verdict with the

@@ -59,8 +59,8 @@ func TestUploadUnderFaultsStoresEveryTileExactlyOnce(t *testing.T) {
 	if replayed == 0 {
 		t.Errorf("no answer was replayed, though answers were dropped and cut")
 	}
-	if l.Faults[provider.FaultOmitResults] > 0 && protocolErrors == 0 {
-		t.Errorf("results were omitted but no protocol_error was recorded")
-	}
+	// An omitted result is settled by asking the provider: a tile it holds
+	// is uploaded, one it does not is a protocol_error; either way each
+	// tile is stored once (allUploadedOnce).
 	t.Logf("faults %v, replayed %d, protocol errors %d", l.Faults, replayed, protocolErrors)
 }

@@ -9,10 +9,13 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/tilectl/tilectl/operation"
 )
 
 // fakeProvider is another server that follows provider-api.md, scripted
-// per test: capabilities are fixed, and answer decides each batch request.
+// per test: capabilities are fixed, answer decides each batch request, and
+// a tile lookup finds nothing (404 TILE_NOT_FOUND).
 type fakeProvider struct {
 	t      testing.TB
 	caps   map[string]any
@@ -40,6 +43,10 @@ func newFake(t testing.TB, answer func(http.ResponseWriter, *http.Request, fakeB
 		_ = json.NewEncoder(w).Encode(f.caps)
 	})
 	mux.HandleFunc("POST /v1/flights/{flight}/tiles:batch", f.batch)
+	// It keeps no tiles: a lookup finds none, in the contract's words.
+	mux.HandleFunc("GET /v1/flights/{flight}/tiles/{tile}", func(w http.ResponseWriter, r *http.Request) {
+		operation.WriteError(w, http.StatusNotFound, operation.CodeTileNotFound, "no such tile", nil, nil)
+	})
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
 	return f, hs

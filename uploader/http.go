@@ -178,6 +178,10 @@ type HTTPTileUploader struct {
 	// by prepareSequence at the start of each run.
 	clientID string
 	stream   atomic.Int64
+	// noLookups, noOperations are set once the provider answered a tile
+	// lookup, or GET /v1/operations/{op_id}, with a 404 the contract does
+	// not give that route: the run has said so (unrouted).
+	noLookups, noOperations atomic.Bool
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)

@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -43,17 +45,41 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 	if err != nil || len(tiles) == 0 {
 		return nil, 0, err
 	}
+	same, notHeld, unknown, err := u.lookUpTiles(ctx, flightID, tiles, workers)
+	if err != nil {
+		return nil, 0, err
+	}
+	t.setLookedUp(notHeld, asOf)
+	if len(same) > 0 {
+		jctx, cancel := journalCtx(ctx)
+		defer cancel()
+		if _, err := u.store.MarkUploaded(jctx, same); err != nil {
+			return nil, 0, err
+		}
+		t.held(len(same))
+	}
+	u.log.Info().Str("flight_id", flightID).Int("asked", len(tiles)).Int("held", len(same)).
+		Int("unclear", len(unknown)).Msg("asked the provider about tiles an earlier batch left unsettled")
+	if len(unknown) > 0 {
+		u.log.Warn().Str("flight_id", flightID).Int("tiles", len(unknown)).
+			Msg("the provider gave no clear answer about tiles an earlier batch may have stored; they are not sent under a new key in this run")
+	}
+	return unknown, len(same), nil
+}
+
+// lookUpTiles asks the provider about tiles, workers at a time, and sorts
+// them by its answers: held with the same bytes, not held, no clear answer.
+// The first run-ending error (401, 403, the run cancelled) stops it.
+func (u *HTTPTileUploader) lookUpTiles(ctx context.Context, flightID string, tiles []tilestore.Tile, workers int) (same, notHeld, unknown []string, err error) {
 	var (
-		mu            sync.Mutex
-		same, unknown []string
-		notHeld       []string
-		runErr        error
+		mu     sync.Mutex
+		runErr error
 	)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	ch := make(chan tilestore.Tile)
 	var wg sync.WaitGroup
-	for range min(workers, len(tiles)) {
+	for range max(min(workers, len(tiles)), 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -86,33 +112,20 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 	close(ch)
 	wg.Wait()
 	if runErr != nil {
-		return nil, 0, runErr
+		return nil, nil, nil, runErr
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, err
+		return nil, nil, nil, err
 	}
-	t.setLookedUp(notHeld, asOf)
-	if len(same) > 0 {
-		jctx, cancel := journalCtx(ctx)
-		defer cancel()
-		if _, err := u.store.MarkUploaded(jctx, same); err != nil {
-			return nil, 0, err
-		}
-		t.held(len(same))
-	}
-	u.log.Info().Str("flight_id", flightID).Int("asked", len(tiles)).Int("held", len(same)).
-		Int("unclear", len(unknown)).Msg("asked the provider about tiles an earlier batch left unsettled")
-	if len(unknown) > 0 {
-		u.log.Warn().Str("flight_id", flightID).Int("tiles", len(unknown)).
-			Msg("the provider gave no clear answer about tiles an earlier batch may have stored; they are not sent under a new key in this run")
-	}
-	return unknown, len(same), nil
+	return same, notHeld, unknown, nil
 }
 
 // lookUp asks the provider whether it holds tl's bytes. Only a 200 naming
-// the tile with its sha256 (and its size, when given) means held; a 404 or
-// other bytes mean not held; anything else is unknown. 401/403 are the
-// run-ending error.
+// the tile with its sha256 (and its size, when both are known) means held;
+// the contract's 404 TILE_NOT_FOUND or other bytes mean not held; anything
+// else is unknown, a 404 without that code included (a gateway's, or a
+// server that does not route lookups: the run says so once). 401/403 are
+// the run-ending error.
 func (u *HTTPTileUploader) lookUp(ctx context.Context, flightID string, tl tilestore.Tile) (held, error) {
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
 	a := u.do(ctx, http.MethodGet, path, "", nil, nil, func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
@@ -120,7 +133,13 @@ func (u *HTTPTileUploader) lookUp(ctx context.Context, flightID string, tl tiles
 	case a.cancelled:
 		return heldUnknown, a.failure("", "look up tile "+tl.ID)
 	case a.err == nil && a.status == http.StatusNotFound:
-		return heldNot, nil
+		if eb, err := operation.ParseErrorBody(a.body); err == nil && eb.Code() == operation.CodeTileNotFound {
+			return heldNot, nil
+		}
+		u.unrouted(&u.noLookups, "the provider does not answer tile lookups (GET /v1/flights/{flight_id}/tiles/{tile_id} "+
+			"answered 404 without TILE_NOT_FOUND, as a gateway or a server without the route does): a tile whose earlier "+
+			"key's outcome is unknown is not sent under a new key; it stays pending until the provider answers", a.status)
+		return heldUnknown, nil
 	case a.err == nil && (a.status == http.StatusUnauthorized || a.status == http.StatusForbidden):
 		return heldUnknown, a.failure("", "look up tile "+tl.ID)
 	case a.err != nil || a.status != http.StatusOK || a.bodyErr != nil:
@@ -132,8 +151,17 @@ func (u *HTTPTileUploader) lookUp(ctx context.Context, flightID string, tl tiles
 		u.log.Warn().Str("tile_id", tl.ID).Msg("tile lookup answer does not name the tile and its sha256")
 		return heldUnknown, nil
 	}
-	if !strings.EqualFold(rec.SHA256, tl.SHA256) || (rec.Size > 0 && rec.Size != tl.SizeBytes) {
+	if !strings.EqualFold(rec.SHA256, tl.SHA256) || (rec.Size > 0 && tl.SizeBytes > 0 && rec.Size != tl.SizeBytes) {
 		return heldNot, nil // other bytes: the batch's answer will say what the provider makes of ours
 	}
 	return heldSame, nil
+}
+
+// unrouted logs msg once per uploader (one run) when flag is first set: a
+// route of the contract answered with a status the contract does not give
+// it, so what depends on that route waits.
+func (u *HTTPTileUploader) unrouted(flag *atomic.Bool, msg string, status int) {
+	if flag.CompareAndSwap(false, true) {
+		u.log.Warn().Int("status", status).Msg(msg)
+	}
 }

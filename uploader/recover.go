@@ -60,9 +60,14 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 				err = nil
 			}
 		}
-		if !ok || errors.Is(err, errLeftOpen) {
-			// Its tiles are about to be paged again: it must not stay open.
-			err = u.resolveByState(ctx, b, members, t)
+		if !ok || (errors.Is(err, errLeftOpen) && !errors.Is(err, errUnsettled)) {
+			// The provider's record of the operation may settle it.
+			err = u.resolveByState(ctx, flightID, b, members, t)
+		}
+		if errors.Is(err, errUnsettled) {
+			// Its outcome is unknown: it stays open, its tiles in it (no
+			// claim takes them), for the next run to ask again.
+			err = nil
 		}
 		if err != nil {
 			return 0, err
@@ -144,13 +149,19 @@ type operationState struct {
 }
 
 // readOperation reads the provider's record of operation opID (GET
-// /v1/operations/{op_id}); found is false when it has none (404), status is
-// the answer's HTTP status.
-func (u *HTTPTileUploader) readOperation(ctx context.Context, opID string) (st operationState, found bool, status int, err error) {
+// /v1/operations/{op_id}); status is the answer's HTTP status. answered is
+// false when the route answered 404: the contract answers an operation it
+// has no record of 200 "absent", so a 404 (a gateway's, or a server that
+// does not route the state) says nothing about the operation, and the run
+// says once that the provider does not answer it.
+func (u *HTTPTileUploader) readOperation(ctx context.Context, opID string) (st operationState, answered bool, status int, err error) {
 	a := u.do(ctx, http.MethodGet, "/v1/operations/"+url.PathEscape(opID), opID, nil, nil, func(body []byte) bool {
 		return json.Unmarshal(body, &operationState{}) == nil
 	})
 	if a.status == http.StatusNotFound && a.err == nil {
+		u.unrouted(&u.noOperations, "the provider does not answer operation state (GET /v1/operations/{op_id} answered 404; "+
+			"the contract answers an operation it has no record of 200 \"absent\"): an open batch only its state could settle "+
+			"stays open, its tiles in it, and the next run asks again", a.status)
 		return st, false, a.status, nil
 	}
 	if err := a.failure(opID, "read operation state"); err != nil {
@@ -166,15 +177,16 @@ func (u *HTTPTileUploader) readOperation(ctx context.Context, opID string) (st o
 // sealed applies the stored outcome; absent, expired or indeterminate fail
 // the batch (the provider is then asked which of its tiles it holds, and
 // only the others form a new batch: lookUpAmbiguous); live is asked again,
-// within the run's deadline.
-func (u *HTTPTileUploader) resolveByState(ctx context.Context, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
+// within the run's deadline. A route that does not answer (404) leaves the
+// batch open (errUnsettled).
+func (u *HTTPTileUploader) resolveByState(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
 	for asked := 1; ; asked++ {
-		st, found, status, err := u.readOperation(ctx, b.OpID)
+		st, answered, status, err := u.readOperation(ctx, b.OpID)
 		switch {
 		case err != nil:
 			return err
-		case !found:
-			return u.failOpen(ctx, b, 0, "provider has no record of the operation (404)")
+		case !answered:
+			return fmt.Errorf("batch %s: the provider does not answer its operation state: %w", b.OpID, errUnsettled)
 		}
 		switch st.State {
 		case "sealed":
@@ -184,12 +196,15 @@ func (u *HTTPTileUploader) resolveByState(ctx context.Context, b tilestore.Batch
 			if st.Outcome.Status < 200 || st.Outcome.Status >= 300 {
 				return u.failOpen(ctx, b, st.Outcome.Status, fmt.Sprintf("provider's stored outcome is %d", st.Outcome.Status))
 			}
-			sizes := map[string]int64{}
-			for _, id := range b.TileIDs {
-				sizes[id] = members[id].SizeBytes
+			// The journaled bytes, which a lookup compares (a member no
+			// longer pending has no size here: a lookup then compares the
+			// sha256 alone).
+			tiles := make([]tilestore.Tile, len(b.TileIDs))
+			for i, id := range b.TileIDs {
+				tiles[i] = tilestore.Tile{ID: id, FlightID: flightID, SHA256: b.SHA256s[i], SizeBytes: members[id].SizeBytes}
 			}
 			p := BatchProgress{OpID: b.OpID, Tiles: len(b.TileIDs), Replayed: true}
-			return u.applyAnswer(ctx, b.OpID, b.TileIDs, sizes, st.Outcome.Status, st.Outcome.Body, nil, p, t)
+			return u.applyAnswer(ctx, flightID, b.OpID, tiles, st.Outcome.Status, st.Outcome.Body, nil, p, t)
 		case "live":
 			if asked > u.resends {
 				return &ProviderError{Status: status, OpID: b.OpID, Message: fmt.Sprintf("operation still live after %d checks", asked)}

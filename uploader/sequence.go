@@ -247,7 +247,7 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 		return err
 	}
 	detail = u.redact(detail) // it may quote the provider's text (another "operation"'s ID)
-	settled, err := u.settleFromRecord(ctx, opID, tiles, t)
+	settled, err := u.settleFromRecord(ctx, flightID, opID, tiles, t)
 	if err != nil {
 		return err
 	}
@@ -336,10 +336,10 @@ func setSequenceHeaders(h http.Header, seq batchSeq) {
 
 // settleFromRecord settles the open batch opID from the provider's record
 // of the operation (GET /v1/operations/{op_id}) when it is sealed with a
-// 2xx, and reports whether it did. Any other state, or no record (404),
-// settles nothing; a request that fails is an error, and the batch stays
+// 2xx, and reports whether it did. Any other state, or a route that does
+// not answer (404), settles nothing; a request that fails is an error, and the batch stays
 // open for the next run.
-func (u *HTTPTileUploader) settleFromRecord(ctx context.Context, opID string, tiles []tilestore.Tile, t *tally) (bool, error) {
+func (u *HTTPTileUploader) settleFromRecord(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, t *tally) (bool, error) {
 	st, found, _, err := u.readOperation(ctx, opID)
 	if err != nil || !found {
 		return false, err
@@ -347,7 +347,7 @@ func (u *HTTPTileUploader) settleFromRecord(ctx context.Context, opID string, ti
 	if st.State != "sealed" || st.Outcome == nil || st.Outcome.Status < 200 || st.Outcome.Status >= 300 {
 		return false, nil
 	}
-	ids, bytes := idsAndBytes(tiles)
+	_, bytes := idsAndBytes(tiles)
 	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: true}
-	return true, u.applyAnswer(ctx, opID, ids, sizesOf(tiles), st.Outcome.Status, st.Outcome.Body, nil, p, t)
+	return true, u.applyAnswer(ctx, flightID, opID, tiles, st.Outcome.Status, st.Outcome.Body, nil, p, t)
 }

@@ -4,7 +4,9 @@
 // TileUploader is the contract the retry decorator and the upload-pending
 // command consume; HTTPTileUploader is its implementation. An implementation
 // promises: a tile is marked uploaded only when the provider answered it
-// accepted or duplicate; each batch is journaled under one operation ID
+// accepted or duplicate, or, asked about it, says it holds its bytes; only
+// a clear "rejected", or a tile the provider says it does not hold after an
+// unclear answer, is a rejection; each batch is journaled under one operation ID
 // before its first byte is sent and every resend reuses that ID and body;
 // batches an earlier run left unsettled are settled before new ones form.
 // With a client ID (strict client sequencing, sequence.go), each batch's
@@ -109,7 +111,8 @@ const (
 )
 
 // ReasonProtocolError is the rejection the client records for a tile a 200
-// did not clearly answer. A bad cached blob is not a rejection at all: see
+// did not clearly answer and the provider, asked, does not hold (404
+// TILE_NOT_FOUND, or other bytes). A bad cached blob is not a rejection at all: see
 // LocalFailure.
 const ReasonProtocolError = "protocol_error"
 

@@ -54,13 +54,17 @@ type sealedAnswer struct {
 	} `json:"results"`
 }
 
-// rejectedBy returns the members of a batch that the provider's sealed
-// answer rejected or did not clearly answer (missing, named twice, or an
-// unknown status): each is one rejecting answer for that tile.
-func rejectedBy(members []string, body []byte) (map[string]bool, error) {
+// answeredBy sorts the members of a batch by the provider's sealed answer:
+// rejected (named once, "rejected" or any status but accepted and
+// duplicate that the contract knows) and unclear (missing, named twice, or
+// a status the contract does not have). A clear rejection is one rejecting
+// answer for its tile. An unclear tile is one only when tilectl, asking the
+// provider, found it not held, and recorded a protocol_error rejection;
+// when the provider held it, tilectl recorded none.
+func answeredBy(members []string, body []byte) (rejected, unclear map[string]bool, err error) {
 	var a sealedAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, fmt.Errorf("sealed answer is not JSON: %w", err)
+		return nil, nil, fmt.Errorf("sealed answer is not JSON: %w", err)
 	}
 	seen := map[string]int{}
 	status := map[string]string{}
@@ -68,14 +72,21 @@ func rejectedBy(members []string, body []byte) (map[string]bool, error) {
 		seen[r.TileID]++
 		status[r.TileID] = r.Status
 	}
-	out := map[string]bool{}
+	rejected, unclear = map[string]bool{}, map[string]bool{}
 	for _, id := range members {
-		if seen[id] != 1 || (status[id] != "accepted" && status[id] != "duplicate") {
-			out[id] = true
+		switch {
+		case seen[id] != 1 || (status[id] != "accepted" && status[id] != "duplicate" && status[id] != "rejected"):
+			unclear[id] = true
+		case status[id] == "rejected":
+			rejected[id] = true
 		}
 	}
-	return out, nil
+	return rejected, unclear, nil
 }
+
+// protocolError is the rejection reason tilectl records for a tile an
+// answer left unclear and the provider does not hold.
+const protocolError = "protocol_error"
 
 // roundFacts is everything one round's checks look at.
 type roundFacts struct {
@@ -147,20 +158,33 @@ func (c *checker) checkRound(f roundFacts) {
 			if !ok {
 				continue
 			}
-			rej, err := rejectedBy(b.TileIDs, op.Body)
+			rej, unclear, err := answeredBy(b.TileIDs, op.Body)
 			c.check(invRejectionsMatch, err == nil, "batch %s: %v", b.OpID, err)
-			for id := range rej {
-				expected[id]++
-			}
 			var journal []string
+			reasons := map[string]string{}
 			for _, r := range cl.Rejections {
 				if r.OpID == b.OpID && m[r.TileID] {
 					journal = append(journal, r.TileID)
+					reasons[r.TileID] = r.Reason
 				}
 			}
 			want := make([]string, 0, len(rej))
 			for id := range rej {
 				want = append(want, id)
+				expected[id]++
+			}
+			for id := range unclear {
+				reason, recorded := reasons[id]
+				if !recorded {
+					_, held := pv.Stored[id]
+					c.check(invRejectionsMatch, held, "batch %s left tile %s unclear and tilectl recorded no rejection, "+
+						"but the provider does not hold it", b.OpID, id)
+					continue
+				}
+				c.check(invRejectionsMatch, reason == protocolError, "batch %s left tile %s unclear, and tilectl recorded "+
+					"its rejection as %q, not %s", b.OpID, id, reason, protocolError)
+				want = append(want, id)
+				expected[id]++
 			}
 			sort.Strings(journal)
 			sort.Strings(want)
@@ -244,6 +268,10 @@ func (c *checker) checkRound(f roundFacts) {
 // a requeued tile gets a new budget, so a soak that requeues must count
 // only the keys after the tile's last requeue.
 func (c *checker) checkBudget(f roundFacts, members map[string]map[string]bool) {
+	recorded := map[string]bool{}
+	for _, r := range f.Client.Rejections {
+		recorded[r.OpID+"/"+r.TileID] = true
+	}
 	keys := map[string]map[string]bool{}
 	add := func(tile, op string) {
 		if keys[tile] == nil {
@@ -256,12 +284,17 @@ func (c *checker) checkBudget(f roundFacts, members map[string]map[string]bool) 
 		if !known || op.State != "sealed" || op.Status == nil || *op.Status != 200 {
 			continue
 		}
-		rej, err := rejectedBy(b.TileIDs, op.Body)
+		rej, unclear, err := answeredBy(b.TileIDs, op.Body)
 		if err != nil {
 			continue // reported by invRejectionsMatch
 		}
 		for id := range rej {
 			add(id, b.OpID)
+		}
+		for id := range unclear {
+			if recorded[b.OpID+"/"+id] { // asked about, and not held
+				add(id, b.OpID)
+			}
 		}
 	}
 	for _, r := range f.Client.Rejections {

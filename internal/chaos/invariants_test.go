@@ -99,6 +99,11 @@ func TestCheckRoundCatchesEachKindOfDamage(t *testing.T) {
 		{"replayed answer counted twice", func(f *roundFacts) { setTile(f, "t3", func(t *clientTile) { t.Attempts = 2 }) }, invAttempts},
 		{"answer lost", func(f *roundFacts) { setTile(f, "t2", func(t *clientTile) { t.Attempts = 1 }) }, invAttempts},
 		{"journal misses a rejection", func(f *roundFacts) { f.Client.Rejections = f.Client.Rejections[1:] }, invRejectionsMatch},
+		{"unclear tile not held and not rejected", func(f *roundFacts) {
+			f.Client.Rejections = append(f.Client.Rejections[:1], f.Client.Rejections[2:]...)
+			delete(f.Provider.Stored, "t3")
+		}, invRejectionsMatch},
+		{"unclear tile rejected for another reason", func(f *roundFacts) { f.Client.Rejections[1].Reason = "decode_error" }, invRejectionsMatch},
 		{"rejection never counted", func(f *roundFacts) { f.Client.Rejections[2].Counted = false }, invAllCounted},
 		{"give-up recorded twice", func(f *roundFacts) { f.Client.GiveUpFDR["t2"] = 2 }, invGiveUpFDR},
 		{"give-up without a record", func(f *roundFacts) { delete(f.Client.GiveUpFDR, "t2") }, invGiveUpFDR},
@@ -168,21 +173,31 @@ func setTile(f *roundFacts, id string, fn func(*clientTile)) {
 	f.Client.Tiles[id] = t
 }
 
-func TestRejectedByCountsUnclearAnswers(t *testing.T) {
+func TestAnsweredBySortsClearRejectionsFromUnclearAnswers(t *testing.T) {
 	body := []byte(`{"results":[{"tile_id":"a","status":"accepted"},{"tile_id":"b","status":"rejected"},
 		{"tile_id":"c","status":"duplicate"},{"tile_id":"c","status":"duplicate"},{"tile_id":"e","status":"weird"}]}`)
-	got, err := rejectedBy([]string{"a", "b", "c", "d", "e"}, body)
+	rej, unclear, err := answeredBy([]string{"a", "b", "c", "d", "e"}, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"b": true, "c": true, "d": true, "e": true}
-	if len(got) != len(want) {
-		t.Fatalf("rejected %v, want %v", got, want)
+	if len(rej) != 1 || !rej["b"] {
+		t.Errorf("rejected %v, want only b", rej)
 	}
-	for id := range want {
-		if !got[id] {
-			t.Errorf("tile %s should count as rejected (got %v)", id, got)
-		}
+	if len(unclear) != 3 || !unclear["c"] || !unclear["d"] || !unclear["e"] {
+		t.Errorf("unclear %v, want c (named twice), d (missing), e (unknown status)", unclear)
+	}
+}
+
+// A tile an answer left unclear that the provider holds is uploaded
+// without a rejection (issue 20 item 5): no attempt, no violation.
+func TestCheckRoundAcceptsAnUnclearTileTheProviderHeldWithoutARejection(t *testing.T) {
+	f := withFingerprints(cleanFacts())
+	f.Client.Rejections = append(f.Client.Rejections[:1], f.Client.Rejections[2:]...) // t3's protocol_error
+	setTile(&f, "t3", func(t *clientTile) { t.Attempts = 0 })
+	c := newChecker()
+	c.checkRound(f)
+	if len(c.violations) != 0 {
+		t.Fatalf("violations: %v", c.violations)
 	}
 }
 

@@ -39,6 +39,10 @@ type Recorder struct {
 	lookups int
 	lose    func(key string, ids []string) string
 	expired map[string]bool // keys answered 422 IDEMPOTENCY_EXPIRED
+	cut     map[string]bool // keys whose every answer is cut off
+	// noLookups, noOperations: the route answers a bare 404, as a gateway
+	// or a server that does not route it.
+	noLookups, noOperations bool
 }
 
 type heldTile struct {
@@ -75,7 +79,7 @@ func StartRecorder(tb testing.TB, cfg RecorderConfig) *Recorder {
 	}
 	p := &Recorder{token: cfg.Token, latency: cfg.Latency, reject: cfg.Reject, busy: map[string]int{},
 		stores: map[string]int{}, carried: map[string]int{}, answers: map[string][]byte{}, keyMu: map[string]*sync.Mutex{},
-		held: map[string]heldTile{}, expired: map[string]bool{},
+		held: map[string]heldTile{}, expired: map[string]bool{}, cut: map[string]bool{},
 		caps: map[string]any{"api_version": "v1", "max_batch_tiles": cfg.MaxBatchTiles, "max_batch_bytes": 32 << 20,
 			"max_tile_bytes": 4 << 20, "idempotency": map[string]any{"retention_seconds": 86400}}}
 	mux := http.NewServeMux()
@@ -110,7 +114,12 @@ func (p *Recorder) Busy(tileID string, times int) {
 // returns how that answer is lost: "drop" (store and seal, then cut the
 // connection, and from then on answer the key 422 IDEMPOTENCY_EXPIRED, as
 // if it were past retention by the next send), "omit:<tile_id>" (leave that
-// tile out of the results, though stored), or "" (answer in full).
+// tile out of the results, though stored), "twice:<tile_id>" (name that
+// tile twice), "status:<tile_id>" (give that tile a status the contract
+// does not have), "otherop" (the answer names another operation), "cut"
+// (store and seal, then cut every answer to the key off after its first
+// bytes, replays included), or "" (answer in full). The sealed answer, which
+// GET /v1/operations/{op_id} returns, is the one the client was sent.
 func (p *Recorder) LoseAnswers(lose func(key string, ids []string) string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -124,6 +133,15 @@ func (p *Recorder) Hold(tileID, sha256 string, size int) {
 	defer p.mu.Unlock()
 	p.stores[tileID]++
 	p.held[tileID] = heldTile{sha256: sha256, size: size}
+}
+
+// Unrouted makes GET /v1/flights/{f}/tiles/{t} (lookups) and GET
+// /v1/operations/{op_id} (operations) answer a bare 404 with no error body,
+// as a gateway or a server that does not route them would.
+func (p *Recorder) Unrouted(lookups, operations bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.noLookups, p.noOperations = lookups, operations
 }
 
 // Lookups is how many tile lookups arrived.

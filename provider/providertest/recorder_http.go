@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -26,11 +27,19 @@ func recorderError(w http.ResponseWriter, status int, code, msg string) {
 	recorderJSON(w, status, map[string]any{"errors": []any{map[string]any{"code": code, "message": msg}}})
 }
 
+// bare404 is what a gateway or a server without the route answers.
+func bare404(w http.ResponseWriter) { http.Error(w, "404 page not found", http.StatusNotFound) }
+
 func (p *Recorder) operation(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	ans, ok := p.answers[r.PathValue("op")]
 	expired := p.expired[r.PathValue("op")]
+	unrouted := p.noOperations
 	p.mu.Unlock()
+	if unrouted {
+		bare404(w)
+		return
+	}
 	if expired {
 		recorderJSON(w, 200, map[string]any{"op_id": r.PathValue("op"), "state": "expired"})
 		return
@@ -47,6 +56,10 @@ func (p *Recorder) lookup(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lookups++
+	if p.noLookups {
+		bare404(w)
+		return
+	}
 	id := r.PathValue("tile")
 	h, ok := p.held[id]
 	if !ok {
@@ -78,7 +91,7 @@ func (p *Recorder) batch(w http.ResponseWriter, r *http.Request) {
 	defer km.Unlock()
 	p.mu.Lock()
 	ans, ok := p.answers[key]
-	expired := p.expired[key]
+	expired, cut := p.expired[key], p.cut[key]
 	p.mu.Unlock()
 	if expired {
 		operation.WriteError(w, http.StatusUnprocessableEntity, operation.CodeIdempotencyExpired, "key expired", nil, nil)
@@ -86,8 +99,7 @@ func (p *Recorder) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok {
 		w.Header().Set("Idempotent-Replayed", "true")
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(ans)
+		writeAnswer(w, ans, cut)
 		return
 	}
 	mr, err := r.MultipartReader()
@@ -154,12 +166,28 @@ func (p *Recorder) batch(w http.ResponseWriter, r *http.Request) {
 			p.held[mt.TileID] = heldTile{sha256: mt.SHA256, size: sizes[mt.TileID]}
 			r = recorderResult{TileID: mt.TileID, Status: "accepted"}
 		}
-		if how != "omit:"+mt.TileID {
+		switch how {
+		case "omit:" + mt.TileID:
+		case "twice:" + mt.TileID:
+			res = append(res, r, r)
+		case "status:" + mt.TileID:
+			r.Status = "stored"
+			res = append(res, r)
+		default:
 			res = append(res, r)
 		}
 	}
-	ans, _ = json.Marshal(map[string]any{"op_id": key, "results": res})
+	opID := key
+	if how == "otherop" {
+		opID = "another-operation-" + key
+	}
+	ans, _ = json.Marshal(map[string]any{"op_id": opID, "results": res})
 	p.answers[key] = ans
+	if how == "cut" {
+		p.cut[key] = true
+		writeAnswer(w, ans, true)
+		return
+	}
 	if how == "drop" {
 		p.expired[key] = true
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
@@ -167,6 +195,22 @@ func (p *Recorder) batch(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(ans)
+	writeAnswer(w, ans, false)
+}
+
+// writeAnswer writes a 200 with ans; cut sends its first bytes only and
+// closes the connection, the Content-Length promising the rest.
+func writeAnswer(w http.ResponseWriter, ans []byte, cut bool) {
+	if !cut {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(ans)
+		return
+	}
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(ans), ans[:len(ans)/2])
+	_ = buf.Flush()
 }
