@@ -222,11 +222,11 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	if err := stopCtx.Err(); err != nil {
 		return false, nil // the run ended while the blobs were read; the batch stays open
 	}
-	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, t); err != nil && !errors.Is(err, errLeftOpen) {
+	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, t); err != nil && !leftOpen(err) {
 		return false, err
 	}
-	// A batch left open stays this run's until the run ends; the next run
-	// settles it first.
+	// A batch left open (or waiting for the provider's advised time) stays
+	// this run's until the run ends; the next run settles it first.
 	return true, nil
 }
 

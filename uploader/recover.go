@@ -20,19 +20,24 @@ import (
 // key and the same body: the provider replays its answer or runs it. When
 // they do not, resending would send other bytes under the key, so the
 // provider is asked what became of the operation instead. It returns how
-// many open batches there were.
+// many open batches it settled.
 //
 // Only batches no live run holds are settled: this run's own, and those
 // whose lease expired (their run died or lost the database). A live
-// owner's batch is never touched. settling, if not nil, is told when
-// settling starts and when it is done.
-func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress)) (int, error) {
-	open, err := u.store.AdoptOpenBatches(ctx, flightID)
+// owner's batch is never touched. A batch whose provider-advised time has
+// not come (its journaled not-before) is adopted but not touched: it is
+// returned in waiting, for settleWhenDue. settling, if not nil, is told
+// when settling starts and when it is done.
+func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress)) (settled int, waiting waitingBatches, err error) {
+	adopted, err := u.store.AdoptOpenBatches(ctx, flightID)
 	if err != nil {
-		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
+		return 0, waiting, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
+	waiting.read = u.now()
+	open, later := splitWaiting(adopted)
+	waiting.batches = later
 	if len(open) == 0 {
-		return 0, nil
+		return 0, waiting, nil
 	}
 	if settling != nil {
 		settling(SettlingProgress{Open: len(open)})
@@ -40,35 +45,47 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 	}
 	members, err := u.loadMembers(ctx, flightID, open)
 	if err != nil {
-		return 0, err
+		return 0, waiting, err
 	}
 	for _, b := range open {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, waiting, err
 		}
-		tiles, tb, ok := u.resendable(flightID, b, members)
-		u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
-			Msg("settling a batch an earlier run left open")
-		if ok {
-			err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, t)
-			if errors.Is(err, errBatchFailed) {
-				// An earlier run's key that can no longer be used (expired
-				// after a long outage, say) must not end this run: the
-				// batch is failed; before its tiles go into new batches the
-				// provider is asked which it holds (lookUpAmbiguous).
-				u.log.Warn().Str("op_id", b.OpID).Err(err).Msg("an earlier run's batch could not be settled under its key")
-				err = nil
-			}
-		}
-		if !ok || errors.Is(err, errLeftOpen) {
-			// Its tiles are about to be paged again: it must not stay open.
-			err = u.resolveByState(ctx, b, members, t)
-		}
-		if err != nil {
-			return 0, err
+		if err := u.settleAdopted(ctx, flightID, b, members, t); err != nil {
+			return 0, waiting, err
 		}
 	}
-	return len(open), nil
+	return len(open), waiting, nil
+}
+
+// settleAdopted settles one open batch this run adopted: resent under its
+// key when its members still verify, else (or when it stays open) from
+// the provider's record of it. A batch the provider asks to wait past the
+// run's deadline stays open with its journaled not-before.
+func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
+	tiles, tb, ok := u.resendable(flightID, b, members)
+	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
+		Msg("settling a batch an earlier run left open")
+	var err error
+	if ok {
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, t)
+		switch {
+		case errors.Is(err, errWaiting):
+			return nil
+		case errors.Is(err, errBatchFailed):
+			// An earlier run's key that can no longer be used (expired
+			// after a long outage, say) must not end this run: the
+			// batch is failed; before its tiles go into new batches the
+			// provider is asked which it holds (lookUpAmbiguous).
+			u.log.Warn().Str("op_id", b.OpID).Err(err).Msg("an earlier run's batch could not be settled under its key")
+			err = nil
+		}
+	}
+	if !ok || errors.Is(err, errLeftOpen) {
+		// Its tiles are about to be paged again: it must not stay open.
+		err = u.resolveByState(ctx, b, members, t)
+	}
+	return err
 }
 
 // resendable returns the batch's tiles in journaled order, with their

@@ -24,6 +24,7 @@ type unfit struct {
 // UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
 func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error) {
 	t := newTally(req.FlightID, u.now(), req.Progress)
+	t.onWait = req.Waiting
 	ctx = withTally(ctx, t)
 	openings := u.breaker.openingsSoFar()
 	finish := func(err error) (UploadBatchReport, error) {
@@ -64,10 +65,14 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		}
 		if !req.DryRun && rep.Outcome == OutcomeSuccess && pending > 0 {
 			// Nothing was rejected, but tiles this run may send are left:
-			// a batch failed and its tiles await a lookup, or another
-			// run's batch was failed under it. Partial, so the decorator
-			// calls again (with a fresh lookup) instead of stopping.
+			// a batch failed and its tiles await a lookup, another run's
+			// batch was failed under it, or a batch waits for the
+			// provider's advised time. Partial, so the decorator calls
+			// again (with a fresh lookup) unless all of it waits.
 			rep.Outcome = OutcomePartial
+		}
+		if until, all := rep.Blocked(); all && err == nil {
+			rep.NextRetryAt = &until
 		}
 		return rep, err
 	}
@@ -92,7 +97,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	}
 	ctx, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
-	settled, err := u.settleOpen(ctx, req.FlightID, t, req.Settling)
+	settled, waiting, err := u.settleOpen(ctx, req.FlightID, t, req.Settling)
 	if err != nil {
 		return finish(err)
 	}
@@ -127,7 +132,22 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			}
 		})
 	}
-	return finish(u.sendPending(ctx, req, lim, t))
+	// Batches waiting for the provider's advised time go when it comes,
+	// beside the new ones; claims of other tiles do not wait for them.
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	var werr error
+	var waited sync.WaitGroup
+	waited.Go(func() { werr = u.settleWhenDue(wctx, req.FlightID, waiting, t) })
+	err = u.sendPending(ctx, req, lim, t)
+	if err != nil {
+		stopWaiting() // a run-level error: no waiting batch goes after it
+	}
+	waited.Wait()
+	if err == nil {
+		err = werr
+	}
+	return finish(err)
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into

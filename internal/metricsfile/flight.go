@@ -25,6 +25,9 @@ type FlightRun struct {
 	Duration                                    time.Duration
 	Finished                                    time.Time
 	Success                                     bool
+	// NextRetryAt is when a later run may go on with what this one left
+	// (the run's next_retry_at); nil for none.
+	NextRetryAt *time.Time
 }
 
 // flightSeries are the per-flight series node_exporter's textfile
@@ -36,6 +39,7 @@ type flightSeries struct {
 	duration   *prometheus.GaugeVec
 	lastRun    *prometheus.GaugeVec
 	success    *prometheus.GaugeVec
+	nextRetry  *prometheus.GaugeVec
 }
 
 func newFlightSeries(reg *prometheus.Registry) flightSeries {
@@ -58,8 +62,12 @@ func newFlightSeries(reg *prometheus.Registry) flightSeries {
 		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tilectl_last_run_success", Help: "1 when the flight's last run uploaded everything, else 0.",
 		}, []string{"flight"}),
+		nextRetry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tilectl_upload_next_retry_timestamp_seconds",
+			Help: "When a later run may go on with what the flight's last run left (Unix time); absent when nothing waits.",
+		}, []string{"flight"}),
 	}
-	reg.MustRegister(f.tiles, f.rejections, f.bytes, f.duration, f.lastRun, f.success)
+	reg.MustRegister(f.tiles, f.rejections, f.bytes, f.duration, f.lastRun, f.success, f.nextRetry)
 	return f
 }
 
@@ -79,4 +87,7 @@ func (m *Metrics) AddFlight(r FlightRun) {
 		success = 1
 	}
 	f.success.WithLabelValues(r.Flight).Set(success)
+	if r.NextRetryAt != nil {
+		f.nextRetry.WithLabelValues(r.Flight).Set(float64(r.NextRetryAt.UnixNano()) / 1e9)
+	}
 }
