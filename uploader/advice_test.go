@@ -204,7 +204,12 @@ func TestOneBatchsAdviceDoesNotCutTheWaitsOfOtherBatches(t *testing.T) {
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep = nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fc", Concurrency: 3})
+	var waits []uploader.Wait
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fc", Concurrency: 3, Waiting: func(w uploader.Wait) {
+		mu.Lock()
+		waits = append(waits, w)
+		mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatalf("err = %v; one batch's wait past the deadline is not a failure of the run", err)
 	}
@@ -218,6 +223,24 @@ func TestOneBatchsAdviceDoesNotCutTheWaitsOfOtherBatches(t *testing.T) {
 	nb := notBefore(t, c, open[0].OpID)
 	if nb == nil || rep.NextRetryAt == nil || !rep.NextRetryAt.Equal(*nb) {
 		t.Fatalf("next_retry_at %v, not_before %v; want both set and equal", rep.NextRetryAt, nb)
+	}
+	// Each wait was announced as it started: the one the run waits for,
+	// and the one it leaves for a later run, with what and until when.
+	mu.Lock()
+	defer mu.Unlock()
+	var in, past int
+	for _, w := range waits {
+		switch {
+		case w.Reason != uploader.WaitProviderAdvice || w.Tiles != 4 || w.Until.IsZero():
+			t.Errorf("wait %+v, want the provider's advice for a batch of 4 tiles, with its end", w)
+		case w.PastDeadline && w.Until.Equal(*nb):
+			past++
+		case !w.PastDeadline:
+			in++
+		}
+	}
+	if in != 1 || past != 1 {
+		t.Errorf("announced waits %+v; want one waited for in the run and one past the deadline at not_before", waits)
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("the run waited for its deadline instead of ending when only the advised batch was left")

@@ -1,6 +1,7 @@
 package upload
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -12,9 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
 )
 
 // adviser stands in front of the rig's provider on loopback: the first
@@ -182,5 +188,22 @@ func TestRunWhoseRemainingWorkMustWaitPastItsDeadlineEndsWithExit3(t *testing.T)
 	text := r.run(func(o *Options) { o.FlightID = "F1" })
 	if text.code != exitcode.Partial || !strings.Contains(text.stdout, nb.Format(time.RFC3339)) {
 		t.Fatalf("text run: exit %d; want 3 and the summary naming %s:\n%s", text.code, nb.Format(time.RFC3339), text.stdout)
+	}
+}
+
+func TestStatusLineSaysWhatWaitsForTheProvidersAdviceAndUntilWhen(t *testing.T) {
+	var errOut bytes.Buffer
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.Local)
+	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.Nop(),
+		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+		metricsfile.New(), func() time.Time { return now })
+	defer p.finish()
+	p.wait(uploader.Wait{Reason: uploader.WaitProviderAdvice, OpID: "op-1", Tiles: 2, Until: now.Add(4 * time.Second)})
+	if got := p.line(); !strings.Contains(got, "waiting 4s for 2 tiles until 10:00:04 as the provider advised") {
+		t.Errorf("status %q, want what waits, a countdown and until when", got)
+	}
+	p.wait(uploader.Wait{Reason: uploader.WaitProviderAdvice, OpID: "op-2", Tiles: 2, Until: now.Add(time.Minute), PastDeadline: true})
+	if got := p.line(); !strings.Contains(got, "2 tiles wait until 10:01:00 as the provider advised (after this run's deadline)") {
+		t.Errorf("status %q, want the wait left for a later run and until when", got)
 	}
 }
