@@ -246,3 +246,52 @@ func TestOneBatchsAdviceDoesNotCutTheWaitsOfOtherBatches(t *testing.T) {
 		t.Fatal("the run waited for its deadline instead of ending when only the advised batch was left")
 	}
 }
+
+func TestAdviceBeyondTheCapWaitsApartWithinTheDeadline(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	first := ""
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		mu.Lock()
+		if first == "" {
+			first = b.Key
+		}
+		advised := b.Key == first && b.Attempt == 1
+		mu.Unlock()
+		if advised {
+			w.Header().Set("Retry-After", "2")
+			operation.WriteError(w, 429, operation.CodeRateLimited, "2 s, please", nil, nil)
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fk")
+	c.AddTiles(t, "fk", 12, 1024, 51)
+	// A 1 s cap on one wait in an exchange: the 2 s advice does not fit it,
+	// but fits the deadline.
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxRetryDelay = nil, time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fk", Concurrency: 1})
+	if err != nil || rep.Accepted != 12 || rep.Pending != 0 || rep.NextRetryAt != nil {
+		t.Fatalf("report %+v, err %v; want all 12 accepted in the run", rep, err)
+	}
+	got := f.received()
+	var advisedAt, resentAt, lastOther time.Time
+	for _, b := range got {
+		switch {
+		case b.Key == first && b.Attempt == 1:
+			advisedAt = b.At
+		case b.Key == first:
+			resentAt = b.At
+		default:
+			lastOther = b.At
+		}
+	}
+	if resentAt.Sub(advisedAt) < 2*time.Second {
+		t.Fatalf("the advised batch went again %s after the advice, want >= 2s", resentAt.Sub(advisedAt))
+	}
+	if !lastOther.Before(resentAt) {
+		t.Fatal("the other batches waited for the advised one: claims of other tiles must go on meanwhile")
+	}
+}

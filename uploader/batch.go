@@ -73,9 +73,10 @@ var errLeftOpen = errors.New("batch left open")
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
 // whose tiles' verified bytes are tb's, and settles it from the answer. It
-// returns a run-ending error, errLeftOpen, or errWaiting when the provider
-// asks the batch to wait past the run's deadline (its not-before is
-// journaled); a batch it cannot settle is left open for the next run. It makes no body reader after it returns, so the
+// returns a run-ending error, errLeftOpen, or a *waitingError when the
+// provider asks the batch to wait longer than the exchange may (its
+// not-before is journaled); a batch it cannot settle is left open for the
+// next run. It makes no body reader after it returns, so the
 // caller may then release tb.
 //
 // A sequenced batch (seq.n > 0) carries its Client-Id and Client-Sequence;
@@ -132,9 +133,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	if a.waiting != nil {
 		// One batch's wait is not a failure of the run: the others go on,
 		// and no run sends this one before its journaled not-before.
-		u.announce(ctx, *a.waiting)
-		t.waiting(*a.waiting)
-		return errWaiting
+		return a.waiting
 	}
 	if a.budgetSpent {
 		// Resending more would add to the load on a provider that is

@@ -30,6 +30,7 @@ type Store interface {
 	ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error)
 	TrimUnsentBatch(ctx context.Context, b tilestore.Batch, rs []tilestore.Rejection) error
 	AdoptOpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
+	OpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
 	ExtendLeases(ctx context.Context) (int, error)
 	ReleaseLeases(ctx context.Context) error
 	Run() tilestore.Run

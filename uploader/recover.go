@@ -25,19 +25,18 @@ import (
 // Only batches no live run holds are settled: this run's own, and those
 // whose lease expired (their run died or lost the database). A live
 // owner's batch is never touched. A batch whose provider-advised time has
-// not come (its journaled not-before) is adopted but not touched: it is
-// returned in waiting, for settleWhenDue. settling, if not nil, is told
-// when settling starts and when it is done.
-func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress)) (settled int, waiting waitingBatches, err error) {
+// not come (its journaled not-before), or that the provider asks to wait
+// now, is adopted but not sent before then: due holds it. settling, if not
+// nil, is told when settling starts and when it is done.
+func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
 	adopted, err := u.store.AdoptOpenBatches(ctx, flightID)
 	if err != nil {
-		return 0, waiting, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
+		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
-	waiting.read = u.now()
-	open, later := splitWaiting(adopted)
-	waiting.batches = later
+	open, waiting := splitWaiting(adopted)
+	due.holdAdopted(waiting, u.now())
 	if len(open) == 0 {
-		return 0, waiting, nil
+		return 0, nil
 	}
 	if settling != nil {
 		settling(SettlingProgress{Open: len(open)})
@@ -45,23 +44,28 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 	}
 	members, err := u.loadMembers(ctx, flightID, open)
 	if err != nil {
-		return 0, waiting, err
+		return 0, err
 	}
 	for _, b := range open {
 		if err := ctx.Err(); err != nil {
-			return 0, waiting, err
+			return 0, err
 		}
-		if err := u.settleAdopted(ctx, flightID, b, members, t); err != nil {
-			return 0, waiting, err
+		err := u.settleAdopted(ctx, flightID, b, members, t)
+		if we := (*waitingError)(nil); errors.As(err, &we) {
+			due.hold(we.w, we.left)
+			continue
+		}
+		if err != nil {
+			return 0, err
 		}
 	}
-	return len(open), waiting, nil
+	return len(open), nil
 }
 
 // settleAdopted settles one open batch this run adopted: resent under its
 // key when its members still verify, else (or when it stays open) from
-// the provider's record of it. A batch the provider asks to wait past the
-// run's deadline stays open with its journaled not-before.
+// the provider's record of it. A batch the provider asks to wait is left
+// open with its journaled not-before, and its *waitingError returned.
 func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
@@ -71,7 +75,7 @@ func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b
 		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, t)
 		switch {
 		case errors.Is(err, errWaiting):
-			return nil
+			return err
 		case errors.Is(err, errBatchFailed):
 			// An earlier run's key that can no longer be used (expired
 			// after a long outage, say) must not end this run: the

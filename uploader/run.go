@@ -97,13 +97,27 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	}
 	ctx, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
-	settled, waiting, err := u.settleOpen(ctx, req.FlightID, t, req.Settling)
-	if err != nil {
+	// Batches waiting for the provider's advised time go when it comes,
+	// beside the new ones; claims of other tiles do not wait for them.
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	due := newDueBatches(wctx, u, req.FlightID, t, max(req.Concurrency, defaultConcurrency))
+	finishDue := func(err error) (UploadBatchReport, error) {
+		if err != nil {
+			stopWaiting() // a run-level error: no waiting batch goes after it
+		}
+		if derr := due.wait(); err == nil {
+			err = derr
+		}
 		return finish(err)
+	}
+	settled, err := u.settleOpen(ctx, req.FlightID, t, req.Settling, due)
+	if err != nil {
+		return finishDue(err)
 	}
 	if settled > 0 && req.SettledOpen != nil {
 		if err := req.SettledOpen(ctx); err != nil {
-			return finish(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
+			return finishDue(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
 		}
 	}
 	// Tiles an earlier batch may have stored without settling them are
@@ -111,7 +125,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	// a clear answer wait for the next run.
 	unclear, _, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
 	if err != nil {
-		return finish(err)
+		return finishDue(err)
 	}
 	t.skipIDs(unclear)
 	if req.MaxAttempts > 0 {
@@ -132,22 +146,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			}
 		})
 	}
-	// Batches waiting for the provider's advised time go when it comes,
-	// beside the new ones; claims of other tiles do not wait for them.
-	wctx, stopWaiting := context.WithCancel(ctx)
-	defer stopWaiting()
-	var werr error
-	var waited sync.WaitGroup
-	waited.Go(func() { werr = u.settleWhenDue(wctx, req.FlightID, waiting, t) })
-	err = u.sendPending(ctx, req, lim, t)
-	if err != nil {
-		stopWaiting() // a run-level error: no waiting batch goes after it
-	}
-	waited.Wait()
-	if err == nil {
-		err = werr
-	}
-	return finish(err)
+	return finishDue(u.sendPending(ctx, req, lim, t, due))
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into

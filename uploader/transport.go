@@ -65,9 +65,10 @@ type exchange struct {
 	// notBefore is the last not-before journaled; deferred is set when the
 	// advised wait does not fit this run, so the batch waits for a later
 	// one instead of failing it.
-	notBefore time.Time
-	deferred  bool
-	advice    string // what asked for the journaled wait
+	notBefore   time.Time
+	advisedWait time.Duration // the wait journaled, from the answer
+	deferred    bool
+	advice      string // what asked for the journaled wait
 	// announce: the wait just scheduled was advised and is announced when
 	// it starts.
 	announce bool
@@ -110,9 +111,9 @@ type answer struct {
 	timeouts int
 	// cancelled: the run's context ended the exchange, not the provider.
 	cancelled bool
-	// waiting is the batch's provider-advised wait that does not fit the
-	// run (its not-before is journaled); nil otherwise.
-	waiting *Wait
+	// waiting is the batch's provider-advised wait that the exchange did
+	// not wait for (its not-before is journaled); nil otherwise.
+	waiting *waitingError
 	// budgetSpent: resending stopped because the run's retry budget was
 	// empty; the caller leaves the batch open for the next run.
 	budgetSpent bool
@@ -230,8 +231,8 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		a.err = ex.giveUp
 	}
 	if ex.deferred && ex.giveUp == nil {
-		a.waiting = &Wait{Reason: WaitProviderAdvice, OpID: opID, Tiles: ex.tiles, Until: ex.notBefore,
-			Detail: ex.advice, PastDeadline: true}
+		a.waiting = &waitingError{w: Wait{Reason: WaitProviderAdvice, OpID: opID, Tiles: ex.tiles, Until: ex.notBefore,
+			Detail: ex.advice}, left: ex.advisedWait}
 	}
 	return a
 }
@@ -348,7 +349,7 @@ func (ex *exchange) journalAdvice(adv operation.Advice) bool {
 		ex.giveUp = &journalError{err}
 		return false
 	}
-	ex.notBefore, ex.advice, ex.announce = nb, adviceDetail(adv, wait), true
+	ex.notBefore, ex.advisedWait, ex.advice, ex.announce = nb, wait, adviceDetail(adv, wait), true
 	return true
 }
 
@@ -365,8 +366,8 @@ func (ex *exchange) schedule(adv operation.Advice) bool {
 	}
 	d, ok := adv.Bound(ex.u.maxDelay, remaining)
 	if !ok && ex.announce {
-		// The provider's wait is journaled: the batch waits for a later
-		// run, and this run goes on with its other work.
+		// The provider's wait is journaled: the batch waits apart
+		// (dueBatches), and this worker goes on with other work.
 		ex.announce, ex.deferred = false, true
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tilectl/tilectl/operation"
@@ -63,9 +64,23 @@ func (r UploadBatchReport) Blocked() (until time.Time, all bool) {
 	return until, tiles > 0 && r.Pending > 0 && r.Pending <= tiles+r.LocalFailed
 }
 
-// errWaiting: the batch waits for the provider's advised time, which comes
-// after the run's deadline; it stays open. It does not end the run.
+// errWaiting is matched by *waitingError.
 var errWaiting = errors.New("batch waits for the provider's advised time")
+
+// waitingError: the provider asked the batch to wait longer than this
+// exchange may (past the cap on one wait, or the run's deadline); its
+// not-before is journaled and it stays open. It does not end the run: the
+// caller hands it to the call's dueBatches.
+type waitingError struct {
+	w    Wait
+	left time.Duration // from when the answer came until the not-before
+}
+
+func (e *waitingError) Error() string {
+	return fmt.Sprintf("batch %s waits until %s as the provider advised (%s)", e.w.OpID, e.w.Until.Format(time.RFC3339), e.w.Detail)
+}
+
+func (e *waitingError) Is(target error) bool { return target == errWaiting }
 
 // leftOpen reports whether err leaves a batch open without ending the run.
 func leftOpen(err error) bool { return errors.Is(err, errLeftOpen) || errors.Is(err, errWaiting) }
@@ -113,42 +128,125 @@ func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
 	return now, waiting
 }
 
-// waitingBatches are adopted open batches whose advised time had not come
-// when the database read them.
-type waitingBatches struct {
-	batches []tilestore.Batch
-	read    time.Time // when they were read: each NotBeforeIn counts from it
+// dueBatches are one call's open batches that wait for the provider's
+// advised time. One whose time comes before the call's deadline goes then,
+// on a goroutine of its own beside the workers (at most concurrency of
+// them sending at once), so that claims of other tiles never wait for it;
+// one whose time comes after it stays open, listed in the report's
+// Waiting. It lives for one UploadPendingTiles call and holds that call's
+// context, which ends its waits.
+type dueBatches struct {
+	u        *HTTPTileUploader
+	ctx      context.Context
+	flightID string
+	t        *tally
+	sem      chan struct{}
+
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs error
 }
 
-// settleWhenDue settles the open batches an earlier run left waiting for
-// the provider's advised time, each once its time comes, while this run's
-// workers send new batches; one whose time comes after the run's deadline
-// is not waited for: it stays open, listed in the report's Waiting.
-func (u *HTTPTileUploader) settleWhenDue(ctx context.Context, flightID string, wb waitingBatches, t *tally) error {
-	if len(wb.batches) == 0 {
+func newDueBatches(ctx context.Context, u *HTTPTileUploader, flightID string, t *tally, concurrency int) *dueBatches {
+	return &dueBatches{u: u, ctx: ctx, flightID: flightID, t: t, sem: make(chan struct{}, max(concurrency, 1))}
+}
+
+// hold takes a batch that waits for its not-before, left from now: it is
+// announced, then waited for within the deadline or left for a later run.
+func (d *dueBatches) hold(w Wait, left time.Duration) {
+	w.PastDeadline = !d.u.fitsDeadline(d.ctx, left)
+	d.u.announce(d.ctx, w)
+	if w.PastDeadline {
+		d.t.waiting(w)
+		return
+	}
+	d.wg.Go(func() { d.settleWhenDue(w, left) })
+}
+
+// holdAdopted holds the adopted batches splitWaiting set apart; read is
+// when the database read them (their NotBeforeIn counts from it).
+func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
+	for _, b := range waiting {
+		d.hold(Wait{Reason: WaitProviderAdvice, OpID: b.OpID, Tiles: len(b.TileIDs), Until: *b.NotBefore,
+			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read))
+	}
+}
+
+// settleWhenDue waits for the batch's time, reads it again from the journal
+// (another advice may have moved its not-before, or a run settled it) and
+// settles it as an adopted batch, until it is settled, failed or left for
+// a later run.
+func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
+	for {
+		if d.u.sleep(d.ctx, left) != nil {
+			return // the call ended first: the batch stays open
+		}
+		open, err := d.u.store.OpenBatches(d.ctx, d.flightID)
+		if err != nil {
+			d.fail(fmt.Errorf("read batch %s after its advised wait: %w", w.OpID, err))
+			return
+		}
+		i := slices.IndexFunc(open, func(b tilestore.Batch) bool { return b.OpID == w.OpID })
+		if i < 0 {
+			return // settled or failed meanwhile
+		}
+		b := open[i]
+		if b.NotBeforeIn > 0 {
+			left = b.NotBeforeIn
+			if w.Until = *b.NotBefore; !d.u.fitsDeadline(d.ctx, left) {
+				w.PastDeadline = true
+				d.u.announce(d.ctx, w)
+				d.t.waiting(w)
+				return
+			}
+			continue
+		}
+		err = d.settle(b)
+		var we *waitingError
+		switch {
+		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
+			we.w.PastDeadline = true
+			d.u.announce(d.ctx, we.w)
+			d.t.waiting(we.w)
+			return
+		case errors.As(err, &we):
+			d.u.announce(d.ctx, we.w)
+			w, left = we.w, we.left
+		case err != nil:
+			d.fail(err)
+			return
+		default:
+			return
+		}
+	}
+}
+
+// settle settles b, with at most concurrency batches at once.
+func (d *dueBatches) settle(b tilestore.Batch) error {
+	select {
+	case d.sem <- struct{}{}:
+	case <-d.ctx.Done():
 		return nil
 	}
-	waiting, read := slices.Clone(wb.batches), wb.read
-	slices.SortStableFunc(waiting, func(a, b tilestore.Batch) int { return int(a.NotBeforeIn - b.NotBeforeIn) })
-	members, err := u.loadMembers(ctx, flightID, waiting)
+	defer func() { <-d.sem }()
+	members, err := d.u.loadMembers(d.ctx, d.flightID, []tilestore.Batch{b})
 	if err != nil {
 		return err
 	}
-	for _, b := range waiting {
-		left := b.NotBeforeIn - u.now().Sub(read)
-		w := Wait{Reason: WaitProviderAdvice, OpID: b.OpID, Tiles: len(b.TileIDs), Until: *b.NotBefore,
-			Detail: "advised when an earlier run sent it", PastDeadline: !u.fitsDeadline(ctx, left)}
-		u.announce(ctx, w)
-		if w.PastDeadline {
-			t.waiting(w)
-			continue
-		}
-		if err := u.sleep(ctx, left); err != nil {
-			return nil // the run ended meanwhile: the batch stays open
-		}
-		if err := u.settleAdopted(ctx, flightID, b, members, t); err != nil {
-			return err
-		}
-	}
-	return nil
+	return d.u.settleAdopted(d.ctx, d.flightID, b, members, d.t)
+}
+
+func (d *dueBatches) fail(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.errs = errors.Join(d.errs, err)
+}
+
+// wait waits for every batch held to be settled or left, and returns what
+// ended any of them with a run-level error.
+func (d *dueBatches) wait() error {
+	d.wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.errs
 }
