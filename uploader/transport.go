@@ -63,8 +63,8 @@ type exchange struct {
 	advised func(ctx context.Context, wait time.Duration) (time.Time, error)
 	tiles   int
 	// notBefore is the last not-before journaled; deferred is set when the
-	// advised wait does not fit this run, so the batch waits for a later
-	// one instead of failing it.
+	// advised wait does not fit the exchange (the cap on one wait, or the
+	// run's deadline), so the batch waits apart instead of failing the run.
 	notBefore   time.Time
 	advisedWait time.Duration // the wait journaled, from the answer
 	deferred    bool
