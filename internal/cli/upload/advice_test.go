@@ -186,6 +186,7 @@ func TestRunWhoseRemainingWorkMustWaitPastItsDeadlineEndsWithExit3(t *testing.T)
 		t.Errorf("no log line announces the wait and until when:\n%s", res.stderr)
 	}
 	text := r.run(func(o *Options) { o.FlightID = "F1" })
+	t.Logf("text summary:\n%s", text.stdout)
 	if text.code != exitcode.Partial || !strings.Contains(text.stdout, nb.Format(time.RFC3339)) {
 		t.Fatalf("text run: exit %d; want 3 and the summary naming %s:\n%s", text.code, nb.Format(time.RFC3339), text.stdout)
 	}
