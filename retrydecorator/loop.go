@@ -22,7 +22,10 @@ import (
 // The report aggregates every inner call: counts are summed, Rejections
 // keeps each tile's latest rejection, Pending is the count after the last
 // call, RetryCount is the retries made and NextRetryAt is set when the
-// in-call budget ran out with tiles still pending. The outcome is the last
+// in-call budget ran out with tiles still pending, or when all the tiles
+// still pending wait for the provider's advised time past the deadline
+// (uploader.UploadBatchReport.Blocked): the call then ends without
+// retrying, NextRetryAt the earliest of those times. The outcome is the last
 // inner call's, except that a run that gave up a tile or left tiles pending
 // is partial. An inner error ends the call at once (after counting what the
 // inner call recorded). A cancelled context ends a backoff sleep at once and
@@ -111,6 +114,16 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		if pending == 0 {
 			return agg.settle(), nil
 		}
+		waitsUntil, blocked := agg.r.Blocked()
+		if blocked {
+			// Another call would find the same batches waiting for the
+			// provider's advised time, past the deadline: the run ends, and
+			// the next may go on at the earliest of them.
+			agg.r.NextRetryAt = &waitsUntil
+			log.Info().Int("remaining_pending_count", pending).Time("next_retry_at", waitsUntil).
+				Msg("all the tiles still pending wait for the provider's advised time, past this run's deadline; not retrying")
+			return agg.settle(), nil
+		}
 		if pending <= rep.LocalFailed {
 			// Only tiles with a bad cached blob are left: another call
 			// would find the same blobs bad. A person mends them.
@@ -120,6 +133,9 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		}
 		if n >= u.cfg.MaxInCallRetries {
 			next := u.clock.Now().Add(u.cfg.BackoffCap)
+			if !waitsUntil.IsZero() && waitsUntil.Before(next) {
+				next = waitsUntil // a waiting batch may go first
+			}
 			agg.r.NextRetryAt = &next
 			log.Warn().Int("retries", n).Int("remaining_pending_count", pending).
 				Time("next_retry_at", next).Msg("in-call retry budget used up; tiles still pending")

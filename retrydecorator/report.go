@@ -65,6 +65,8 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 	r.Resends += rep.Resends
 	r.Replayed += rep.Replayed
 	r.Timeouts += rep.Timeouts
+	// What waits, and when the work left may go on, are the last call's.
+	r.Waiting, r.NextRetryAt = rep.Waiting, rep.NextRetryAt
 	a.addLocal(rep, false)
 	r.Traffic.Add(rep.Traffic)
 	if r.Started.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -86,7 +87,7 @@ func (s *Store) OpenBatches(ctx context.Context, flightID string) ([]Batch, erro
 		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at,
-			coalesce(s.client_id, ''), coalesce(b.client_seq, 0)
+			coalesce(s.client_id, ''), coalesce(b.client_seq, 0), `+notBeforeCols+`
 		FROM upload_batches b LEFT JOIN upload_client_sequences s ON s.id = b.client_stream
 		WHERE flight_id = $1 AND state = 'open' ORDER BY created_at, op_id`, flightID)
 	if err != nil {
@@ -99,14 +100,42 @@ func (s *Store) OpenBatches(ctx context.Context, flightID string) ([]Batch, erro
 	return bs, nil
 }
 
-// scanBatch reads a batch row: the journal's columns, then its client
-// sequence ("" and 0 without one).
+// notBeforeCols are a batch row's not-before and the seconds left until it
+// by the database's clock (both NULL without one), for scanBatch.
+const notBeforeCols = `not_before, greatest(extract(epoch FROM not_before - now()), 0)::float8`
+
+// scanBatch reads a batch row: the journal's columns, its client sequence
+// ("" and 0 without one), then notBeforeCols.
 func scanBatch(r pgx.CollectableRow) (Batch, error) {
 	var b Batch
 	var seq int64
-	err := r.Scan(&b.OpID, &b.FlightID, &b.Fingerprint, &b.TileIDs, &b.SHA256s, &b.Sends, &b.CreatedAt, &b.ClientID, &seq)
+	var left *float64
+	err := r.Scan(&b.OpID, &b.FlightID, &b.Fingerprint, &b.TileIDs, &b.SHA256s, &b.Sends, &b.CreatedAt, &b.ClientID, &seq,
+		&b.NotBefore, &left)
 	b.ClientSeq = uint64(seq)
+	if left != nil {
+		b.NotBeforeIn = time.Duration(*left * float64(time.Second))
+	}
 	return b, err
+}
+
+// DeferBatch journals a provider's advice that batch opID not be sent
+// again for wait: its not-before becomes now + wait by the database's
+// clock, so every run on every host reads the same time, and a later
+// not-before already journaled is kept. Only an open batch is deferred.
+// It returns the batch's not-before; ErrBatchNotOpen when it is not open.
+func (s *Store) DeferBatch(ctx context.Context, opID string, wait time.Duration) (time.Time, error) {
+	var nb time.Time
+	err := s.pool.QueryRow(ctx, `UPDATE upload_batches
+		SET not_before = greatest(not_before, now() + make_interval(secs => $2::float8))
+		WHERE op_id = $1 AND state = 'open' RETURNING not_before`, opID, max(wait, 0).Seconds()).Scan(&nb)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nb, fmt.Errorf("defer batch %s: %w", opID, ErrBatchNotOpen)
+	}
+	if err != nil {
+		return nb, fmt.Errorf("defer batch %s: %w", opID, err)
+	}
+	return nb, nil
 }
 
 // FailBatch closes a batch that will never be answered (for example a key

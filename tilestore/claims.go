@@ -425,7 +425,8 @@ func (s *Store) AdoptOpenBatches(ctx context.Context, flightID string) ([]Batch,
 			  AND (owner_run = $2 OR lease_expires_at IS NULL OR lease_expires_at <= now())
 			ORDER BY created_at, op_id FOR UPDATE SKIP LOCKED)
 		RETURNING op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at,
-			coalesce((SELECT client_id FROM upload_client_sequences WHERE id = b.client_stream), ''), coalesce(client_seq, 0)`,
+			coalesce((SELECT client_id FROM upload_client_sequences WHERE id = b.client_stream), ''), coalesce(client_seq, 0),
+			`+notBeforeCols,
 		flightID, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
 	if err != nil {
 		return nil, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)

@@ -122,6 +122,13 @@ type Batch struct {
 	// sent with every resend of the batch. "" and 0 for a batch without.
 	ClientID  string
 	ClientSeq uint64
+	// NotBefore is when the provider's advice lets the batch go again
+	// (Store.DeferBatch), by the database's clock; nil when it asked for
+	// no wait. NotBeforeIn is how long that was from the read, by the same
+	// clock (0 when due), so a host whose clock differs still waits as
+	// long as advised.
+	NotBefore   *time.Time
+	NotBeforeIn time.Duration
 }
 
 // Settlement is what a batch's answer decided, applied in one transaction.

@@ -212,7 +212,7 @@ func TestRetryableAnswersAreResentWithTheAdvisedDelay(t *testing.T) {
 	}
 }
 
-func TestHugeRetryAfterGivesUpInsteadOfStalling(t *testing.T) {
+func TestHugeRetryAfterLeavesTheBatchWaitingInsteadOfStalling(t *testing.T) {
 	t.Parallel()
 	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
 		w.Header().Set("Retry-After", "1743440400") // 484289 hours
@@ -224,15 +224,19 @@ func TestHugeRetryAfterGivesUpInsteadOfStalling(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fh"})
-	var pe *uploader.ProviderError
-	if !errors.As(err, &pe) || pe.Status != 503 || !strings.Contains(err.Error(), "wait") {
-		t.Fatalf("err = %v, want a 503 *ProviderError saying the wait does not fit", err)
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fh"})
+	if err != nil || rep.Pending != 2 || rep.NextRetryAt == nil {
+		t.Fatalf("report %+v, err %v; want no error, 2 pending, next_retry_at set", rep, err)
 	}
 	if len(sl.all()) != 0 || time.Since(start) > 10*time.Second {
-		t.Fatalf("slept %v / took %v; want an immediate give-up", sl.all(), time.Since(start))
+		t.Fatalf("slept %v / took %v; want the run to end at once", sl.all(), time.Since(start))
 	}
-	if len(openBatches(t, c, "fh")) != 1 {
-		t.Fatalf("the batch must stay open for a later run")
+	open := openBatches(t, c, "fh")
+	if len(open) != 1 || open[0].NotBefore == nil {
+		t.Fatalf("open batches %+v; want the batch open with its not-before", open)
+	}
+	// The hint is kept for MaxAdvisedWait, not for 55 years.
+	if d := open[0].NotBefore.Sub(start); d < uploader.MaxAdvisedWait || d > uploader.MaxAdvisedWait+10*time.Second {
+		t.Fatalf("not-before %s after the run started, want %s", d, uploader.MaxAdvisedWait)
 	}
 }

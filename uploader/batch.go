@@ -81,8 +81,10 @@ var errUnsettled = fmt.Errorf("%w: its outcome is unknown", errLeftOpen)
 
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
 // whose tiles' verified bytes are tb's, and settles it from the answer. It
-// returns a run-ending error only; a batch it cannot settle is left open
-// for the next run. It makes no body reader after it returns, so the
+// returns a run-ending error, errLeftOpen, or a *waitingError when the
+// provider asks the batch to wait longer than the exchange may (its
+// not-before is journaled); a batch it cannot settle is left open for the
+// next run. It makes no body reader after it returns, so the
 // caller may then release tb.
 //
 // A sequenced batch (seq.n > 0) carries its Client-Id and Client-Sequence;
@@ -99,9 +101,12 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	var a answer
 	memo := &answerMemo{}
 	for rebinds := 0; ; rebinds++ {
-		a = u.doExchange(&exchange{u: u, runCtx: ctx, opID: opID, seq: seq, accept: memo.accept}, http.MethodPost, path, body,
-			func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) })
-		if seq.n == 0 || a.budgetSpent {
+		a = u.doExchange(&exchange{u: u, runCtx: ctx, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles),
+			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
+				return u.store.DeferBatch(ctx, opID, wait)
+			}},
+			http.MethodPost, path, body, func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) })
+		if seq.n == 0 || a.budgetSpent || a.waiting != nil {
 			break
 		}
 		verdict, detail := sequenceVerdict(opID, a, memo)
@@ -133,6 +138,11 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	}
 
 	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
+	if a.waiting != nil {
+		// One batch's wait is not a failure of the run: the others go on,
+		// and no run sends this one before its journaled not-before.
+		return a.waiting
+	}
 	if a.budgetSpent {
 		// Resending more would add to the load on a provider that is
 		// already failing; the next run settles the batch with its key.

@@ -15,7 +15,7 @@ import (
 // batch from the store (SELECT ... FOR UPDATE SKIP LOCKED, so workers of
 // this and of other processes take different tiles), verifies its blobs,
 // sends it and settles it, until nothing is left to claim.
-func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, t *tally) error {
+func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, t *tally, due *dueBatches) error {
 	workers := req.Concurrency
 	if workers <= 0 {
 		workers = defaultConcurrency
@@ -41,7 +41,7 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 			defer wg.Done()
 			own := &ownCursor{}
 			for stopCtx.Err() == nil {
-				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &cur, own)
+				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &cur, own, due)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -120,7 +120,8 @@ func (o *ownCursor) after(cur *claimCursor) string {
 // claimAndSend claims one batch after the shared cursor (or where own says)
 // and sends it. more is false when nothing was left to claim, even from the
 // flight's first tile.
-func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, own *ownCursor) (more bool, err error) {
+func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, own *ownCursor,
+	due *dueBatches) (more bool, err error) {
 	lookedUp, lookedUpAt := t.lookedUpIDs()
 	// The workers' claims take turns from reading the cursor to their
 	// pick: a claim that read the cursor while another's was between the
@@ -153,7 +154,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	endTurn() // when Pick did not run
 	var busy *tilestore.SequenceBusyError
 	if errors.As(err, &busy) {
-		return u.sequenceBusy(ctx, stopCtx, flightID, busy, t)
+		return u.sequenceBusy(ctx, stopCtx, flightID, busy, t, due)
 	}
 	if err != nil {
 		if stopCtx.Err() != nil && ctx.Err() == nil {
@@ -222,11 +223,16 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	if err := stopCtx.Err(); err != nil {
 		return false, nil // the run ended while the blobs were read; the batch stays open
 	}
-	if err := u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, t); err != nil && !errors.Is(err, errLeftOpen) {
+	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, t)
+	if we := (*waitingError)(nil); errors.As(err, &we) {
+		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
+		return true, nil
+	}
+	if err != nil && !leftOpen(err) {
 		return false, err
 	}
-	// A batch left open stays this run's until the run ends; the next run
-	// settles it first.
+	// A batch left open (or waiting for the provider's advised time) stays
+	// this run's until the run ends; the next run settles it first.
 	return true, nil
 }
 

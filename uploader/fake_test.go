@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tilectl/tilectl/operation"
 )
@@ -32,6 +33,7 @@ type fakeBatch struct {
 	Attempt int // 1 for the first request with this key
 	TileIDs []string
 	Bytes   map[string][]byte
+	At      time.Time // when the request arrived
 }
 
 func newFake(t testing.TB, answer func(http.ResponseWriter, *http.Request, fakeBatch)) (*fakeProvider, *httptest.Server) {
@@ -53,13 +55,14 @@ func newFake(t testing.TB, answer func(http.ResponseWriter, *http.Request, fakeB
 }
 
 func (f *fakeProvider) batch(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
 	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
 		f.t.Errorf("fake: content type: %v", err)
 		return
 	}
 	mr := multipart.NewReader(r.Body, params["boundary"])
-	b := fakeBatch{Key: r.Header.Get("Idempotency-Key"), Bytes: map[string][]byte{}}
+	b := fakeBatch{Key: r.Header.Get("Idempotency-Key"), Bytes: map[string][]byte{}, At: at}
 	p, err := mr.NextPart()
 	if err != nil || p.FormName() != "manifest" {
 		f.t.Errorf("fake: first part: %v %q", err, p.FormName())

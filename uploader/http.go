@@ -30,6 +30,7 @@ type Store interface {
 	ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error)
 	TrimUnsentBatch(ctx context.Context, b tilestore.Batch, rs []tilestore.Rejection) error
 	AdoptOpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
+	OpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
 	ExtendLeases(ctx context.Context) (int, error)
 	ReleaseLeases(ctx context.Context) error
 	Run() tilestore.Run
@@ -37,6 +38,7 @@ type Store interface {
 	SyncJournal(ctx context.Context, flightID string) error
 	SettleBatch(ctx context.Context, s tilestore.Settlement) error
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
+	DeferBatch(ctx context.Context, opID string, wait time.Duration) (time.Time, error)
 	RecordRejections(ctx context.Context, rs []tilestore.Rejection) error
 	AtBudget(ctx context.Context, flightID string, maxAttempts int) ([]string, error)
 	AmbiguousPending(ctx context.Context, flightID string, unclearReasons []string) ([]tilestore.Tile, time.Time, error)

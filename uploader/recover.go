@@ -20,17 +20,21 @@ import (
 // key and the same body: the provider replays its answer or runs it. When
 // they do not, resending would send other bytes under the key, so the
 // provider is asked what became of the operation instead. It returns how
-// many open batches there were.
+// many open batches it settled.
 //
 // Only batches no live run holds are settled: this run's own, and those
 // whose lease expired (their run died or lost the database). A live
-// owner's batch is never touched. settling, if not nil, is told when
-// settling starts and when it is done.
-func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress)) (int, error) {
-	open, err := u.store.AdoptOpenBatches(ctx, flightID)
+// owner's batch is never touched. A batch whose provider-advised time has
+// not come (its journaled not-before), or that the provider asks to wait
+// now, is adopted but not sent before then: due holds it. settling, if not
+// nil, is told when settling starts and when it is done.
+func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
+	adopted, err := u.store.AdoptOpenBatches(ctx, flightID)
 	if err != nil {
 		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
+	open, waiting := splitWaiting(adopted)
+	due.holdAdopted(waiting, u.now())
 	if len(open) == 0 {
 		return 0, nil
 	}
@@ -46,34 +50,51 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *t
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		tiles, tb, ok := u.resendable(flightID, b, members)
-		u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
-			Msg("settling a batch an earlier run left open")
-		if ok {
-			err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, t)
-			if errors.Is(err, errBatchFailed) {
-				// An earlier run's key that can no longer be used (expired
-				// after a long outage, say) must not end this run: the
-				// batch is failed; before its tiles go into new batches the
-				// provider is asked which it holds (lookUpAmbiguous).
-				u.log.Warn().Str("op_id", b.OpID).Err(err).Msg("an earlier run's batch could not be settled under its key")
-				err = nil
-			}
-		}
-		if !ok || (errors.Is(err, errLeftOpen) && !errors.Is(err, errUnsettled)) {
-			// The provider's record of the operation may settle it.
-			err = u.resolveByState(ctx, flightID, b, members, t)
-		}
-		if errors.Is(err, errUnsettled) {
-			// Its outcome is unknown: it stays open, its tiles in it (no
-			// claim takes them), for the next run to ask again.
-			err = nil
+		err := u.settleAdopted(ctx, flightID, b, members, t)
+		if we := (*waitingError)(nil); errors.As(err, &we) {
+			due.hold(we.w, we.left)
+			continue
 		}
 		if err != nil {
 			return 0, err
 		}
 	}
 	return len(open), nil
+}
+
+// settleAdopted settles one open batch this run adopted: resent under its
+// key when its members still verify, else (or when it stays open) from
+// the provider's record of it. A batch the provider asks to wait is left
+// open with its journaled not-before, and its *waitingError returned.
+func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
+	tiles, tb, ok := u.resendable(flightID, b, members)
+	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
+		Msg("settling a batch an earlier run left open")
+	var err error
+	if ok {
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, t)
+		switch {
+		case errors.Is(err, errWaiting):
+			return err
+		case errors.Is(err, errBatchFailed):
+			// An earlier run's key that can no longer be used (expired
+			// after a long outage, say) must not end this run: the
+			// batch is failed; before its tiles go into new batches the
+			// provider is asked which it holds (lookUpAmbiguous).
+			u.log.Warn().Str("op_id", b.OpID).Err(err).Msg("an earlier run's batch could not be settled under its key")
+			err = nil
+		}
+	}
+	if !ok || (errors.Is(err, errLeftOpen) && !errors.Is(err, errUnsettled)) {
+		// The provider's record of the operation may settle it.
+		err = u.resolveByState(ctx, flightID, b, members, t)
+	}
+	if errors.Is(err, errUnsettled) {
+		// Its outcome is unknown: it stays open, its tiles in it (no
+		// claim takes them), for the next run to ask again.
+		err = nil
+	}
+	return err
 }
 
 // resendable returns the batch's tiles in journaled order, with their

@@ -24,6 +24,7 @@ type unfit struct {
 // UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
 func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error) {
 	t := newTally(req.FlightID, u.now(), req.Progress)
+	t.onWait = req.Waiting
 	ctx = withTally(ctx, t)
 	openings := u.breaker.openingsSoFar()
 	finish := func(err error) (UploadBatchReport, error) {
@@ -64,10 +65,14 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		}
 		if !req.DryRun && rep.Outcome == OutcomeSuccess && pending > 0 {
 			// Nothing was rejected, but tiles this run may send are left:
-			// a batch failed and its tiles await a lookup, or another
-			// run's batch was failed under it. Partial, so the decorator
-			// calls again (with a fresh lookup) instead of stopping.
+			// a batch failed and its tiles await a lookup, another run's
+			// batch was failed under it, or a batch waits for the
+			// provider's advised time. Partial, so the decorator calls
+			// again (with a fresh lookup) unless all of it waits.
 			rep.Outcome = OutcomePartial
+		}
+		if until, all := rep.Blocked(); all && err == nil {
+			rep.NextRetryAt = &until
 		}
 		return rep, err
 	}
@@ -92,13 +97,27 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	}
 	ctx, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
-	settled, err := u.settleOpen(ctx, req.FlightID, t, req.Settling)
-	if err != nil {
+	// Batches waiting for the provider's advised time go when it comes,
+	// beside the new ones; claims of other tiles do not wait for them.
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	due := newDueBatches(wctx, u, req.FlightID, t, max(req.Concurrency, defaultConcurrency))
+	finishDue := func(err error) (UploadBatchReport, error) {
+		if err != nil {
+			stopWaiting() // a run-level error: no waiting batch goes after it
+		}
+		if derr := due.wait(); err == nil {
+			err = derr
+		}
 		return finish(err)
+	}
+	settled, err := u.settleOpen(ctx, req.FlightID, t, req.Settling, due)
+	if err != nil {
+		return finishDue(err)
 	}
 	if settled > 0 && req.SettledOpen != nil {
 		if err := req.SettledOpen(ctx); err != nil {
-			return finish(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
+			return finishDue(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
 		}
 	}
 	// Tiles an earlier batch may have stored without settling them are
@@ -106,7 +125,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	// a clear answer wait for the next run.
 	unclear, _, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
 	if err != nil {
-		return finish(err)
+		return finishDue(err)
 	}
 	t.skipIDs(unclear)
 	if req.MaxAttempts > 0 {
@@ -127,7 +146,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			}
 		})
 	}
-	return finish(u.sendPending(ctx, req, lim, t))
+	return finishDue(u.sendPending(ctx, req, lim, t, due))
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into

@@ -302,7 +302,7 @@ func (t *tally) sequenceCommitted(n uint64, held bool) []uint64 {
 
 // sequenceBusy decides what a claim does when another open batch holds the
 // client's next number. more false ends this worker.
-func (u *HTTPTileUploader) sequenceBusy(ctx, stopCtx context.Context, flightID string, busy *tilestore.SequenceBusyError, t *tally) (more bool, err error) {
+func (u *HTTPTileUploader) sequenceBusy(ctx, stopCtx context.Context, flightID string, busy *tilestore.SequenceBusyError, t *tally, due *dueBatches) (more bool, err error) {
 	switch {
 	case busy.Own:
 		// Left open in this run (its resends were refused): a new number
@@ -317,7 +317,7 @@ func (u *HTTPTileUploader) sequenceBusy(ctx, stopCtx context.Context, flightID s
 		}
 		return true, nil
 	case busy.FlightID == flightID:
-		if _, err := u.settleOpen(ctx, flightID, t, nil); err != nil {
+		if _, err := u.settleOpen(ctx, flightID, t, nil, due); err != nil {
 			return false, err
 		}
 		return true, nil

@@ -2,6 +2,8 @@ package uploader
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +34,10 @@ type tally struct {
 	// any tile looked up after, since the last batch it answered or tile
 	// it held (sequenceCommitted).
 	committedInARow []uint64
+	// waits are the batches left waiting past the deadline for the
+	// provider's advised time, by op ID; onWait is Request.Waiting.
+	waits  map[string]Wait
+	onWait func(Wait)
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -185,10 +191,37 @@ func (t *tally) settled(p BatchProgress, accepted, duplicate int, rejections []t
 	}
 }
 
+// waiting records a batch left open for the provider's advised time.
+func (t *tally) waiting(w Wait) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.waits == nil {
+		t.waits = map[string]Wait{}
+	}
+	t.waits[w.OpID] = w
+}
+
+// announced tells Request.Waiting that a wait starts.
+func (t *tally) announced(w Wait) {
+	if t.onWait != nil {
+		t.onWait(w)
+	}
+}
+
 func (t *tally) report(finished time.Time, pending int, err error) UploadBatchReport {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.rep
+	r.Waiting = nil
+	for _, w := range t.waits {
+		r.Waiting = append(r.Waiting, w)
+	}
+	slices.SortFunc(r.Waiting, func(a, b Wait) int {
+		if c := a.Until.Compare(b.Until); c != 0 {
+			return c
+		}
+		return strings.Compare(a.OpID, b.OpID)
+	})
 	r.Rejections = append([]PerTileStatus(nil), t.rep.Rejections...)
 	r.LocalFailures = append([]LocalFailure(nil), t.rep.LocalFailures...)
 	r.Finished = finished

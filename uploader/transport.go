@@ -57,6 +57,21 @@ type exchange struct {
 	budgetSpent bool
 	// prevTransport is the last transport resend wait (decorrelated jitter).
 	prevTransport time.Duration
+	// advised, set for a batch, journals the provider's advised wait as
+	// the batch's not-before (Store.DeferBatch) before the exchange waits
+	// or gives up; tiles is the batch's size, for the announcement.
+	advised func(ctx context.Context, wait time.Duration) (time.Time, error)
+	tiles   int
+	// notBefore is the last not-before journaled; deferred is set when the
+	// advised wait does not fit the exchange (the cap on one wait, or the
+	// run's deadline), so the batch waits apart instead of failing the run.
+	notBefore   time.Time
+	advisedWait time.Duration // the wait journaled, from the answer
+	deferred    bool
+	advice      string // what asked for the journaled wait
+	// announce: the wait just scheduled was advised and is announced when
+	// it starts.
+	announce bool
 	// probeAttempts, when > 0, is how many attempts a failure that shows
 	// no provider at all (no answer, or a 2xx that is not the API) may
 	// take: the first contact of a run fails fast on a wrong URL.
@@ -96,6 +111,9 @@ type answer struct {
 	timeouts int
 	// cancelled: the run's context ended the exchange, not the provider.
 	cancelled bool
+	// waiting is the batch's provider-advised wait that the exchange did
+	// not wait for (its not-before is journaled); nil otherwise.
+	waiting *waitingError
 	// budgetSpent: resending stopped because the run's retry budget was
 	// empty; the caller leaves the batch open for the next run.
 	budgetSpent bool
@@ -212,6 +230,10 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 	if ex.giveUp != nil {
 		a.err = ex.giveUp
 	}
+	if ex.deferred && ex.giveUp == nil {
+		a.waiting = &waitingError{w: Wait{Reason: WaitProviderAdvice, OpID: opID, Tiles: ex.tiles, Until: ex.notBefore,
+			Detail: ex.advice}, left: ex.advisedWait}
+	}
 	return a
 }
 
@@ -240,6 +262,11 @@ func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error
 	retry, cerr := ex.decide(resp, err)
 	if !retry || ex.attempts > ex.u.resends {
 		return retry, cerr // retryablehttp stops at RetryMax by itself
+	}
+	if ex.announce {
+		ex.announce = false
+		ex.u.announce(ex.runCtx, Wait{Reason: WaitProviderAdvice, OpID: ex.opID, Tiles: ex.tiles,
+			Until: ex.u.now().Add(ex.wait), Detail: ex.advice})
 	}
 	// No resend starts once the run is cancelled; an answer that came
 	// is still used.
@@ -302,7 +329,28 @@ func (ex *exchange) decide(resp *http.Response, err error) (bool, error) {
 	if !adv.Retry {
 		return false, nil
 	}
+	if ex.advised != nil && adv.MinDelay > 0 && !ex.journalAdvice(adv) {
+		return false, nil
+	}
 	return ex.schedule(adv), nil
+}
+
+// journalAdvice journals the provider's advised wait as the batch's
+// not-before, cut to MaxAdvisedWait, before the exchange waits for it or
+// leaves it to a later run: a run that dies meanwhile, or any other run,
+// then waits for it too. It reports false, with giveUp set, when the
+// journal cannot be written.
+func (ex *exchange) journalAdvice(adv operation.Advice) bool {
+	wait := min(adv.MinDelay, MaxAdvisedWait)
+	jctx, cancel := journalCtx(ex.runCtx)
+	defer cancel()
+	nb, err := ex.advised(jctx, wait)
+	if err != nil {
+		ex.giveUp = &journalError{err}
+		return false
+	}
+	ex.notBefore, ex.advisedWait, ex.advice, ex.announce = nb, wait, adviceDetail(adv, wait), true
+	return true
 }
 
 // probeSpent reports whether a probe has used its short fuse.
@@ -317,6 +365,12 @@ func (ex *exchange) schedule(adv operation.Advice) bool {
 		remaining = dl.Sub(ex.u.now())
 	}
 	d, ok := adv.Bound(ex.u.maxDelay, remaining)
+	if !ok && ex.announce {
+		// The provider's wait is journaled: the batch waits apart
+		// (dueBatches), and this worker goes on with other work.
+		ex.announce, ex.deferred = false, true
+		return false
+	}
 	if !ok {
 		ex.giveUp = fmt.Errorf("provider asks to wait %s before resending (status %d), beyond the %s cap or the run's deadline: giving this request up",
 			d.Round(time.Second), adv.Status, ex.u.maxDelay)

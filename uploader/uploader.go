@@ -61,6 +61,10 @@ type Request struct {
 	// running UploadPendingTiles. It is not called when there are none. It
 	// must not block.
 	Settling func(SettlingProgress)
+	// Waiting, if set, is told when a wait the provider advised starts:
+	// a batch waits in the run (PastDeadline false) or is left open for
+	// a later run. It must be safe for concurrent use and must not block.
+	Waiting func(Wait)
 	// MaxAttempts, if positive, is the per-tile budget: a tile whose counted
 	// attempts plus uncounted rejections reach it is not sent. A run without
 	// the retry decorator counts nothing, so it sets this to keep a tile the
@@ -154,8 +158,14 @@ type UploadBatchReport struct {
 	Timeouts     int   `json:"timeouts"`
 	RetryCount   int   `json:"retry_count"` // decorator's in-call retries
 	Traffic
-	NextRetryAt *time.Time      `json:"next_retry_at,omitempty"`
-	Rejections  []PerTileStatus `json:"rejections,omitempty"`
+	// NextRetryAt is when a later run may go on: set when all the work
+	// left waits (Blocked) or, by the retry decorator, when its in-call
+	// budget ran out with tiles pending.
+	NextRetryAt *time.Time `json:"next_retry_at,omitempty"`
+	// Waiting lists the batches left open for the provider's advised time,
+	// which comes after the call's deadline, earliest first.
+	Waiting    []Wait          `json:"waiting,omitempty"`
+	Rejections []PerTileStatus `json:"rejections,omitempty"`
 	// LocalFailed counts the tiles not sent because of their cached blob
 	// (missing, unreadable, wrong size or sha256); they stay pending and
 	// never count as attempts. LocalFailures lists them (at most 1000).

@@ -29,6 +29,9 @@ type FlightRun struct {
 	// the run could not count them, which leaves the flight without a
 	// tilectl_upload_pending_tiles sample (absent, not 0 or NaN).
 	Pending *int
+	// NextRetryAt is when a later run may go on with what this one left
+	// (the run's next_retry_at); nil for none.
+	NextRetryAt *time.Time
 }
 
 // flightSeries are the per-flight series node_exporter's textfile
@@ -41,6 +44,7 @@ type flightSeries struct {
 	lastRun    *prometheus.GaugeVec
 	success    *prometheus.GaugeVec
 	pending    *prometheus.GaugeVec
+	nextRetry  *prometheus.GaugeVec
 }
 
 func newFlightSeries(reg *prometheus.Registry) flightSeries {
@@ -66,8 +70,12 @@ func newFlightSeries(reg *prometheus.Registry) flightSeries {
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tilectl_upload_pending_tiles", Help: "Tiles of the flight still pending after its last run; absent when that run could not count them.",
 		}, []string{"flight"}),
+		nextRetry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tilectl_upload_next_retry_timestamp_seconds",
+			Help: "When a later run may go on with what the flight's last run left (Unix time); absent when nothing waits.",
+		}, []string{"flight"}),
 	}
-	reg.MustRegister(f.tiles, f.rejections, f.bytes, f.duration, f.lastRun, f.success, f.pending)
+	reg.MustRegister(f.tiles, f.rejections, f.bytes, f.duration, f.lastRun, f.success, f.pending, f.nextRetry)
 	return f
 }
 
@@ -89,5 +97,8 @@ func (m *Metrics) AddFlight(r FlightRun) {
 	f.success.WithLabelValues(r.Flight).Set(success)
 	if r.Pending != nil {
 		f.pending.WithLabelValues(r.Flight).Set(float64(*r.Pending))
+	}
+	if r.NextRetryAt != nil {
+		f.nextRetry.WithLabelValues(r.Flight).Set(float64(r.NextRetryAt.UnixNano()) / 1e9)
 	}
 }

@@ -256,6 +256,21 @@ func (p *progress) interrupting(st *interruptState) {
 	p.redraw()
 }
 
+// wait is the uploader's Request.Waiting: a wait the provider advised, as
+// the state, saying what waits and until when (with a countdown when the
+// run waits for it). The uploader logs the same.
+func (p *progress) wait(w uploader.Wait) {
+	if p.quiet {
+		return
+	}
+	until := w.Until.Local().Format("15:04:05")
+	if w.PastDeadline {
+		p.setState(fmt.Sprintf("%d tiles wait until %s as the provider advised (after this run's deadline)", w.Tiles, until), time.Time{})
+		return
+	}
+	p.setState(fmt.Sprintf("waiting %%s for %d tiles until %s as the provider advised", w.Tiles, until), w.Until)
+}
+
 // breaker renders the circuit breaker's state changes.
 func (p *progress) breaker(e uploader.BreakerEvent) {
 	switch e.State {

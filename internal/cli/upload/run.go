@@ -293,7 +293,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
-		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle}
+		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle, Waiting: p.wait}
 	// A run must not send a tile that the next count gives up: without the
 	// decorator nothing counts in this run, and with it another run sharing
 	// the flight may have recorded a rejection this run has not counted.
@@ -342,7 +342,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
 			RejectedTiles: len(rep.Rejections), Rejections: rep.Rejected, GivenUp: rep.GivenUp, Bytes: rep.Bytes,
 			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
-			Success: err == nil && pending != nil && *pending == 0 && rep.GivenUp == 0, Pending: pending})
+			Success: err == nil && pending != nil && *pending == 0 && rep.GivenUp == 0, Pending: pending,
+			NextRetryAt: rep.NextRetryAt})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,

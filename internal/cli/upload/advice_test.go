@@ -1,0 +1,210 @@
+package upload
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// adviser stands in front of the rig's provider on loopback: the first
+// batch key it sees is answered 503 with Retry-After: 60 ("wait 1
+// minute") every time, the second key once with Retry-After: 1.
+type adviser struct {
+	next http.Handler
+
+	mu    sync.Mutex
+	keys  []string
+	posts map[string]int
+}
+
+func (a *adviser) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "tiles:batch") {
+		a.next.ServeHTTP(w, r)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	a.mu.Lock()
+	if a.posts[key] == 0 {
+		a.keys = append(a.keys, key)
+	}
+	a.posts[key]++
+	first, second, n := len(a.keys) > 0 && a.keys[0] == key, len(a.keys) > 1 && a.keys[1] == key, a.posts[key]
+	a.mu.Unlock()
+	switch {
+	case first:
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Retry-After", "60")
+		operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "wait 1 minute", nil, nil)
+	case second && n == 1:
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Retry-After", "1")
+		operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "wait 1 second", nil, nil)
+	default:
+		a.next.ServeHTTP(w, r)
+	}
+}
+
+func (a *adviser) postsOf(i int) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i >= len(a.keys) {
+		return 0
+	}
+	return a.posts[a.keys[i]]
+}
+
+// advisedRig is a rig whose provider advises as adviser does, with a 45 s
+// deadline, batches of 2 and one batch in flight at a time.
+func advisedRig(t *testing.T) (*cmdRig, *adviser) {
+	t.Helper()
+	r := newCmdRig(t)
+	a := &adviser{next: r.srv.Config.Handler, posts: map[string]int{}}
+	hs := httptest.NewServer(a)
+	t.Cleanup(hs.Close)
+	r.cfg.ProviderURL = hs.URL
+	r.cfg.Upload.Deadline = 45 * time.Second
+	r.cfg.Upload.BatchSize = 2
+	r.cfg.Upload.Concurrency = 1
+	return r, a
+}
+
+// openNotBefore is the journaled not-before of the flight's one open batch.
+func openNotBefore(t *testing.T, r *cmdRig, flight string) time.Time {
+	t.Helper()
+	var nb *time.Time
+	err := r.store.Pool().QueryRow(context.Background(),
+		`SELECT not_before FROM upload_batches WHERE flight_id = $1 AND state = 'open'`, flight).Scan(&nb)
+	if err != nil || nb == nil {
+		t.Fatalf("the advised batch's not_before: %v, %v; want one open batch with it", nb, err)
+	}
+	return *nb
+}
+
+func nextRetryAt(t *testing.T, v any) time.Time {
+	t.Helper()
+	s, _ := v.(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("next_retry_at = %v, want a time", v)
+	}
+	return at
+}
+
+func TestOneBatchsAdvicePastTheDeadlineDoesNotFailTheRun(t *testing.T) {
+	r, a := advisedRig(t)
+	ids := r.seed("F1", tilestore.FlightOnGround, 6)
+	metrics := filepath.Join(r.dir, "tilectl.prom")
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID, o.MetricsFile = "F1", metrics }, "metrics-file")
+	if res.code != exitcode.Partial {
+		t.Fatalf("exit %d (%v), want 3: one batch waits, the run did not fail\n%s", res.code, res.err, res.stderr)
+	}
+	m := decodeSummary(t, res.stdout)
+	if m["outcome"] != "partial" || m["uploaded"] != 4.0 || m["still_pending"] != 2.0 || m["error"] != nil {
+		t.Fatalf("summary %v; want partial, the other 4 tiles uploaded, the advised 2 pending, no error", m)
+	}
+	nb := openNotBefore(t, r, "F1")
+	if got := nextRetryAt(t, m["next_retry_at"]); !got.Equal(nb) {
+		t.Fatalf("next_retry_at %v, want the advised batch's not_before %v", got, nb)
+	}
+	fl := m["flights"].([]any)[0].(map[string]any)
+	if got := nextRetryAt(t, fl["next_retry_at"]); !got.Equal(nb) {
+		t.Fatalf("flights[0].next_retry_at %v, want %v", got, nb)
+	}
+	if a.postsOf(0) != 1 {
+		t.Fatalf("the advised batch went %d times, want once", a.postsOf(0))
+	}
+	// The other batch's 1 s wait was kept, not cut short by the first's.
+	r.clock.mu.Lock()
+	sleeps := append([]time.Duration(nil), r.clock.sleeps...)
+	r.clock.mu.Unlock()
+	kept := false
+	for _, d := range sleeps {
+		kept = kept || d == time.Second
+	}
+	if !kept || a.postsOf(1) != 2 {
+		t.Fatalf("sleeps %v, second batch sent %d times; want its advised 1 s kept and one resend", sleeps, a.postsOf(1))
+	}
+	for _, id := range ids[2:] {
+		if s := r.status(id); s != "uploaded" {
+			t.Errorf("tile %s is %s, want uploaded", id, s)
+		}
+	}
+	if !strings.Contains(res.stderr, "until") || !strings.Contains(res.stderr, "advised") {
+		t.Errorf("no log line announces the wait and until when:\n%s", res.stderr)
+	}
+	prom, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `tilectl_upload_next_retry_timestamp_seconds{flight="F1"}`; !strings.Contains(string(prom), want) {
+		t.Errorf("metrics file has no %s:\n%s", want, prom)
+	}
+}
+
+func TestRunWhoseRemainingWorkMustWaitPastItsDeadlineEndsWithExit3(t *testing.T) {
+	r, a := advisedRig(t)
+	r.seed("F1", tilestore.FlightOnGround, 2) // one batch: the advised one
+	first := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
+	if first.code != exitcode.Partial {
+		t.Fatalf("first run: exit %d (%v), want 3\n%s", first.code, first.err, first.stderr)
+	}
+	nb := openNotBefore(t, r, "F1")
+
+	// The next run, at once: everything left waits past its deadline.
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
+	if res.code != exitcode.Partial {
+		t.Fatalf("exit %d (%v), want 3\n%s", res.code, res.err, res.stderr)
+	}
+	m := decodeSummary(t, res.stdout)
+	if m["outcome"] != "partial" || m["still_pending"] != 2.0 || m["error"] != nil {
+		t.Fatalf("summary %v; want partial, 2 pending, no error", m)
+	}
+	if got := nextRetryAt(t, m["next_retry_at"]); !got.Equal(nb) {
+		t.Fatalf("next_retry_at %v, want the earliest not_before %v", got, nb)
+	}
+	if a.postsOf(0) != 1 {
+		t.Fatalf("the advised batch went %d times; no run sends it before its not_before", a.postsOf(0))
+	}
+	if !strings.Contains(res.stderr, "until") || !strings.Contains(res.stderr, "advised") {
+		t.Errorf("no log line announces the wait and until when:\n%s", res.stderr)
+	}
+	text := r.run(func(o *Options) { o.FlightID = "F1" })
+	t.Logf("text summary:\n%s", text.stdout)
+	if text.code != exitcode.Partial || !strings.Contains(text.stdout, nb.Format(time.RFC3339)) {
+		t.Fatalf("text run: exit %d; want 3 and the summary naming %s:\n%s", text.code, nb.Format(time.RFC3339), text.stdout)
+	}
+}
+
+func TestStatusLineSaysWhatWaitsForTheProvidersAdviceAndUntilWhen(t *testing.T) {
+	var errOut bytes.Buffer
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.Local)
+	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.Nop(),
+		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+		metricsfile.New(), func() time.Time { return now })
+	defer p.finish()
+	p.wait(uploader.Wait{Reason: uploader.WaitProviderAdvice, OpID: "op-1", Tiles: 2, Until: now.Add(4 * time.Second)})
+	if got := p.line(); !strings.Contains(got, "waiting 4s for 2 tiles until 10:00:04 as the provider advised") {
+		t.Errorf("status %q, want what waits, a countdown and until when", got)
+	}
+	p.wait(uploader.Wait{Reason: uploader.WaitProviderAdvice, OpID: "op-2", Tiles: 2, Until: now.Add(time.Minute), PastDeadline: true})
+	if got := p.line(); !strings.Contains(got, "2 tiles wait until 10:01:00 as the provider advised (after this run's deadline)") {
+		t.Errorf("status %q, want the wait left for a later run and until when", got)
+	}
+}

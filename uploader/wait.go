@@ -1,0 +1,252 @@
+package uploader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// This file is the one place that decides when a run's remaining work is
+// blocked until a time it cannot change, and says so: the report's Waiting
+// list, UploadBatchReport.Blocked (which the retry decorator and the
+// summary read), the announcement of each wait, and the settling of batches
+// an earlier run left waiting.
+
+// WaitReason says why work waits.
+type WaitReason string
+
+// WaitProviderAdvice: the provider asked the batch to wait (Retry-After in
+// seconds or as an HTTP date, or the retry extension's "after"); the
+// batch's not-before is journaled with it (Store.DeferBatch).
+const WaitProviderAdvice WaitReason = "provider_advice"
+
+// MaxAdvisedWait is the longest wait a provider's advice is kept for. A
+// longer one (a Unix time sent as seconds, a typo in minutes) is cut to it
+// so that no answer strands a batch for years; a provider that still
+// wants more says so again when the batch goes after it.
+const MaxAdvisedWait = time.Hour
+
+// Wait is remaining work that may not go on before Until.
+type Wait struct {
+	Reason WaitReason `json:"reason"`
+	OpID   string     `json:"op_id,omitempty"` // the batch that waits
+	Tiles  int        `json:"tiles"`
+	// Until is when the work may go on: for provider advice, the batch's
+	// journaled not-before (the database's clock).
+	Until time.Time `json:"until"`
+	// Detail says who asked for the wait and how ("503 UNAVAILABLE asked
+	// for 1m0s").
+	Detail string `json:"detail,omitempty"`
+	// PastDeadline: Until comes after the run's deadline, so this run does
+	// not wait for it; the batch stays open for a later run.
+	PastDeadline bool `json:"past_deadline"`
+}
+
+// Blocked reports the earliest time the work a report leaves waiting
+// (Waiting) may go on (zero when none waits), and whether all of the
+// flight's pending work waits: every pending tile is in a waiting batch or
+// was left for its bad cached blob. A run that is all blocked ends (exit
+// 3, next_retry_at = until) instead of retrying what cannot go yet.
+func (r UploadBatchReport) Blocked() (until time.Time, all bool) {
+	tiles := 0
+	for _, w := range r.Waiting {
+		tiles += w.Tiles
+		if until.IsZero() || w.Until.Before(until) {
+			until = w.Until
+		}
+	}
+	return until, tiles > 0 && r.Pending > 0 && r.Pending <= tiles+r.LocalFailed
+}
+
+// errWaiting is matched by *waitingError.
+var errWaiting = errors.New("batch waits for the provider's advised time")
+
+// waitingError: the provider asked the batch to wait longer than this
+// exchange may (past the cap on one wait, or the run's deadline); its
+// not-before is journaled and it stays open. It does not end the run: the
+// caller hands it to the call's dueBatches.
+type waitingError struct {
+	w    Wait
+	left time.Duration // from when the answer came until the not-before
+}
+
+func (e *waitingError) Error() string {
+	return fmt.Sprintf("batch %s waits until %s as the provider advised (%s)", e.w.OpID, e.w.Until.Format(time.RFC3339), e.w.Detail)
+}
+
+func (e *waitingError) Is(target error) bool { return target == errWaiting }
+
+// leftOpen reports whether err leaves a batch open without ending the run.
+func leftOpen(err error) bool { return errors.Is(err, errLeftOpen) || errors.Is(err, errWaiting) }
+
+// adviceDetail says what asked for a wait, for logs and the report.
+func adviceDetail(adv operation.Advice, journaled time.Duration) string {
+	s := fmt.Sprintf("%d %s asked for %s", adv.Status, adv.Code, adv.MinDelay.Round(time.Millisecond))
+	if journaled < adv.MinDelay {
+		s += fmt.Sprintf(", kept for %s at most", journaled)
+	}
+	return s
+}
+
+// fitsDeadline reports whether a wait of d from now ends before ctx's
+// deadline, as operation.Advice.Bound decides it.
+func (u *HTTPTileUploader) fitsDeadline(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || d < dl.Sub(u.now())
+}
+
+// announce says, when a wait starts, what waits and until when: a log
+// line, and Request.Waiting for the status line.
+func (u *HTTPTileUploader) announce(ctx context.Context, w Wait) {
+	e, msg := u.log.Info(), "waiting until the provider's advised time before sending the batch again"
+	if w.PastDeadline {
+		e, msg = u.log.Warn(), "the provider's advised time for the batch comes after this run's deadline: "+
+			"it stays open, and no run sends it before then"
+	}
+	e.Str("op_id", w.OpID).Int("tiles", w.Tiles).Time("until", w.Until).Str("advice", w.Detail).Msg(msg)
+	if t := tallyOf(ctx); t != nil {
+		t.announced(w)
+	}
+}
+
+// splitWaiting returns the open batches whose advised time has not come
+// (by the database's clock, when they were read) apart from the others.
+func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
+	for _, b := range open {
+		if b.NotBefore != nil && b.NotBeforeIn > 0 {
+			waiting = append(waiting, b)
+		} else {
+			now = append(now, b)
+		}
+	}
+	return now, waiting
+}
+
+// dueBatches are one call's open batches that wait for the provider's
+// advised time. One whose time comes before the call's deadline goes then,
+// on a goroutine of its own beside the workers (at most concurrency of
+// them sending at once), so that claims of other tiles never wait for it;
+// one whose time comes after it stays open, listed in the report's
+// Waiting. It lives for one UploadPendingTiles call and holds that call's
+// context, which ends its waits.
+type dueBatches struct {
+	u        *HTTPTileUploader
+	ctx      context.Context
+	flightID string
+	t        *tally
+	sem      chan struct{}
+
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs error
+}
+
+func newDueBatches(ctx context.Context, u *HTTPTileUploader, flightID string, t *tally, concurrency int) *dueBatches {
+	return &dueBatches{u: u, ctx: ctx, flightID: flightID, t: t, sem: make(chan struct{}, max(concurrency, 1))}
+}
+
+// hold takes a batch that waits for its not-before, left from now: it is
+// announced, then waited for within the deadline or left for a later run.
+func (d *dueBatches) hold(w Wait, left time.Duration) {
+	w.PastDeadline = !d.u.fitsDeadline(d.ctx, left)
+	d.u.announce(d.ctx, w)
+	if w.PastDeadline {
+		d.t.waiting(w)
+		return
+	}
+	d.wg.Go(func() { d.settleWhenDue(w, left) })
+}
+
+// holdAdopted holds the adopted batches splitWaiting set apart; read is
+// when the database read them (their NotBeforeIn counts from it).
+func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
+	for _, b := range waiting {
+		d.hold(Wait{Reason: WaitProviderAdvice, OpID: b.OpID, Tiles: len(b.TileIDs), Until: *b.NotBefore,
+			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read))
+	}
+}
+
+// settleWhenDue waits for the batch's time, reads it again from the journal
+// (another advice may have moved its not-before, or a run settled it) and
+// settles it as an adopted batch, until it is settled, failed or left for
+// a later run.
+func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
+	for {
+		if d.u.sleep(d.ctx, left) != nil {
+			return // the call ended first: the batch stays open
+		}
+		open, err := d.u.store.OpenBatches(d.ctx, d.flightID)
+		if err != nil {
+			d.fail(fmt.Errorf("read batch %s after its advised wait: %w", w.OpID, err))
+			return
+		}
+		i := slices.IndexFunc(open, func(b tilestore.Batch) bool { return b.OpID == w.OpID })
+		if i < 0 {
+			return // settled or failed meanwhile
+		}
+		b := open[i]
+		if b.NotBeforeIn > 0 {
+			left = b.NotBeforeIn
+			if w.Until = *b.NotBefore; !d.u.fitsDeadline(d.ctx, left) {
+				w.PastDeadline = true
+				d.u.announce(d.ctx, w)
+				d.t.waiting(w)
+				return
+			}
+			continue
+		}
+		err = d.settle(b)
+		var we *waitingError
+		switch {
+		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
+			we.w.PastDeadline = true
+			d.u.announce(d.ctx, we.w)
+			d.t.waiting(we.w)
+			return
+		case errors.As(err, &we):
+			d.u.announce(d.ctx, we.w)
+			w, left = we.w, we.left
+		case err != nil:
+			d.fail(err)
+			return
+		default:
+			return
+		}
+	}
+}
+
+// settle settles b, with at most concurrency batches at once.
+func (d *dueBatches) settle(b tilestore.Batch) error {
+	select {
+	case d.sem <- struct{}{}:
+	case <-d.ctx.Done():
+		return nil
+	}
+	defer func() { <-d.sem }()
+	members, err := d.u.loadMembers(d.ctx, d.flightID, []tilestore.Batch{b})
+	if err != nil {
+		return err
+	}
+	return d.u.settleAdopted(d.ctx, d.flightID, b, members, d.t)
+}
+
+func (d *dueBatches) fail(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.errs = errors.Join(d.errs, err)
+}
+
+// wait waits for every batch held to be settled or left, and returns what
+// ended any of them with a run-level error.
+func (d *dueBatches) wait() error {
+	d.wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.errs
+}
