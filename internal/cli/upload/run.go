@@ -162,7 +162,8 @@ func (r *run) wire(ctx context.Context) error {
 	inner, err := uploader.NewHTTP(uploader.HTTPOptions{
 		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
-		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
+		RequestTimeout: r.cfg.Upload.RequestTimeout, FirstContactTimeout: r.cfg.Upload.FirstContactTimeout,
+		UserAgent:      "tilectl/" + r.opts.Version,
 		CacheDirSource: r.cfg.Source("cache_dir").String(),
 		Now:            r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
 		Breaker: uploader.BreakerOptions{
