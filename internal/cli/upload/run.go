@@ -442,14 +442,17 @@ func localFailuresError(sum *Summary) error {
 		"('tilectl tiles import --flight %s DIR' restores them) and run upload-pending again", sum.LocalFailed, flight, flight)
 }
 
-// logSchedule reports the worst case of the run's retries against its
-// deadline (seed 002 S75-1, deadline conservation): every inner call's
-// request taking its request timeout on each of its attempts, the HTTP
-// uploader's resends included, with every transport backoff and every
-// decorator backoff at its largest. When that does not fit the deadline
-// minus a margin it warns (the deadline then cuts the retries short, which
-// is allowed but should not surprise the operator), and with
-// --strict-deadline it refuses to start.
+// logSchedule weighs the run's retry schedule against its deadline (seed
+// 002 S75-1, deadline conservation). The deadline bounds the run whatever
+// the schedule: a run it ends leaves its open batches and pending tiles to
+// the next run, under the same keys, so a worst case longer than the
+// deadline loses nothing and is only logged. What cannot work is a deadline
+// too short for one request to take its full request timeout: a slow
+// request would be cut on every run. That warns, naming where both values
+// came from. --strict-deadline refuses to start unless the whole worst case
+// fits: every inner call's request taking its request timeout on each of
+// its attempts, the HTTP uploader's resends included, with every transport
+// backoff and every decorator backoff at its largest.
 func (r *run) logSchedule() error {
 	// One request and its HTTP-level resends; the deadline here is only a
 	// formality of Validate.
@@ -463,7 +466,19 @@ func (r *run) logSchedule() error {
 		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
 		return nil
 	}
+	deadline := fmt.Sprintf("upload.deadline %s (from %s)", r.cfg.Upload.Deadline, r.cfg.Source("upload.deadline"))
 	margin := r.cfg.Upload.Deadline / 20
+	if rt := r.cfg.Upload.RequestTimeout; rt > r.cfg.Upload.Deadline-margin {
+		msg := fmt.Sprintf("upload.request_timeout %s (from %s) does not fit %s minus a %s margin: "+
+			"a request that takes its full time cannot finish before the deadline ends the run",
+			rt, r.cfg.Source("upload.request_timeout"), deadline, margin)
+		if r.opts.StrictDeadline {
+			return fmt.Errorf("--strict-deadline: %s; raise upload.deadline or lower upload.request_timeout", msg)
+		}
+		r.log.Warn().Str("request_timeout", rt.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
+			Msg(msg + "; raise upload.deadline or lower upload.request_timeout")
+		return nil
+	}
 	sched := operation.Schedule{
 		MaxAttempts:    r.retry.MaxInCallRetries + 1,
 		AttemptTimeout: request,
@@ -475,13 +490,13 @@ func (r *run) logSchedule() error {
 	switch {
 	case errors.Is(err, operation.ErrScheduleExceedsDeadline):
 		msg := fmt.Sprintf("the retries' worst case is %s (%d inner calls x (%d attempts x %s request timeout + transport backoffs) + backoffs), "+
-			"more than --deadline %s minus a %s margin", worst, sched.MaxAttempts, uploader.DefaultMaxResends+1,
-			r.cfg.Upload.RequestTimeout, r.cfg.Upload.Deadline, margin)
+			"more than %s minus a %s margin", worst, sched.MaxAttempts, uploader.DefaultMaxResends+1,
+			r.cfg.Upload.RequestTimeout, deadline, margin)
 		if r.opts.StrictDeadline {
-			return fmt.Errorf("--strict-deadline: %s; raise --deadline or lower upload.request_timeout / --max-in-call-retries / --backoff-cap", msg)
+			return fmt.Errorf("--strict-deadline: %s; raise upload.deadline or lower upload.request_timeout / retry.max_in_call_retries / retry.backoff_cap", msg)
 		}
-		r.log.Warn().Str("worst_case", worst.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
-			Msg(msg + ": the deadline may end the run before its retries (--strict-deadline refuses to start)")
+		r.log.Info().Str("worst_case", worst.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
+			Msg(msg + ": if it comes to that, the deadline ends the run and the next run resumes its batches under the same keys")
 	case err != nil:
 		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
 	default:
