@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,13 +239,44 @@ func (r *run) flights(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list flights with pending tiles: %w", err)
 	}
 	var ids []string
+	var skipped []tilestore.FlightCounts
+	var skippedTiles int64
 	for _, c := range counts {
-		if c.State == tilestore.FlightOnGround && c.ByStatus[tilestore.StatusPending]+c.ByStatus[tilestore.StatusTrusted] > 0 {
+		pending := c.ByStatus[tilestore.StatusPending] + c.ByStatus[tilestore.StatusTrusted]
+		switch {
+		case pending == 0:
+		case c.State == tilestore.FlightOnGround:
 			ids = append(ids, c.FlightID)
+		default:
+			skipped = append(skipped, c)
+			skippedTiles += pending
 		}
 	}
 	slices.Sort(ids)
+	if len(skipped) > 0 {
+		r.logSkipped(skipped, skippedTiles)
+	}
 	return ids, nil
+}
+
+// logSkipped says which flights with pending tiles a run over every flight
+// leaves alone, and why: only a landed (on_ground) flight is uploaded.
+func (r *run) logSkipped(skipped []tilestore.FlightCounts, tiles int64) {
+	slices.SortFunc(skipped, func(a, b tilestore.FlightCounts) int { return strings.Compare(a.FlightID, b.FlightID) })
+	const shown = 5
+	var names []string
+	for i, c := range skipped {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(skipped)-shown))
+			break
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", c.FlightID, c.State))
+	}
+	r.log.Info().Int("skipped_flights", len(skipped)).Int64("skipped_pending_tiles", tiles).
+		Msgf("skipped %s with %s, not on_ground: %s; only a landed flight is uploaded. "+
+			"Once one has landed, record it with 'tilectl tiles import --flight ID --state on_ground DIR' "+
+			"(its tiles' directory: nothing is imported twice), then run upload-pending again",
+			plural(len(skipped), "flight"), plural(int(tiles), "pending tile"), strings.Join(names, ", "))
 }
 
 // flight uploads one flight, sharing it with any other run on it.
