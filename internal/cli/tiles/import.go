@@ -162,9 +162,16 @@ func importTiles(ctx context.Context, opts *ImportOptions, problems []Problem, s
 	if err != nil {
 		return err
 	}
+	// The cache is checked before the flight is recorded: a cache the
+	// import cannot write fails it with nothing left behind.
 	blobs, err := tilestore.NewBlobStore(cfg.CacheDir)
+	if err == nil {
+		err = blobs.CheckWritable(opts.FlightID)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot write the blob cache %s (cache_dir, from %s): %w; nothing was imported: "+
+			"point cache_dir at a directory tilectl can write (--cache-dir, TILECTL_CACHE_DIR or cache_dir in the config file)",
+			cfg.CacheDir, cfg.Source("cache_dir"), err)
 	}
 	if _, err := store.UpsertFlight(ctx, opts.FlightID, opts.State); err != nil {
 		return fmt.Errorf("record flight %s: %w", opts.FlightID, err)
