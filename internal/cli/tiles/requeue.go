@@ -67,16 +67,10 @@ func NewCmdRequeue(f *factory.Factory, runF func(context.Context, *RequeueOption
 			"--all-given-up asks for confirmation on a terminal and needs --yes otherwise.\n" +
 			"Nothing in tilectl ever requeues on its own.",
 		Args: cobra.NoArgs,
+		// The flags are checked before anything runs (and the help
+		// examples are checked against the same rules).
+		PreRunE: func(*cobra.Command, []string) error { return opts.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := tilestore.ValidateFlightID(opts.FlightID); err != nil {
-				return exitcode.UsageError(fmt.Errorf("--flight: %w", err))
-			}
-			if (len(opts.TileIDs) > 0) == opts.AllGivenUp {
-				return exitcode.UsageError(errors.New("give either --tile ID (repeatable) or --all-given-up"))
-			}
-			if strings.TrimSpace(opts.Reason) == "" {
-				return exitcode.UsageError(errors.New("--reason is required: say why the tiles may be sent again (it is kept in the flight data recorder)"))
-			}
 			if in, ok := f.IOStreams.In.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
 				opts.StdinTTY = true
 			}
@@ -93,6 +87,20 @@ func NewCmdRequeue(f *factory.Factory, runF func(context.Context, *RequeueOption
 	fl.StringVar(&opts.Reason, "reason", "", "why the tiles may be sent again (required; recorded)")
 	fl.BoolVar(&opts.Yes, "yes", false, "do not ask for confirmation (--all-given-up off a terminal needs it)")
 	return cmd
+}
+
+// validate checks the flags; its errors are usage errors.
+func (opts *RequeueOptions) validate() error {
+	if err := tilestore.ValidateFlightID(opts.FlightID); err != nil {
+		return exitcode.UsageError(fmt.Errorf("--flight: %w", err))
+	}
+	if (len(opts.TileIDs) > 0) == opts.AllGivenUp {
+		return exitcode.UsageError(errors.New("give either --tile ID (repeatable) or --all-given-up"))
+	}
+	if strings.TrimSpace(opts.Reason) == "" {
+		return exitcode.UsageError(errors.New("--reason is required: say why the tiles may be sent again (it is kept in the flight data recorder)"))
+	}
+	return nil
 }
 
 // RequeueRun requeues and records.
