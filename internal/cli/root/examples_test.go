@@ -1,6 +1,11 @@
 package root
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -99,5 +104,38 @@ func checkExample(t *testing.T, line string, args []string) {
 			t.Errorf("%s: %v", line, err)
 			return
 		}
+	}
+}
+
+// Text for people says "1 tile" and "2 tiles" (iostreams.Count), never
+// "tile(s)": no string in the commands' code leaves the plural open
+// (internal/cli, cmd/tilectl, cmd/tileprovider).
+func TestNoCommandTextLeavesThePluralToTheReader(t *testing.T) {
+	fset := token.NewFileSet()
+	var found int
+	for _, dir := range []string{"..", "../../../cmd/tilectl", "../../../cmd/tileprovider"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return err
+			}
+			found++
+			ast.Inspect(f, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "(s)") {
+					t.Errorf("%s: %s leaves the plural to the reader: use iostreams.Count", fset.Position(lit.Pos()), lit.Value)
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if found < 20 {
+		t.Fatalf("scanned %d files: the walk is broken", found)
 	}
 }

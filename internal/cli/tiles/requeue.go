@@ -123,9 +123,10 @@ func RequeueRun(ctx context.Context, opts *RequeueOptions) error {
 			return nil
 		}
 		if !opts.StdinTTY {
-			return exitcode.UsageError(fmt.Errorf("--all-given-up would requeue %d tile(s) of flight %s: pass --yes to confirm (no terminal to ask on)", len(gs), opts.FlightID))
+			return exitcode.UsageError(fmt.Errorf("--all-given-up would requeue %s of flight %s: pass --yes to confirm (no terminal to ask on)", iostreams.Count(len(gs), "tile", "tiles"), opts.FlightID))
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "requeue all %d given-up tile(s) of flight %s (reason: %s)? type yes: ", len(gs), opts.FlightID, opts.Reason)
+		fmt.Fprintf(opts.IO.ErrOut, "requeue %s of flight %s (reason: %s)? type yes: ",
+			iostreams.Count(len(gs), "given-up tile", "given-up tiles"), opts.FlightID, opts.Reason)
 		line, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
 		if strings.TrimSpace(line) != "yes" {
 			return exitcode.New(exitcode.Failure, errors.New("not confirmed; nothing was requeued"))
@@ -157,11 +158,11 @@ func RequeueRun(ctx context.Context, opts *RequeueOptions) error {
 		return err
 	}
 	for _, r := range rs {
-		fmt.Fprintf(opts.IO.ErrOut, "requeued: tile %s of flight %s (%d attempts spent; a fresh budget of %d) by %s on %s: %s\n",
-			r.TileID, r.FlightID, r.PreviousAttempts, cfg.Retry.MaxPerTileAttempts, who, host, opts.Reason)
+		fmt.Fprintf(opts.IO.ErrOut, "requeued: tile %s of flight %s (%s spent; a fresh budget of %d) by %s on %s: %s\n",
+			r.TileID, r.FlightID, iostreams.Count(r.PreviousAttempts, "attempt", "attempts"), cfg.Retry.MaxPerTileAttempts, who, host, opts.Reason)
 	}
-	fmt.Fprintf(opts.IO.Out, "requeued %d tile(s) of flight %s; run 'tilectl upload-pending --flight %s' to send them\n",
-		len(rs), opts.FlightID, opts.FlightID)
+	fmt.Fprintf(opts.IO.Out, "requeued %s of flight %s; run 'tilectl upload-pending --flight %s' to send them\n",
+		iostreams.Count(len(rs), "tile", "tiles"), opts.FlightID, opts.FlightID)
 	return nil
 }
 

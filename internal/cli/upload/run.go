@@ -15,6 +15,7 @@ import (
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/retrydecorator"
@@ -468,10 +469,11 @@ func localFailuresError(sum *Summary) error {
 	if len(sum.LocalFailures) > 0 {
 		flight = sum.LocalFailures[0].FlightID
 	}
-	return fmt.Errorf("%d tile(s) were not sent because their cached blob is missing, unreadable or changed "+
+	return fmt.Errorf("%s not sent because their cached blob is missing, unreadable or changed "+
 		"(listed above; they stay pending and no attempt was counted): run 'tilectl tiles verify --flight %s' "+
 		"to list every bad blob, then import the flight's original directory again "+
-		"('tilectl tiles import --flight %s DIR' restores them) and run upload-pending again", sum.LocalFailed, flight, flight)
+		"('tilectl tiles import --flight %s DIR' restores them) and run upload-pending again",
+		iostreams.Count(sum.LocalFailed, "tile was", "tiles were"), flight, flight)
 }
 
 // logSchedule weighs the run's retry schedule against its deadline (seed
