@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -90,7 +91,7 @@ func (u *HTTPTileUploader) capabilities(ctx context.Context) (Capabilities, erro
 	case a.status == http.StatusNotFound:
 		// The contract always routes GET /v1/capabilities: a 404, whatever
 		// its body, means the base URL has no API under it (a path too many).
-		return c, &NoProviderError{URL: u.base.Redacted(), Problem: notFound(u.base.Path, a.body)}
+		return c, &NoProviderError{URL: u.base.Redacted(), Problem: notFound(redactedEndpoint(u.base, "/v1/capabilities"), u.base.Path)}
 	case a.status != 0 && (a.status < 300 || a.status >= 400) && a.bodyErr == nil:
 		if problem := notTheAPI(a.status, a.header.Get("Content-Type"), a.body); problem != "" {
 			return c, &NoProviderError{URL: u.base.Redacted(), Problem: problem}
@@ -145,4 +146,11 @@ func (f *firstContactFuse) release() {
 // blown reports whether the fuse ended the exchange.
 func (f *firstContactFuse) blown() bool {
 	return f != nil && errors.Is(context.Cause(f.ctx), errFirstContact)
+}
+
+// redactedEndpoint is the URL of path under base, credentials redacted.
+func redactedEndpoint(base *url.URL, path string) string {
+	e := *base
+	e.Path += path
+	return e.Redacted()
 }

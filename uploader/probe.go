@@ -105,15 +105,11 @@ func snippet(b []byte) string {
 	return string(b)
 }
 
-// notFound describes a 404 to GET /v1/capabilities: the base URL has a
-// path under which the API is not routed (often a "/v1" too many, since
-// the client adds /v1 itself).
-func notFound(basePath string, body []byte) string {
-	msg := "GET /v1/capabilities answered 404"
-	if t := bytes.TrimSpace(body); len(t) > 0 {
-		msg += fmt.Sprintf(" (%q)", snippet(t))
-	}
-	msg += "; is this the provider's base URL?"
+// notFound describes a 404 to GET /v1/capabilities at url: the base URL
+// has a path under which the API is not routed (often a "/v1" too many,
+// since the client adds /v1 itself).
+func notFound(url, basePath string) string {
+	msg := fmt.Sprintf("GET %s answered 404; is this the provider's base URL?", url)
 	if basePath != "" {
 		msg += fmt.Sprintf(" It has the path %q; the client adds /v1/... itself, so the base URL is usually the scheme, host and port alone", basePath)
 	}
