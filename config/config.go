@@ -70,6 +70,13 @@ type Upload struct {
 	DisableRetryDecorator bool `yaml:"disable_retry_decorator"`
 	// RequestTimeout bounds one HTTP request. Default: 60s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// FirstContactTimeout bounds a run's first contact with the provider
+	// (GET /v1/capabilities, its resends included) until the provider has
+	// answered once: a URL where nothing answers (a stuck modem, a captive
+	// portal that accepts connections and never replies) fails within it,
+	// naming the URL. Once the provider has answered, RequestTimeout and
+	// the full resends apply. Default: 8s.
+	FirstContactTimeout time.Duration `yaml:"first_contact_timeout"`
 	// Lease is how long a batch stays this run's after the run last renewed
 	// it; another run settles it only after that (a run that died). Renewed
 	// every third of it. Default: 30s.
@@ -150,6 +157,8 @@ func Default(getenv func(string) string) *Config {
 			Deadline:       30 * time.Minute,
 			RequestTimeout: 60 * time.Second,
 			Lease:          30 * time.Second,
+
+			FirstContactTimeout: 8 * time.Second,
 
 			BreakerFailures:     5,
 			BreakerCooldown:     5 * time.Second,

@@ -51,6 +51,7 @@ func TestDefaultsAreValidAndDocumented(t *testing.T) {
 		"upload.insecure_skip_verify":    "false",
 		"upload.disable_retry_decorator": "false",
 		"upload.request_timeout":         "1m0s",
+		"upload.first_contact_timeout":   "8s",
 		"upload.lease":                   "30s",
 		"upload.metrics_file":            "",
 		"upload.breaker_failures":        "5",

@@ -93,6 +93,7 @@ func (c *Config) Validate() error {
 	}
 	positive("upload.deadline", c.Upload.Deadline)
 	positive("upload.request_timeout", c.Upload.RequestTimeout)
+	positive("upload.first_contact_timeout", c.Upload.FirstContactTimeout)
 	positive("upload.lease", c.Upload.Lease)
 	intRange("upload.breaker_failures", int64(c.Upload.BreakerFailures), 0, 1000)
 	positive("upload.breaker_cooldown", c.Upload.BreakerCooldown)

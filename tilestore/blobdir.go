@@ -150,3 +150,26 @@ func (n *NewBlob) remove() {
 	}
 	_ = n.d.dir.Remove(n.tmp)
 }
+
+// CheckWritable makes sure a blob can be written into the directory rel of
+// the cache (creating it and its parents, as OpenDir does): it creates and
+// removes a probe file there. An import calls it before it records
+// anything, so that a cache it cannot write fails it with nothing left
+// behind.
+func (b *BlobStore) CheckWritable(rel string) error {
+	d, err := b.OpenDir(rel)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	name := fmt.Sprintf(".tilectl-write-check-%d", os.Getpid())
+	f, err := d.dir.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("create a file in blob directory %s: %w", rel, err)
+	}
+	f.Close()
+	if err := d.dir.Remove(name); err != nil {
+		return fmt.Errorf("remove the probe file from blob directory %s: %w", rel, err)
+	}
+	return nil
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"time"
 )
 
 // Capabilities is the provider's GET /v1/capabilities answer.
@@ -67,17 +69,29 @@ func (u *HTTPTileUploader) capabilities(ctx context.Context) (Capabilities, erro
 	ex := &exchange{u: u, runCtx: ctx, accept: func(b []byte) bool {
 		return json.Unmarshal(b, &Capabilities{}) == nil
 	}}
+	var fuse *firstContactFuse
 	if !u.answered.Load() {
 		ex.probeAttempts = probeAttempts
+		fuse = u.armFirstContact(ctx)
+		defer fuse.release()
+		ex.runCtx, ex.heard = fuse.ctx, fuse.stop
 	}
 	a := u.doExchange(ex, http.MethodGet, "/v1/capabilities", nil, nil)
 	switch {
+	case fuse.blown() && ctx.Err() == nil:
+		return c, &NoProviderError{URL: u.base.Redacted(), FirstContact: u.firstContact,
+			Problem: fmt.Sprintf("no answer within %s of the first request (connections may be accepted, "+
+				"but nothing answers: a stuck modem, a captive portal?); check the host, the port and any firewall", u.firstContact)}
 	case a.cancelled:
 	case a.status == 0 && a.err != nil:
 		var je *journalError
 		if !errors.As(a.err, &je) {
 			return c, &NoProviderError{URL: u.base.Redacted(), Problem: noAnswer(a.err), Err: a.err}
 		}
+	case a.status == http.StatusNotFound:
+		// The contract always routes GET /v1/capabilities: a 404, whatever
+		// its body, means the base URL has no API under it (a path too many).
+		return c, &NoProviderError{URL: u.base.Redacted(), Problem: notFound(redactedEndpoint(u.base, "/v1/capabilities"), u.base.Path)}
 	case a.status != 0 && (a.status < 300 || a.status >= 400) && a.bodyErr == nil:
 		if problem := notTheAPI(a.status, a.header.Get("Content-Type"), a.body); problem != "" {
 			return c, &NoProviderError{URL: u.base.Redacted(), Problem: problem}
@@ -94,4 +108,49 @@ func (u *HTTPTileUploader) capabilities(ctx context.Context) (Capabilities, erro
 		return c, &ProviderError{Status: a.status, Message: fmt.Sprintf("provider speaks API %q, this client v1", c.APIVersion)}
 	}
 	return c, nil
+}
+
+// firstContactFuse ends a first contact that hears nothing within its
+// bound: it cancels its context when the bound passes before any answer
+// (of any status) came. Once an answer came it is stopped, and a provider
+// that answers slowly or asks to wait is given the run's usual patience.
+type firstContactFuse struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+// errFirstContact is the fuse's cancellation cause.
+var errFirstContact = errors.New("no answer within the first contact's bound")
+
+func (u *HTTPTileUploader) armFirstContact(ctx context.Context) *firstContactFuse {
+	f := &firstContactFuse{}
+	f.ctx, f.cancel = context.WithCancelCause(ctx)
+	f.timer = time.AfterFunc(u.firstContact, func() { f.cancel(errFirstContact) })
+	return f
+}
+
+// stop disarms the fuse; a nil fuse does nothing.
+func (f *firstContactFuse) stop() {
+	if f != nil {
+		f.timer.Stop()
+	}
+}
+
+// release stops the fuse and frees its context, once the exchange is over.
+func (f *firstContactFuse) release() {
+	f.timer.Stop()
+	f.cancel(nil)
+}
+
+// blown reports whether the fuse ended the exchange.
+func (f *firstContactFuse) blown() bool {
+	return f != nil && errors.Is(context.Cause(f.ctx), errFirstContact)
+}
+
+// redactedEndpoint is the URL of path under base, credentials redacted.
+func redactedEndpoint(base *url.URL, path string) string {
+	e := *base
+	e.Path += path
+	return e.Redacted()
 }

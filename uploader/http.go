@@ -76,6 +76,11 @@ type HTTPOptions struct {
 	InsecureSkipVerify bool
 	// RequestTimeout bounds one attempt, answer included. Default 60s.
 	RequestTimeout time.Duration
+	// FirstContactTimeout bounds the first GET /v1/capabilities, resends
+	// included, until the provider has answered once as the API: where
+	// nothing answers, the run fails within it with a *NoProviderError
+	// instead of spending RequestTimeout on each attempt. Default 8s.
+	FirstContactTimeout time.Duration
 	// MaxResends is how many times one batch is resent after a transport
 	// failure or a retryable answer within one inner call. Default 5: with
 	// the default 60 s request timeout, 4 inner calls of 6 attempts and
@@ -140,6 +145,7 @@ var Version = "dev"
 
 const (
 	defaultRequestTimeout   = 60 * time.Second
+	defaultFirstContact     = 8 * time.Second
 	defaultMaxResends       = 5
 	defaultMaxRetryDelay    = 5 * time.Minute
 	defaultMaxResponseBytes = 8 << 20
@@ -176,6 +182,9 @@ type HTTPTileUploader struct {
 	// answered is set once the provider answered as the API: from then on
 	// a failure is an outage, given the full resends, not a wrong URL.
 	answered atomic.Bool
+	// firstContact bounds the capabilities request until answered is set
+	// (HTTPOptions.FirstContactTimeout).
+	firstContact time.Duration
 	// clientID is HTTPOptions.ClientID; stream its sequence stream, set
 	// by prepareSequence at the start of each run.
 	clientID string
@@ -203,7 +212,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 	}
 	u := &HTTPTileUploader{
 		base: base, token: opts.Token, store: opts.Store, blobs: opts.Blobs, log: opts.Logger,
-		timeout: opts.RequestTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
+		timeout: opts.RequestTimeout, firstContact: opts.FirstContactTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
 		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
 		cacheDirSource: opts.CacheDirSource, clientID: opts.ClientID,
 	}
@@ -214,6 +223,9 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 	}
 	if u.timeout <= 0 {
 		u.timeout = defaultRequestTimeout
+	}
+	if u.firstContact <= 0 {
+		u.firstContact = defaultFirstContact
 	}
 	if u.resends <= 0 {
 		u.resends = defaultMaxResends

@@ -45,12 +45,16 @@ func (e *BlobCacheError) Error() string {
 	if e.Source != "" {
 		src = " (" + e.Source + ")"
 	}
-	return fmt.Sprintf("flight %s: none of the %d pending tile(s) checked has its blob in the cache dir %s%s, "+
+	checked := fmt.Sprintf("none of the %d pending tiles checked has its", e.Checked)
+	if e.Checked == 1 {
+		checked = "the one pending tile checked has no"
+	}
+	return fmt.Sprintf("flight %s: %s blob in the cache dir %s%s, "+
 		"for example %s; nothing was sent and no attempt was counted. "+
 		"Check that this is the cache dir the flight was imported into (tiles import uses the same "+
 		"--cache-dir, TILECTL_CACHE_DIR or cache_dir setting) and run again with the right one; "+
 		"if it is, the blobs were deleted: run 'tilectl tiles verify --flight %s' and import the flight's "+
-		"original directory again", e.FlightID, e.Checked, dir, src, e.Example, e.FlightID)
+		"original directory again", e.FlightID, checked, dir, src, e.Example, e.FlightID)
 }
 
 // preflight checks the blobs of the first page of the flight's pending

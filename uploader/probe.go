@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -27,6 +28,9 @@ type NoProviderError struct {
 	URL     string // the base URL, credentials redacted
 	Problem string // what was found, for people
 	Err     error  // the transport error, when nothing answered
+	// FirstContact is the first contact's bound when nothing answered
+	// within it (HTTPOptions.FirstContactTimeout), 0 otherwise.
+	FirstContact time.Duration
 }
 
 func (e *NoProviderError) Error() string {
@@ -99,4 +103,15 @@ func snippet(b []byte) string {
 		}
 	}
 	return string(b)
+}
+
+// notFound describes a 404 to GET /v1/capabilities at url: the base URL
+// has a path under which the API is not routed (often a "/v1" too many,
+// since the client adds /v1 itself).
+func notFound(url, basePath string) string {
+	msg := fmt.Sprintf("GET %s answered 404; is this the provider's base URL?", url)
+	if basePath != "" {
+		msg += fmt.Sprintf(" It has the path %q; the client adds /v1/... itself, so the base URL is usually the scheme, host and port alone", basePath)
+	}
+	return msg
 }

@@ -76,6 +76,9 @@ type exchange struct {
 	// no provider at all (no answer, or a 2xx that is not the API) may
 	// take: the first contact of a run fails fast on a wrong URL.
 	probeAttempts int
+	// heard, when set, is called when an attempt gets an answer (any
+	// status): it stops the first contact's fuse.
+	heard func()
 }
 
 // attemptCtx returns ctx with a write trace of its own for one attempt.
@@ -255,6 +258,9 @@ func (e *journalError) Unwrap() error { return e.err }
 // budget, and is not made when any of them says no.
 func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error) (bool, error) {
 	ex.attempts++
+	if resp != nil && ex.heard != nil {
+		ex.heard()
+	}
 	if ex.runCtx.Err() == nil {
 		ex.u.breaker.record(ex.adm, err == nil && resp.StatusCode < 500)
 		ex.adm.probe = false

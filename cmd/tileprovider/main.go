@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -45,7 +46,16 @@ func run(args []string) error {
 	maxTile := fs.Int64("max-tile-bytes", 4<<20, "max_tile_bytes advertised and enforced")
 	retention := fs.Duration("retention", 24*time.Hour, "how long an Idempotency-Key is replayed")
 	gcEvery := fs.Duration("gc-every", provider.DefaultGCEvery, "how often operation records expired for longer than --retention are deleted")
+	// Usage goes to stdout when asked for (exit 0), to stderr with the
+	// error of a bad command line (exit 1).
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, werr := os.Stdout.Write(usage.Bytes())
+			return werr
+		}
+		_, _ = os.Stderr.Write(usage.Bytes())
 		return err
 	}
 	log := zerolog.New(os.Stderr).With().Timestamp().Logger()

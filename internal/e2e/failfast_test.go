@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,5 +90,79 @@ func TestEmptyTokenIsRefusedBeforeAnythingIsSent(t *testing.T) {
 	r := s.run(time.Minute, "upload-pending", "--flight", "empty1")
 	if r.exit != 2 || !strings.Contains(r.stderr, "no provider token") || hits != 0 {
 		t.Fatalf("exit %d, %d requests, stderr:\n%s\nwant exit 2, no request, 'no provider token'", r.exit, hits, r.stderr)
+	}
+}
+
+// silentListener accepts connections on loopback and never writes a byte:
+// a stuck modem, a captive portal that swallows the request.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + l.Addr().String()
+}
+
+func TestProviderThatAcceptsAndNeverAnswersFailsFastNamingURLAndItsSource(t *testing.T) {
+	t.Parallel()
+	url := silentListener(t)
+	s := newSite(t, url)
+	s.flight("silent1", 2)
+	r := s.run(time.Minute, "upload-pending", "--flight", "silent1")
+	t.Logf("took %s", r.took)
+	if r.took > failFastLimit {
+		t.Errorf("took %s, want under %s", r.took, failFastLimit)
+	}
+	if r.exit != 1 {
+		t.Errorf("exit %d, want 1", r.exit)
+	}
+	for _, want := range []string{"no answer", "provider_url " + url, "env TILECTL_PROVIDER_URL", "upload.first_contact_timeout"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+func TestProviderURLWithAnExtraPathAsksWhetherItIsTheBaseURL(t *testing.T) {
+	t.Parallel()
+	prov := refProvider(t, noFaults, nil)
+	s := newSite(t, prov.URL)
+	s.flight("path1", 2)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, "provider_url: "+prov.URL+"/v1\n", 0o600)
+	s.env = slices.DeleteFunc(s.env, func(kv string) bool { return strings.HasPrefix(kv, "TILECTL_PROVIDER_URL=") })
+	r := s.run(time.Minute, "upload-pending", "--flight", "path1", "--config", cfg)
+	if r.took > failFastLimit {
+		t.Errorf("took %s, want under %s", r.took, failFastLimit)
+	}
+	if r.exit != 1 {
+		t.Errorf("exit %d, want 1", r.exit)
+	}
+	for _, want := range []string{"provider_url " + prov.URL + "/v1", "file " + cfg + ":1", "is this the provider's base URL?"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
 	}
 }

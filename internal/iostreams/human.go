@@ -30,3 +30,13 @@ func HumanDuration(d time.Duration) string {
 	}
 	return d.Round(time.Second).String()
 }
+
+// Count is n with the noun phrase that agrees with it: Count(1, "tile
+// is", "tiles are") is "1 tile is", Count(3, ...) "3 tiles are". Text for
+// people never says "1 tiles" or "tile(s)".
+func Count[N ~int | ~int64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

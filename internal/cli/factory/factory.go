@@ -55,6 +55,11 @@ type Factory struct {
 	// LookupEnv reads the environment (os.LookupEnv unless a test sets it
 	// before the first Config call).
 	LookupEnv config.LookupEnv
+	// Environ lists the environment (os.Environ in production): the first
+	// Config call warns on stderr about each TILECTL_ variable tilectl does
+	// not read, a misspelling that would otherwise be ignored in silence.
+	// Nil checks nothing.
+	Environ func() []string
 
 	mu      sync.Mutex
 	closers []func()
@@ -62,7 +67,9 @@ type Factory struct {
 
 // New wires a Factory on the process's streams, environment and clock.
 func New(version, commit string) *Factory {
-	return NewWith(iostreams.System(), os.LookupEnv, version, commit)
+	f := NewWith(iostreams.System(), os.LookupEnv, version, commit)
+	f.Environ = os.Environ
+	return f
 }
 
 // NewWith wires a Factory on the given streams and environment: what tests
@@ -82,6 +89,11 @@ func NewWith(ios *iostreams.IOStreams, env config.LookupEnv, version, commit str
 }
 
 func (f *Factory) loadConfig() (*config.Config, error) {
+	if f.Environ != nil {
+		for _, u := range config.UnknownEnv(f.Environ()) {
+			fmt.Fprintf(f.IOStreams.ErrOut, "tilectl: warning: %s\n", u)
+		}
+	}
 	c, err := config.Load(f.ConfigPath, f.LookupEnv)
 	if err != nil {
 		return nil, exitcode.UsageError(err)

@@ -82,3 +82,23 @@ func TestStoreOpensOnceAndClosesAtClose(t *testing.T) {
 		t.Fatal("pool still open after Close")
 	}
 }
+
+func TestAMisspeltTILECTLVariableIsWarnedAboutNamingTheClosestKnownOne(t *testing.T) {
+	ios, _, _, errOut := iostreams.Test()
+	misspelt := config.EnvPrefix + "UPLOAD_CONCURENCY" // from parts: config's scan of the repository must not see it
+	env := map[string]string{misspelt: "8", "TILECTL_TEST_DATABASE_URL": "postgres://x"}
+	f := NewWith(ios, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, "test", "")
+	f.Environ = func() []string {
+		return []string{misspelt + "=8", "TILECTL_TEST_DATABASE_URL=postgres://x", "HOME=/root"}
+	}
+	if _, err := f.Config(); err != nil {
+		t.Fatal(err)
+	}
+	got := errOut.String()
+	if !strings.Contains(got, misspelt+" is ignored") || !strings.Contains(got, "did you mean TILECTL_UPLOAD_CONCURRENCY?") {
+		t.Errorf("stderr %q does not warn about the misspelt variable naming the right one", got)
+	}
+	if strings.Contains(got, "TILECTL_TEST_DATABASE_URL") {
+		t.Errorf("warns about the test harness's variable: %q", got)
+	}
+}

@@ -144,7 +144,7 @@ func reportDamage(w io.Writer, rep fdr.ReadReport) {
 		fmt.Fprintln(w, "fdr: header damaged; positions rebuilt from the records")
 	}
 	if rep.Skipped > 0 {
-		fmt.Fprintf(w, "fdr: skipped %d damaged region(s)\n", rep.Skipped)
+		fmt.Fprintf(w, "fdr: skipped %s\n", iostreams.Count(rep.Skipped, "damaged region", "damaged regions"))
 	}
 	if len(rep.Gaps) > 0 {
 		var parts []string

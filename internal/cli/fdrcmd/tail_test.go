@@ -142,7 +142,7 @@ func TestTailReportsDamageOnStderr(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
 	reportDamage(&b, fdr.ReadReport{Skipped: 2, Gaps: [][2]uint64{{3, 3}, {7, 9}}})
-	if got := b.String(); got != "fdr: skipped 2 damaged region(s)\nfdr: missing seq 3, 7-9\n" {
+	if got := b.String(); got != "fdr: skipped 2 damaged regions\nfdr: missing seq 3, 7-9\n" {
 		t.Errorf("got %q", got)
 	}
 }

@@ -28,7 +28,7 @@ VALUES ('t1', 'F1', 2, 0, 0, 'image/png', 1, repeat('a', 64), 'F1/2/0/0.png', no
 	}
 	d, out := testDeps(t, dbURL)
 	err = downRun(ctx, &DownOptions{Deps: d, All: true})
-	if exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "2 flight(s) and 1 tile(s) not yet uploaded") ||
+	if exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "2 flights and 1 tile not yet uploaded") ||
 		!strings.Contains(err.Error(), "--yes") {
 		t.Fatalf("down --all without --yes: %v (exit %d); want exit 2 naming 2 flights, 1 tile and --yes", err, exitcode.Code(err))
 	}

@@ -74,7 +74,7 @@ func TestUpDownVersionFlow(t *testing.T) {
 func TestDownMoreStepsThanAppliedIsRefused(t *testing.T) {
 	d, _ := testDeps(t, pgtest.NewURL(t))
 	err := downRun(context.Background(), &DownOptions{Deps: d, Steps: 99})
-	if err == nil || !strings.Contains(err.Error(), "cannot roll back 99 step(s)") {
+	if err == nil || !strings.Contains(err.Error(), "cannot roll back 99 steps") {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -125,7 +125,7 @@ func downRun(ctx context.Context, opts *DownOptions) error {
 		if opts.All {
 			n = 0 // Migrator.Down: 0 means all
 		} else if uint(n) > before {
-			return fmt.Errorf("cannot roll back %d step(s): the schema is at version %d", n, before)
+			return fmt.Errorf("cannot roll back %s: the schema is at version %d", iostreams.Count(n, "step", "steps"), before)
 		}
 		if err := m.Down(n); err != nil {
 			return err
@@ -152,7 +152,8 @@ func (opts *DownOptions) confirmAll(ctx context.Context) error {
 			var flights, tiles int64
 			if conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM flights),
 				(SELECT count(*) FROM tiles WHERE voting_status <> 'uploaded')`).Scan(&flights, &tiles) == nil {
-				what = fmt.Sprintf("%d flight(s) and %d tile(s) not yet uploaded, with every other tilectl table", flights, tiles)
+				what = fmt.Sprintf("%s and %s not yet uploaded, with every other tilectl table",
+					iostreams.Count(flights, "flight", "flights"), iostreams.Count(tiles, "tile", "tiles"))
 			}
 			conn.Close(ctx)
 		}

@@ -37,9 +37,12 @@ var examples = map[string]string{
 	"tilectl tiles":           "  tilectl tiles import --flight F-2026-11-22 ./tiles",
 	"tilectl tiles import": "  tilectl tiles import --flight F-2026-11-22 ./tiles\n" +
 		"  tilectl tiles import --flight F-2026-11-22 --state airborne --skip-invalid -o json ./tiles",
-	"tilectl tiles verify":  "  tilectl tiles verify --flight F-2026-11-22\n  tilectl tiles verify -o json",
-	"tilectl tiles requeue": "  tilectl tiles requeue --flight F-2026-11-22",
-	"tilectl fdr":           "  tilectl fdr tail -n 20",
+	"tilectl tiles verify": "  tilectl tiles verify --flight F-2026-11-22\n  tilectl tiles verify -o json",
+	"tilectl tiles requeue": "  # one tile, once the cause of its give-up is fixed ('tilectl status' lists given-up tiles)\n" +
+		"  tilectl tiles requeue --flight F-2026-11-22 --tile F-2026-11-22-18-140000-90000 --reason 'provider fixed its decoder'\n\n" +
+		"  # every given-up tile of the flight, off a terminal\n" +
+		"  tilectl tiles requeue --flight F-2026-11-22 --all-given-up --reason 'provider outage over' --yes",
+	"tilectl fdr": "  tilectl fdr tail -n 20",
 	"tilectl fdr tail": "  tilectl fdr tail -n 20\n" +
 		"  tilectl fdr tail -f --kind c11.upload.giveup -o json",
 	"tilectl version": "  tilectl version\n  tilectl --version\n  tilectl version -o json",

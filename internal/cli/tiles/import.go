@@ -120,8 +120,8 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "invalid: %q: %s\n", p.Path, p.Reason)
 	}
 	if len(problems) > 0 && !opts.SkipInvalid {
-		return fmt.Errorf("%d invalid file(s) under %s; nothing was imported "+
-			"(fix them, or pass --skip-invalid to import the rest)", len(problems), opts.Dir)
+		return fmt.Errorf("%s under %s; nothing was imported "+
+			"(fix them, or pass --skip-invalid to import the rest)", iostreams.Count(len(problems), "invalid file", "invalid files"), opts.Dir)
 	}
 	if valid == 0 && len(problems) == 0 {
 		return fmt.Errorf("no tiles under %q (the layout is %s)", opts.Dir, layout)
@@ -139,11 +139,12 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "error: %s\n", m.Error())
 	}
 	if len(sum.Mismatched) > 0 {
-		errs = append(errs, fmt.Errorf("%d file(s) differ from the tiles recorded under their IDs, listed above; "+
-			"their records and blobs were kept (import the aircraft's original files, or these under another flight)", len(sum.Mismatched)))
+		errs = append(errs, fmt.Errorf("%s from the tiles recorded under their IDs, listed above; "+
+			"their records and blobs were kept (import the aircraft's original files, or these under another flight)",
+			iostreams.Count(len(sum.Mismatched), "file differs", "files differ")))
 	}
 	if sum.Skipped > 0 {
-		errs = append(errs, fmt.Errorf("skipped %d invalid file(s), listed above; imported the rest", sum.Skipped))
+		errs = append(errs, fmt.Errorf("skipped %s, listed above; imported the rest", iostreams.Count(sum.Skipped, "invalid file", "invalid files")))
 	}
 	if len(errs) > 0 {
 		return exitcode.New(exitcode.Failure, errors.Join(errs...))
@@ -162,9 +163,16 @@ func importTiles(ctx context.Context, opts *ImportOptions, problems []Problem, s
 	if err != nil {
 		return err
 	}
+	// The cache is checked before the flight is recorded: a cache the
+	// import cannot write fails it with nothing left behind.
 	blobs, err := tilestore.NewBlobStore(cfg.CacheDir)
+	if err == nil {
+		err = blobs.CheckWritable(opts.FlightID)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot write the blob cache %s (cache_dir, from %s): %w; nothing was imported: "+
+			"point cache_dir at a directory tilectl can write (--cache-dir, TILECTL_CACHE_DIR or cache_dir in the config file)",
+			cfg.CacheDir, cfg.Source("cache_dir"), err)
 	}
 	if _, err := store.UpsertFlight(ctx, opts.FlightID, opts.State); err != nil {
 		return fmt.Errorf("record flight %s: %w", opts.FlightID, err)

@@ -67,16 +67,10 @@ func NewCmdRequeue(f *factory.Factory, runF func(context.Context, *RequeueOption
 			"--all-given-up asks for confirmation on a terminal and needs --yes otherwise.\n" +
 			"Nothing in tilectl ever requeues on its own.",
 		Args: cobra.NoArgs,
+		// The flags are checked before anything runs (and the help
+		// examples are checked against the same rules).
+		PreRunE: func(*cobra.Command, []string) error { return opts.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := tilestore.ValidateFlightID(opts.FlightID); err != nil {
-				return exitcode.UsageError(fmt.Errorf("--flight: %w", err))
-			}
-			if (len(opts.TileIDs) > 0) == opts.AllGivenUp {
-				return exitcode.UsageError(errors.New("give either --tile ID (repeatable) or --all-given-up"))
-			}
-			if strings.TrimSpace(opts.Reason) == "" {
-				return exitcode.UsageError(errors.New("--reason is required: say why the tiles may be sent again (it is kept in the flight data recorder)"))
-			}
 			if in, ok := f.IOStreams.In.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
 				opts.StdinTTY = true
 			}
@@ -93,6 +87,20 @@ func NewCmdRequeue(f *factory.Factory, runF func(context.Context, *RequeueOption
 	fl.StringVar(&opts.Reason, "reason", "", "why the tiles may be sent again (required; recorded)")
 	fl.BoolVar(&opts.Yes, "yes", false, "do not ask for confirmation (--all-given-up off a terminal needs it)")
 	return cmd
+}
+
+// validate checks the flags; its errors are usage errors.
+func (opts *RequeueOptions) validate() error {
+	if err := tilestore.ValidateFlightID(opts.FlightID); err != nil {
+		return exitcode.UsageError(fmt.Errorf("--flight: %w", err))
+	}
+	if (len(opts.TileIDs) > 0) == opts.AllGivenUp {
+		return exitcode.UsageError(errors.New("give either --tile ID (repeatable) or --all-given-up"))
+	}
+	if strings.TrimSpace(opts.Reason) == "" {
+		return exitcode.UsageError(errors.New("--reason is required: say why the tiles may be sent again (it is kept in the flight data recorder)"))
+	}
+	return nil
 }
 
 // RequeueRun requeues and records.
@@ -115,9 +123,10 @@ func RequeueRun(ctx context.Context, opts *RequeueOptions) error {
 			return nil
 		}
 		if !opts.StdinTTY {
-			return exitcode.UsageError(fmt.Errorf("--all-given-up would requeue %d tile(s) of flight %s: pass --yes to confirm (no terminal to ask on)", len(gs), opts.FlightID))
+			return exitcode.UsageError(fmt.Errorf("--all-given-up would requeue %s of flight %s: pass --yes to confirm (no terminal to ask on)", iostreams.Count(len(gs), "tile", "tiles"), opts.FlightID))
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "requeue all %d given-up tile(s) of flight %s (reason: %s)? type yes: ", len(gs), opts.FlightID, opts.Reason)
+		fmt.Fprintf(opts.IO.ErrOut, "requeue %s of flight %s (reason: %s)? type yes: ",
+			iostreams.Count(len(gs), "given-up tile", "given-up tiles"), opts.FlightID, opts.Reason)
 		line, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
 		if strings.TrimSpace(line) != "yes" {
 			return exitcode.New(exitcode.Failure, errors.New("not confirmed; nothing was requeued"))
@@ -149,11 +158,11 @@ func RequeueRun(ctx context.Context, opts *RequeueOptions) error {
 		return err
 	}
 	for _, r := range rs {
-		fmt.Fprintf(opts.IO.ErrOut, "requeued: tile %s of flight %s (%d attempts spent; a fresh budget of %d) by %s on %s: %s\n",
-			r.TileID, r.FlightID, r.PreviousAttempts, cfg.Retry.MaxPerTileAttempts, who, host, opts.Reason)
+		fmt.Fprintf(opts.IO.ErrOut, "requeued: tile %s of flight %s (%s spent; a fresh budget of %d) by %s on %s: %s\n",
+			r.TileID, r.FlightID, iostreams.Count(r.PreviousAttempts, "attempt", "attempts"), cfg.Retry.MaxPerTileAttempts, who, host, opts.Reason)
 	}
-	fmt.Fprintf(opts.IO.Out, "requeued %d tile(s) of flight %s; run 'tilectl upload-pending --flight %s' to send them\n",
-		len(rs), opts.FlightID, opts.FlightID)
+	fmt.Fprintf(opts.IO.Out, "requeued %s of flight %s; run 'tilectl upload-pending --flight %s' to send them\n",
+		iostreams.Count(len(rs), "tile", "tiles"), opts.FlightID, opts.FlightID)
 	return nil
 }
 

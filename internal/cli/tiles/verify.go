@@ -148,9 +148,9 @@ func VerifyRun(ctx context.Context, opts *VerifyOptions) error {
 	if flight == "" {
 		flight = sum.Problems[0].FlightID
 	}
-	return exitcode.New(exitcode.Failure, fmt.Errorf("%w: %d of %d tile(s) not yet uploaded have a bad blob in %s (%s); "+
+	return exitcode.New(exitcode.Failure, fmt.Errorf("%w: %d of %s not yet uploaded have a bad blob in %s (%s); "+
 		"import the flight's original directory again to restore them ('tilectl tiles import --flight %s DIR')",
-		errBlobsBad, len(sum.Problems), sum.Checked, blobs.Root(), cfg.Source("cache_dir"), flight))
+		errBlobsBad, len(sum.Problems), iostreams.Count(sum.Checked, "tile", "tiles"), blobs.Root(), cfg.Source("cache_dir"), flight))
 }
 
 // countNotUploaded is the progress bar's total; -1 hides the total when it
@@ -177,7 +177,7 @@ func writeVerify(w io.Writer, format string, s VerifySummary) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
-	_, err := fmt.Fprintf(w, "checked %d tile(s) not yet uploaded in %s: %d sound, %d bad\n",
-		s.Checked, s.CacheDir, s.Sound, len(s.Problems))
+	_, err := fmt.Fprintf(w, "checked %s not yet uploaded in %s: %d sound, %d bad\n",
+		iostreams.Count(s.Checked, "tile", "tiles"), s.CacheDir, s.Sound, len(s.Problems))
 	return err
 }

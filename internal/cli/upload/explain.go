@@ -21,8 +21,14 @@ func (r *run) explain(err error) error {
 		return r.explainDatabaseLost(err)
 	}
 	if errors.Is(err, uploader.ErrNoProvider) {
-		return fmt.Errorf("%w\n  provider_url %s comes from %s; fix it there (tilectl config view shows every value and its source)",
+		err = fmt.Errorf("%w\n  provider_url %s comes from %s; fix it there (tilectl config view shows every value and its source)",
 			err, r.cfg.ProviderURL, r.cfg.Source("provider_url"))
+		var np *uploader.NoProviderError
+		if errors.As(err, &np) && np.FirstContact > 0 {
+			err = fmt.Errorf("%w\n  a provider that answers this slowly needs a longer upload.first_contact_timeout (%s, from %s)",
+				err, r.cfg.Upload.FirstContactTimeout, r.cfg.Source("upload.first_contact_timeout"))
+		}
+		return err
 	}
 	if errors.Is(err, uploader.ErrNoSequencing) {
 		return fmt.Errorf("%w\n  upload.client_id %s comes from %s", err, r.cfg.Upload.ClientID, r.cfg.Source("upload.client_id"))

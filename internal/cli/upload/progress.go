@@ -231,7 +231,7 @@ func (p *progress) settle(e uploader.SettlingProgress) {
 	}
 	text := ""
 	if !e.Done {
-		text = fmt.Sprintf("settling %d open batches", e.Open)
+		text = "settling " + iostreams.Count(e.Open, "open batch", "open batches")
 		if e.Open == 1 {
 			text = "settling 1 open batch"
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/retrydecorator"
@@ -178,7 +180,8 @@ func (r *run) wire(ctx context.Context) error {
 	inner, err := uploader.NewHTTP(uploader.HTTPOptions{
 		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
-		RequestTimeout: r.cfg.Upload.RequestTimeout, UserAgent: "tilectl/" + r.opts.Version,
+		RequestTimeout: r.cfg.Upload.RequestTimeout, FirstContactTimeout: r.cfg.Upload.FirstContactTimeout,
+		UserAgent:      "tilectl/" + r.opts.Version,
 		CacheDirSource: r.cfg.Source("cache_dir").String(),
 		Now:            r.opts.Clock.Now, Sleep: r.opts.Clock.Sleep,
 		Breaker: uploader.BreakerOptions{
@@ -253,13 +256,44 @@ func (r *run) flights(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list flights with pending tiles: %w", err)
 	}
 	var ids []string
+	var skipped []tilestore.FlightCounts
+	var skippedTiles int64
 	for _, c := range counts {
-		if c.State == tilestore.FlightOnGround && c.ByStatus[tilestore.StatusPending]+c.ByStatus[tilestore.StatusTrusted] > 0 {
+		pending := c.ByStatus[tilestore.StatusPending] + c.ByStatus[tilestore.StatusTrusted]
+		switch {
+		case pending == 0:
+		case c.State == tilestore.FlightOnGround:
 			ids = append(ids, c.FlightID)
+		default:
+			skipped = append(skipped, c)
+			skippedTiles += pending
 		}
 	}
 	slices.Sort(ids)
+	if len(skipped) > 0 {
+		r.logSkipped(skipped, skippedTiles)
+	}
 	return ids, nil
+}
+
+// logSkipped says which flights with pending tiles a run over every flight
+// leaves alone, and why: only a landed (on_ground) flight is uploaded.
+func (r *run) logSkipped(skipped []tilestore.FlightCounts, tiles int64) {
+	slices.SortFunc(skipped, func(a, b tilestore.FlightCounts) int { return strings.Compare(a.FlightID, b.FlightID) })
+	const shown = 5
+	var names []string
+	for i, c := range skipped {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(skipped)-shown))
+			break
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", c.FlightID, c.State))
+	}
+	r.log.Info().Int("skipped_flights", len(skipped)).Int64("skipped_pending_tiles", tiles).
+		Msgf("skipped %s with %s, not on_ground: %s; only a landed flight is uploaded. "+
+			"Once one has landed, record it with 'tilectl tiles import --flight ID --state on_ground DIR' "+
+			"(its tiles' directory: nothing is imported twice), then run upload-pending again",
+			plural(len(skipped), "flight"), plural(int(tiles), "pending tile"), strings.Join(names, ", "))
 }
 
 // flight uploads one flight, sharing it with any other run on it.
@@ -464,20 +498,24 @@ func localFailuresError(sum *Summary) error {
 	if len(sum.LocalFailures) > 0 {
 		flight = sum.LocalFailures[0].FlightID
 	}
-	return fmt.Errorf("%d tile(s) were not sent because their cached blob is missing, unreadable or changed "+
+	return fmt.Errorf("%s not sent because their cached blob is missing, unreadable or changed "+
 		"(listed above; they stay pending and no attempt was counted): run 'tilectl tiles verify --flight %s' "+
 		"to list every bad blob, then import the flight's original directory again "+
-		"('tilectl tiles import --flight %s DIR' restores them) and run upload-pending again", sum.LocalFailed, flight, flight)
+		"('tilectl tiles import --flight %s DIR' restores them) and run upload-pending again",
+		iostreams.Count(sum.LocalFailed, "tile was", "tiles were"), flight, flight)
 }
 
-// logSchedule reports the worst case of the run's retries against its
-// deadline (seed 002 S75-1, deadline conservation): every inner call's
-// request taking its request timeout on each of its attempts, the HTTP
-// uploader's resends included, with every transport backoff and every
-// decorator backoff at its largest. When that does not fit the deadline
-// minus a margin it warns (the deadline then cuts the retries short, which
-// is allowed but should not surprise the operator), and with
-// --strict-deadline it refuses to start.
+// logSchedule weighs the run's retry schedule against its deadline (seed
+// 002 S75-1, deadline conservation). The deadline bounds the run whatever
+// the schedule: a run it ends leaves its open batches and pending tiles to
+// the next run, under the same keys, so a worst case longer than the
+// deadline loses nothing and is only logged. What cannot work is a deadline
+// too short for one request to take its full request timeout: a slow
+// request would be cut on every run. That warns, naming where both values
+// came from. --strict-deadline refuses to start unless the whole worst case
+// fits: every inner call's request taking its request timeout on each of
+// its attempts, the HTTP uploader's resends included, with every transport
+// backoff and every decorator backoff at its largest.
 func (r *run) logSchedule() error {
 	// One request and its HTTP-level resends; the deadline here is only a
 	// formality of Validate.
@@ -491,7 +529,19 @@ func (r *run) logSchedule() error {
 		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
 		return nil
 	}
+	deadline := fmt.Sprintf("upload.deadline %s (from %s)", r.cfg.Upload.Deadline, r.cfg.Source("upload.deadline"))
 	margin := r.cfg.Upload.Deadline / 20
+	if rt := r.cfg.Upload.RequestTimeout; rt > r.cfg.Upload.Deadline-margin {
+		msg := fmt.Sprintf("upload.request_timeout %s (from %s) does not fit %s minus a %s margin: "+
+			"a request that takes its full time cannot finish before the deadline ends the run",
+			rt, r.cfg.Source("upload.request_timeout"), deadline, margin)
+		if r.opts.StrictDeadline {
+			return fmt.Errorf("--strict-deadline: %s; raise upload.deadline or lower upload.request_timeout", msg)
+		}
+		r.log.Warn().Str("request_timeout", rt.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
+			Msg(msg + "; raise upload.deadline or lower upload.request_timeout")
+		return nil
+	}
 	sched := operation.Schedule{
 		MaxAttempts:    r.retry.MaxInCallRetries + 1,
 		AttemptTimeout: request,
@@ -503,13 +553,13 @@ func (r *run) logSchedule() error {
 	switch {
 	case errors.Is(err, operation.ErrScheduleExceedsDeadline):
 		msg := fmt.Sprintf("the retries' worst case is %s (%d inner calls x (%d attempts x %s request timeout + transport backoffs) + backoffs), "+
-			"more than --deadline %s minus a %s margin", worst, sched.MaxAttempts, uploader.DefaultMaxResends+1,
-			r.cfg.Upload.RequestTimeout, r.cfg.Upload.Deadline, margin)
+			"more than %s minus a %s margin", worst, sched.MaxAttempts, uploader.DefaultMaxResends+1,
+			r.cfg.Upload.RequestTimeout, deadline, margin)
 		if r.opts.StrictDeadline {
-			return fmt.Errorf("--strict-deadline: %s; raise --deadline or lower upload.request_timeout / --max-in-call-retries / --backoff-cap", msg)
+			return fmt.Errorf("--strict-deadline: %s; raise upload.deadline or lower upload.request_timeout / retry.max_in_call_retries / retry.backoff_cap", msg)
 		}
-		r.log.Warn().Str("worst_case", worst.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
-			Msg(msg + ": the deadline may end the run before its retries (--strict-deadline refuses to start)")
+		r.log.Info().Str("worst_case", worst.String()).Str("deadline", r.cfg.Upload.Deadline.String()).
+			Msg(msg + ": if it comes to that, the deadline ends the run and the next run resumes its batches under the same keys")
 	case err != nil:
 		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
 	default:

@@ -156,6 +156,14 @@ func countText[T int | int64](n *T) string {
 	return fmt.Sprint(*n)
 }
 
+// knownCount is iostreams.Count of a count the run may not know.
+func knownCount[T int | int64](n *T, one, many string) string {
+	if n == nil {
+		return "an unknown number of " + many
+	}
+	return iostreams.Count(*n, one, many)
+}
+
 // pendingLeft: tiles may be left, as far as the run knows (an unknown
 // count may hide some).
 func (c Counts) pendingLeft() bool { return c.StillPending == nil || *c.StillPending > 0 }
@@ -241,14 +249,14 @@ func (s *Summary) writeText(w io.Writer) error {
 	for _, f := range s.Flights {
 		if s.DryRun && f.Error == nil {
 			if f.LocalFailed > 0 {
-				p("flight %s (dry run): %d tile(s) have blob problems and would not be sent:\n", f.FlightID, f.LocalFailed)
+				p("flight %s (dry run): %s blob problems and would not be sent:\n", f.FlightID, iostreams.Count(f.LocalFailed, "tile has", "tiles have"))
 				writeLocalFailures(p, f.localFailures)
-				p("  the other %s tiles, %s, would be sent in %d batches; nothing was sent or changed\n",
-					countText(f.StillPending), iostreams.HumanBytes(f.Bytes), f.Batches)
+				p("  the other %s, %s, would be sent in %s; nothing was sent or changed\n",
+					knownCount(f.StillPending, "tile", "tiles"), iostreams.HumanBytes(f.Bytes), iostreams.Count(f.Batches, "batch", "batches"))
 				continue
 			}
-			p("flight %s (dry run): would send %s tiles, %s, in %d batches; nothing was sent or changed\n",
-				f.FlightID, countText(f.StillPending), iostreams.HumanBytes(f.Bytes), f.Batches)
+			p("flight %s (dry run): would send %s, %s, in %s; nothing was sent or changed\n",
+				f.FlightID, knownCount(f.StillPending, "tile", "tiles"), iostreams.HumanBytes(f.Bytes), iostreams.Count(f.Batches, "batch", "batches"))
 			continue
 		}
 		elapsed := f.Finished.Sub(f.Started)
@@ -256,19 +264,17 @@ func (s *Summary) writeText(w io.Writer) error {
 			f.FlightID, f.Outcome, iostreams.HumanDuration(elapsed), f.Uploaded, f.Accepted, f.Duplicate,
 			f.GivenUp, pendingText(f.Counts))
 		// Events, then the tiles behind them: "12 rejections (5 tiles)".
-		batches := fmt.Sprintf("%d batches", f.Batches)
-		if f.Batches == 1 {
-			batches = "1 batch"
-		}
+		batches := iostreams.Count(f.Batches, "batch", "batches")
 		p("  %s (%s); %s; %s sent%s\n", plural(f.Rejected, "rejection"), plural(f.RejectedTiles, "tile"), batches,
 			iostreams.HumanBytes(f.Bytes), rates(f, elapsed))
 		if f.LocalFailed > 0 {
-			p("  %d tile(s) not sent because of their cached blob (still pending, no attempt counted):\n", f.LocalFailed)
+			p("  %s not sent because of their cached blob (still pending, no attempt counted):\n", iostreams.Count(f.LocalFailed, "tile", "tiles"))
 			writeLocalFailures(p, f.localFailures)
 		}
 		if f.GiveUpsAwaitingReview != nil && *f.GiveUpsAwaitingReview > 0 {
 			earlier := max(*f.GiveUpsAwaitingReview-int64(f.GivenUp), 0)
-			p("  %d given-up tiles of this flight await review (%d from earlier runs)\n", *f.GiveUpsAwaitingReview, earlier)
+			p("  %s review (%d from earlier runs)\n", iostreams.Count(*f.GiveUpsAwaitingReview,
+				"given-up tile of this flight awaits", "given-up tiles of this flight await"), earlier)
 		}
 		// The run's own error is printed once, on stderr, as the command
 		// ends; a flight's other error is printed here.
@@ -279,22 +285,23 @@ func (s *Summary) writeText(w io.Writer) error {
 			p("  next: %s\n", next)
 		}
 		if f.HeldByOtherRuns > 0 && f.HeldUntil != nil {
-			p("  %d tiles are in batches of other runs (see 'tilectl status'); if those runs died, a run after %s finishes them\n",
-				f.HeldByOtherRuns, f.HeldUntil.UTC().Format(time.RFC3339))
+			p("  %s in batches of other runs (see 'tilectl status'); if those runs died, a run after %s finishes them\n",
+				iostreams.Count(f.HeldByOtherRuns, "tile is", "tiles are"), f.HeldUntil.UTC().Format(time.RFC3339))
 		}
 	}
 	if len(s.Flights) == 0 {
 		p("no on_ground flight has pending tiles\n")
 	}
 	if len(s.Flights) > 1 {
-		p("total: %s: %d uploaded, %d given up, %s; %s, %d retries, %s sent\n",
-			s.Outcome, s.Uploaded, s.GivenUp, pendingText(s.Counts), plural(s.Rejected, "rejection"), s.Retries, iostreams.HumanBytes(s.Bytes))
+		p("total: %s: %d uploaded, %d given up, %s; %s, %s, %s sent\n",
+			s.Outcome, s.Uploaded, s.GivenUp, pendingText(s.Counts), plural(s.Rejected, "rejection"),
+			iostreams.Count(s.Retries, "retry", "retries"), iostreams.HumanBytes(s.Bytes))
 	}
 	if f := s.FDR; f != nil && f.RingTooSmall {
-		p("flight data recorder too small: this run wrote %d give-up records (%d bytes) to %s, whose ring holds %d bytes, "+
+		p("flight data recorder too small: this run wrote %s (%d bytes) to %s, whose ring holds %d bytes, "+
 			"so its oldest records were overwritten (each was in the ring when its give-up was committed); "+
 			"set fdr_capacity_bytes to %d and move the old ring file aside (a ring's size is fixed when its file is created)\n",
-			f.Records, f.Bytes, f.Path, f.CapacityBytes, *f.SuggestedCapacityBytes)
+			iostreams.Count(f.Records, "give-up record", "give-up records"), f.Bytes, f.Path, f.CapacityBytes, *f.SuggestedCapacityBytes)
 	}
 	return err
 }
@@ -326,12 +333,8 @@ func rates(f FlightSummary, elapsed time.Duration) string {
 	return fmt.Sprintf(" at %s/s, %.1f tiles/s", iostreams.HumanBytes(int64(float64(f.Bytes)/sec)), float64(f.Uploaded)/sec)
 }
 
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+// plural is n and a noun whose plural adds an s.
+func plural(n int, noun string) string { return iostreams.Count(n, noun, noun+"s") }
 
 // nextStep is what the operator does now, or "" when nothing is left.
 func nextStep(s *Summary, f FlightSummary) string {

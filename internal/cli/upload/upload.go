@@ -124,7 +124,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.StringVar(&opts.FlightID, "flight", "", "upload only this flight (default: every on_ground flight with pending tiles)")
 	fl.BoolVar(&opts.NoRetry, "no-retry", false, "run the bare uploader without the retry decorator (diagnostics)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "show what would be sent; send and change nothing")
-	fl.BoolVar(&opts.StrictDeadline, "strict-deadline", false, "refuse to start (exit 2) when the retries' worst case exceeds --deadline minus a 5% margin")
+	fl.BoolVar(&opts.StrictDeadline, "strict-deadline", false, "refuse to start (exit 2) when the retries' worst case exceeds the deadline minus a 5% margin")
 	fl.IntVar(&opts.Concurrency, "concurrency", 0, "batches in flight at once (default from config upload.concurrency)")
 	fl.IntVar(&opts.BatchSize, "batch-size", 0, "tiles per batch, 0 = provider's max (default from config upload.batch_size)")
 	fl.IntVar(&opts.MaxInCallRetries, "max-in-call-retries", 0, "retries of a partial upload within this run (default from config retry.max_in_call_retries)")
