@@ -102,6 +102,13 @@ func TestBreakerKeepsAnOutageFromBeingHammeredAndTheRunResumes(t *testing.T) {
 	breaker := uploader.BreakerOptions{OnChange: func(e uploader.BreakerEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }}
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
 		o.Now, o.Sleep, o.Breaker = time.Now, nil, breaker
+		// The breaker is under test, not the retry budget: every batch in
+		// flight when the outage starts is resent once it ends, and on a
+		// loaded machine a few more fail before the breaker opens. The
+		// default budget (10 + 0.2 per first attempt) sits right at that
+		// count; TestResendsStopWhenTheBudgetIsSpentAndTheNextRunSettlesWithTheSameKeys
+		// covers what happens when it is spent.
+		o.ResendBudget = 64
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
