@@ -22,7 +22,9 @@ import (
 // The report aggregates every inner call: counts are summed, Rejections
 // keeps each tile's latest rejection, Pending is the count after the last
 // call, RetryCount is the retries made and NextRetryAt is set when the
-// in-call budget ran out with tiles still pending. The outcome is the last
+// in-call budget ran out with tiles still pending, or (with Blocked) when
+// the inner call's wait for other runs' batches reached the deadline; no
+// retry follows such a wait. The outcome is the last
 // inner call's, except that a run that gave up a tile or left tiles pending
 // is partial. An inner error ends the call at once (after counting what the
 // inner call recorded). A cancelled context ends a backoff sleep at once and
@@ -108,6 +110,13 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 			}
 		}
 		agg.r.Pending, agg.r.PendingBytes = pending, pendingBytes
+		if rep.Blocked != nil {
+			// The inner call waited for other runs' batches until the
+			// deadline came: another call would only find them held.
+			log.Info().Int("remaining_pending_count", pending).Int("held_by_other_runs", rep.Blocked.Tiles).
+				Msg("other runs still hold some of the flight's tiles at the deadline; not retrying")
+			return agg.settle(), nil
+		}
 		if pending == 0 {
 			return agg.settle(), nil
 		}

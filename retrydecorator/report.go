@@ -60,6 +60,7 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 	r.Rejected += rep.Rejected
 	r.GivenUp += rep.GivenUp
 	r.Pending, r.PendingBytes = rep.Pending, rep.PendingBytes
+	r.Blocked, r.NextRetryAt = rep.Blocked, rep.NextRetryAt
 	r.Bytes += rep.Bytes
 	r.Batches += rep.Batches
 	r.Resends += rep.Resends

@@ -409,24 +409,30 @@ func (s *Store) TrimUnsentBatch(ctx context.Context, b Batch, rs []Rejection) er
 }
 
 // AdoptOpenBatches takes over the flight's open batches that this run may
-// settle: its own, and those whose lease expired (or that have none: they
-// were journaled before leases existed). Each is re-leased to this run in
-// the same statement; batches another process is adopting right now are
-// skipped (SKIP LOCKED), so two runs never adopt the same batch. A live
-// owner's batch is never returned. Oldest first.
-func (s *Store) AdoptOpenBatches(ctx context.Context, flightID string) ([]Batch, error) {
+// settle: its own, those whose lease expired (or that have none: they
+// were journaled before leases existed), and those of the runs in dead,
+// runs of this host that RunLocks.State proved dead, whatever their
+// lease. Each is re-leased to this run in the same statement; batches
+// another process is adopting right now are skipped (SKIP LOCKED), so two
+// runs never adopt the same batch. A live owner's batch is never returned.
+// Oldest first.
+func (s *Store) AdoptOpenBatches(ctx context.Context, flightID string, dead []string) ([]Batch, error) {
 	if err := ValidateFlightID(flightID); err != nil {
 		return nil, err
+	}
+	if dead == nil {
+		dead = []string{}
 	}
 	rows, err := s.pool.Query(ctx, `UPDATE upload_batches b
 		SET owner_run = $2, owner_host = $3, owner_pid = $4, lease_expires_at = now() + make_interval(secs => $5::float8)
 		WHERE b.op_id IN (SELECT op_id FROM upload_batches
 			WHERE flight_id = $1 AND state = 'open'
-			  AND (owner_run = $2 OR lease_expires_at IS NULL OR lease_expires_at <= now())
+			  AND (owner_run = $2 OR lease_expires_at IS NULL OR lease_expires_at <= now()
+			       OR (owner_run = ANY($6) AND owner_host = $3))
 			ORDER BY created_at, op_id FOR UPDATE SKIP LOCKED)
 		RETURNING op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at,
 			coalesce((SELECT client_id FROM upload_client_sequences WHERE id = b.client_stream), ''), coalesce(client_seq, 0)`,
-		flightID, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
+		flightID, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs(), dead)
 	if err != nil {
 		return nil, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}

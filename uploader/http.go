@@ -29,7 +29,8 @@ type Store interface {
 	PendingSummary(ctx context.Context, flightID string) (tiles int, bytes int64, err error)
 	ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error)
 	TrimUnsentBatch(ctx context.Context, b tilestore.Batch, rs []tilestore.Rejection) error
-	AdoptOpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
+	AdoptOpenBatches(ctx context.Context, flightID string, dead []string) ([]tilestore.Batch, error)
+	Leases(ctx context.Context, flightID string) ([]tilestore.Lease, error)
 	ExtendLeases(ctx context.Context) (int, error)
 	ReleaseLeases(ctx context.Context) error
 	Run() tilestore.Run
@@ -120,6 +121,11 @@ type HTTPOptions struct {
 	// Client-Sequence journaled with it, one batch in flight at a time.
 	// The Store must then implement SequenceStore. Default: unset.
 	ClientID string
+	// Liveness, if set, proves at once whether another run of this machine
+	// holding the flight's open batches is alive (tilestore.RunLocks): a
+	// dead one's batches are adopted without waiting for their lease.
+	// Without it, only leases decide.
+	Liveness RunLiveness
 }
 
 // DefaultMaxResends is HTTPOptions.MaxResends's default, for bounding a
@@ -178,6 +184,7 @@ type HTTPTileUploader struct {
 	// by prepareSequence at the start of each run.
 	clientID string
 	stream   atomic.Int64
+	liveness RunLiveness // HTTPOptions.Liveness; nil: leases decide
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)
@@ -199,7 +206,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		base: base, token: opts.Token, store: opts.Store, blobs: opts.Blobs, log: opts.Logger,
 		timeout: opts.RequestTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
 		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
-		cacheDirSource: opts.CacheDirSource, clientID: opts.ClientID,
+		cacheDirSource: opts.CacheDirSource, clientID: opts.ClientID, liveness: opts.Liveness,
 	}
 	if u.clientID != "" {
 		if _, err := u.seqStore(); err != nil {

@@ -22,12 +22,13 @@ import (
 // provider is asked what became of the operation instead. It returns how
 // many open batches there were.
 //
-// Only batches no live run holds are settled: this run's own, and those
-// whose lease expired (their run died or lost the database). A live
+// Only batches no live run holds are settled: this run's own, those whose
+// lease expired (their run died or lost the database), and those of the
+// runs in dead (runs of this machine whose lock proved them dead). A live
 // owner's batch is never touched. settling, if not nil, is told when
 // settling starts and when it is done.
-func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress)) (int, error) {
-	open, err := u.store.AdoptOpenBatches(ctx, flightID)
+func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead []string, t *tally, settling func(SettlingProgress)) (int, error) {
+	open, err := u.store.AdoptOpenBatches(ctx, flightID, dead)
 	if err != nil {
 		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}

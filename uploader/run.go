@@ -92,13 +92,44 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	}
 	ctx, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
-	settled, err := u.settleOpen(ctx, req.FlightID, t, req.Settling)
+	var warned sync.WaitGroup
+	defer warned.Wait()
+	// The runs holding the flight's open batches: a dead one's are adopted
+	// in the first pass, a live one's are waited for after it.
+	last, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), req.FlightID)
 	if err != nil {
 		return finish(err)
 	}
+	dead := last.dead
+	for first := true; ; first = false {
+		if err := u.pass(ctx, req, lim, t, dead, first, &warned); err != nil {
+			return finish(err)
+		}
+		// The flight is done only when no other run holds any of it:
+		// this run waits for their batches, bounded by its deadline, and
+		// takes over what a dead holder leaves.
+		var done bool
+		dead, done, err = u.waitForHolders(ctx, req, t, true, &last)
+		if err != nil {
+			return finish(err)
+		}
+		if done {
+			return finish(nil)
+		}
+	}
+}
+
+// pass settles the open batches this run may adopt (its own, expired
+// ones, and those of the dead runs), looks up the tiles an earlier batch
+// left unclear, and sends what is pending and not held by another run.
+func (u *HTTPTileUploader) pass(ctx context.Context, req Request, lim limits, t *tally, dead []string, first bool, warned *sync.WaitGroup) error {
+	settled, err := u.settleOpen(ctx, req.FlightID, dead, t, req.Settling)
+	if err != nil {
+		return err
+	}
 	if settled > 0 && req.SettledOpen != nil {
 		if err := req.SettledOpen(ctx); err != nil {
-			return finish(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
+			return fmt.Errorf("after settling %d open batch(es): %w", settled, err)
 		}
 	}
 	// Tiles an earlier batch may have stored without settling them are
@@ -106,16 +137,14 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	// a clear answer wait for the next run.
 	unclear, _, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
 	if err != nil {
-		return finish(err)
+		return err
 	}
 	t.skipIDs(unclear)
-	if req.MaxAttempts > 0 {
+	if first && req.MaxAttempts > 0 {
 		// Each claim leaves these out itself (Claim.MaxAttempts), also when
 		// another run's rejection brings a tile to its budget mid-run; this
 		// only says so. It scans the flight's pending tiles (0.3 s and more
 		// at 1M), so it runs beside the sends instead of before the first.
-		var warned sync.WaitGroup
-		defer warned.Wait()
 		warned.Go(func() {
 			ids, err := u.store.AtBudget(ctx, req.FlightID, req.MaxAttempts)
 			switch {
@@ -127,7 +156,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			}
 		})
 	}
-	return finish(u.sendPending(ctx, req, lim, t))
+	return u.sendPending(ctx, req, lim, t)
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into

@@ -2,6 +2,7 @@ package uploader
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,6 +33,22 @@ type tally struct {
 	// any tile looked up after, since the last batch it answered or tile
 	// it held (sequenceCommitted).
 	committedInARow []uint64
+	// blocked is the remaining work other runs held when the run stopped
+	// waiting for it (its deadline came); nil when none.
+	blocked *Blocked
+}
+
+// setBlocked records what other runs hold as the run waits (nil: nothing).
+func (t *tally) setBlocked(b *Blocked) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b == nil {
+		t.blocked = nil
+		return
+	}
+	c := *b
+	c.Holders = slices.Clone(b.Holders)
+	t.blocked = &c
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -193,6 +210,12 @@ func (t *tally) report(finished time.Time, pending int, err error) UploadBatchRe
 	r.LocalFailures = append([]LocalFailure(nil), t.rep.LocalFailures...)
 	r.Finished = finished
 	r.Pending = pending
+	if t.blocked != nil && t.blocked.Tiles > 0 {
+		b := *t.blocked
+		r.Blocked = &b
+		until := b.Until
+		r.NextRetryAt = &until
+	}
 	switch {
 	case err != nil:
 		r.Outcome = OutcomeFailure

@@ -64,6 +64,10 @@ type Request struct {
 	// the retry decorator counts nothing, so it sets this to keep a tile the
 	// next count will give up from travelling under one more key.
 	MaxAttempts int
+	// Waiting, if set, is told what other runs hold while the run waits
+	// for it (see Blocked), each time it looks again, and Blocked{} when
+	// the wait ends. It must not block.
+	Waiting func(Blocked)
 }
 
 // BatchProgress is one settled (or failed) batch, for progress displays.
@@ -151,8 +155,13 @@ type UploadBatchReport struct {
 	Timeouts     int   `json:"timeouts"`
 	RetryCount   int   `json:"retry_count"` // decorator's in-call retries
 	Traffic
-	NextRetryAt *time.Time      `json:"next_retry_at,omitempty"`
-	Rejections  []PerTileStatus `json:"rejections,omitempty"`
+	NextRetryAt *time.Time `json:"next_retry_at,omitempty"`
+	// Blocked is the remaining work other runs still held when the run's
+	// deadline ended its wait for it (their tiles are in Pending, and
+	// NextRetryAt is Blocked.Until); nil when the run waited for none or
+	// saw it through.
+	Blocked    *Blocked        `json:"blocked,omitempty"`
+	Rejections []PerTileStatus `json:"rejections,omitempty"`
 	// LocalFailed counts the tiles not sent because of their cached blob
 	// (missing, unreadable, wrong size or sha256); they stay pending and
 	// never count as attempts. LocalFailures lists them (at most 1000).

@@ -63,8 +63,12 @@ func (g *gate) waitArrived(t *testing.T) string {
 // holderSite is a site whose provider the test can inspect (its ledger).
 func holderSite(t *testing.T, hook func(string)) (*site, *providertest.Provider) {
 	t.Helper()
-	p := providertest.Start(t, func(c *provider.Config) { c.Token, c.BeforeRun = token, hook })
-	return newSite(t, p.URL), p
+	p := providertest.Start(t, func(c *provider.Config) { c.BeforeRun = hook })
+	s := newSite(t, p.URL)
+	// The provider's default token, which its ledger route takes too (the
+	// last value of a variable wins).
+	s.env = append(s.env, "TILECTL_PROVIDER_TOKEN="+providertest.Token)
+	return s, p
 }
 
 // storedOnce fails the test unless the provider holds each of ids exactly

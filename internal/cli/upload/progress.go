@@ -46,6 +46,9 @@ type progress struct {
 	// settling is "settling N open batches" while an earlier run's open
 	// batches settle; a retry's countdown or an outage shows over it.
 	settling string
+	// waitingFor is "waiting for N tiles held by run ..." while the run
+	// waits for other runs' batches (uploader.Blocked); "" otherwise.
+	waitingFor string
 
 	status *iostreams.StatusLine // nil off a terminal
 	log    zerolog.Logger
@@ -139,6 +142,8 @@ func (p *progress) stateText() string {
 		return p.dynamic()
 	case p.state == "" && p.settling != "":
 		return p.settling
+	case p.state == "" && p.waitingFor != "":
+		return p.waitingFor
 	case p.state == "":
 		return "uploading"
 	case p.until.IsZero():
@@ -239,6 +244,20 @@ func (p *progress) settle(e uploader.SettlingProgress) {
 		msg = "settled the batches an earlier run left open"
 	}
 	p.log.Info().Str("flight_id", p.flightID).Int("open_batches", e.Open).Msg(msg)
+}
+
+// waiting is the uploader's Request.Waiting: the status line shows whose
+// batches the run waits for and until when; the uploader logs the start
+// of the wait itself.
+func (p *progress) waiting(b uploader.Blocked) {
+	text := ""
+	if b.Tiles > 0 {
+		text = "waiting for " + b.String()
+	}
+	p.mu.Lock()
+	p.waitingFor = text
+	p.mu.Unlock()
+	p.redraw()
 }
 
 // breaker renders the circuit breaker's state changes.
