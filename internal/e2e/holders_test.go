@@ -261,9 +261,14 @@ func TestARunWhoseDeadlineComesWhileALiveRunHoldsTilesExits3NamingTheHolder(t *t
 	procA := s.start("upload-pending", "--flight", "dl1", "--batch-size", "4", "--concurrency", "1")
 	g.waitArrived(t)
 	b := s.run(60*time.Second, "upload-pending", "--flight", "dl1", "--batch-size", "4", "--deadline", "4s", "-o", "json")
+	// The text summary names the holder too.
+	bt := s.run(60*time.Second, "upload-pending", "--flight", "dl1", "--deadline", "2s")
 	g.release()
 	if a := procA.wait(60 * time.Second); a.exit != 0 {
 		t.Errorf("the holder exited %d:\n%s", a.exit, a.stderr)
+	}
+	if bt.exit != 3 || !strings.Contains(bt.stdout, "4 tiles are held by run ") || !strings.Contains(bt.stdout, "4 still pending") {
+		t.Errorf("text run: exit %d, want 3 naming the holder of the 4 pending tiles:\n%s", bt.exit, bt.stdout)
 	}
 	if b.exit != 3 {
 		t.Fatalf("the waiting run exited %d, want 3\nstdout: %s\nstderr: %s", b.exit, b.stdout, b.stderr)

@@ -266,15 +266,15 @@ func (s *Summary) writeText(w io.Writer) error {
 			earlier := max(*f.GiveUpsAwaitingReview-int64(f.GivenUp), 0)
 			p("  %d given-up tiles of this flight await review (%d from earlier runs)\n", *f.GiveUpsAwaitingReview, earlier)
 		}
+		for _, h := range f.HeldBy {
+			p("  %d tiles are held by run %s (%s, pid %d), whose lease ends %s: still pending until it settles them\n",
+				h.Tiles, h.RunID, h.Host, h.PID, h.LeaseEnds.UTC().Format(time.RFC3339))
+		}
 		if f.Error != nil {
 			p("  error: %s\n", *f.Error)
 		}
 		if next := nextStep(s, f); next != "" {
 			p("  next: %s\n", next)
-		}
-		for _, h := range f.HeldBy {
-			p("  %d tiles are held by run %s (%s, pid %d), whose lease ends %s: still pending until it settles them\n",
-				h.Tiles, h.RunID, h.Host, h.PID, h.LeaseEnds.UTC().Format(time.RFC3339))
 		}
 	}
 	if len(s.Flights) == 0 {
