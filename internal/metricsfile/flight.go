@@ -25,6 +25,10 @@ type FlightRun struct {
 	Duration                                    time.Duration
 	Finished                                    time.Time
 	Success                                     bool
+	// Pending is the flight's tiles still pending after the run, those in
+	// other runs' open batches included; nil when it was not counted (the
+	// series is then left out, not 0).
+	Pending *int
 }
 
 // flightSeries are the per-flight series node_exporter's textfile
@@ -36,6 +40,7 @@ type flightSeries struct {
 	duration   *prometheus.GaugeVec
 	lastRun    *prometheus.GaugeVec
 	success    *prometheus.GaugeVec
+	pending    *prometheus.GaugeVec
 }
 
 func newFlightSeries(reg *prometheus.Registry) flightSeries {
@@ -58,8 +63,12 @@ func newFlightSeries(reg *prometheus.Registry) flightSeries {
 		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tilectl_last_run_success", Help: "1 when the flight's last run uploaded everything, else 0.",
 		}, []string{"flight"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tilectl_upload_pending_tiles",
+			Help: "Tiles of the flight still pending after its last run, those in other runs' open batches included.",
+		}, []string{"flight"}),
 	}
-	reg.MustRegister(f.tiles, f.rejections, f.bytes, f.duration, f.lastRun, f.success)
+	reg.MustRegister(f.tiles, f.rejections, f.bytes, f.duration, f.lastRun, f.success, f.pending)
 	return f
 }
 
@@ -79,4 +88,7 @@ func (m *Metrics) AddFlight(r FlightRun) {
 		success = 1
 	}
 	f.success.WithLabelValues(r.Flight).Set(success)
+	if r.Pending != nil {
+		f.pending.WithLabelValues(r.Flight).Set(float64(*r.Pending))
+	}
 }

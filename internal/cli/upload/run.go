@@ -331,10 +331,11 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		// The uploader counted what is left as it ended; a run that ended
 		// on an error may not have, and is counted again.
+		var pending *int // nil when not counted
 		if err == nil {
-			pendingBytes = rep.PendingBytes
+			pendingBytes, pending = rep.PendingBytes, &rep.Pending
 		} else if n, b, perr := r.store.PendingSummary(cctx, id); perr == nil {
-			rep.Pending, pendingBytes = n, b
+			rep.Pending, pendingBytes, pending = n, b, &n
 		}
 		held, _, herr := uploader.HeldWork(cctx, r.store, r.locks, r.store.Run(), id)
 		if n, gerr := r.rejectedNowGivenUp(cctx, rep); gerr == nil {
@@ -352,7 +353,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		r.metrics.AddFlight(metricsfile.FlightRun{Flight: id, Accepted: rep.Accepted, Duplicate: rep.Duplicate,
 			RejectedTiles: len(rep.Rejections), Rejections: rep.Rejected, GivenUp: rep.GivenUp, Bytes: rep.Bytes,
 			Duration: r.opts.Clock.Now().Sub(started), Finished: r.opts.Clock.Now(),
-			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0})
+			Success: err == nil && rep.Pending == 0 && rep.GivenUp == 0, Pending: pending})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
 			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
 		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
