@@ -149,8 +149,10 @@ func (l RunLocks) State(runID string) (RunState, error) {
 }
 
 // Prune removes the lock files whose lock is free (their runs ended
-// without removing them) and returns how many it removed.
-func (l RunLocks) Prune() (int, error) {
+// without removing them) and whose run keep does not name, and returns how
+// many it removed. A caller keeps the runs that still hold open batches:
+// their files are what proves them dead to the next run of a flight.
+func (l RunLocks) Prune(keep func(runID string) bool) (int, error) {
 	ents, err := os.ReadDir(l.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
@@ -160,7 +162,8 @@ func (l RunLocks) Prune() (int, error) {
 	}
 	n := 0
 	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".lock") || !e.Type().IsRegular() {
+		runID, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || !e.Type().IsRegular() || (keep != nil && keep(runID)) {
 			continue
 		}
 		path := filepath.Join(l.dir, e.Name())

@@ -84,7 +84,7 @@ func uploadRun(ctx context.Context, opts *Options) error {
 	if err := r.wire(ctx); err != nil {
 		return err
 	}
-	defer r.releaseLock()
+	defer r.releaseLock(ctx)
 	if r.rec != nil {
 		defer func() {
 			if err := r.rec.Close(); err != nil {
@@ -224,16 +224,27 @@ func (r *run) holdLock() {
 	r.lock = lock
 }
 
-// releaseLock removes this run's lock file and those of runs that ended
-// without removing theirs (their locks are free).
-func (r *run) releaseLock() {
+// releaseLock removes this run's lock file, and those of runs that ended
+// without removing theirs (their locks are free) and hold no open batch:
+// a dead run's file is kept while its batches wait for a run to adopt them.
+func (r *run) releaseLock(ctx context.Context) {
 	if r.lock == nil {
 		return
 	}
 	if err := r.lock.Release(); err != nil {
 		r.log.Warn().Err(err).Msg("remove this run's lock file")
 	}
-	if _, err := r.locks.Prune(); err != nil {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	ls, err := r.store.Leases(ctx, "")
+	if err != nil {
+		return // stale lock files are harmless; pruning waits for a run that can tell which
+	}
+	holding := map[string]bool{}
+	for _, l := range ls {
+		holding[l.RunID] = true
+	}
+	if _, err := r.locks.Prune(func(id string) bool { return holding[id] }); err != nil {
 		r.log.Warn().Err(err).Msg("remove the lock files of ended runs")
 	}
 }
