@@ -21,7 +21,8 @@ const DefaultLease = 30 * time.Second
 // Run names one upload process as the owner of the batches it claims. Any
 // number of runs, on any number of machines, share a flight: each claims
 // batches under its own ID and extends their lease while it works. Another
-// run settles an open batch only once its lease has expired.
+// run settles an open batch only once its lease has expired, or once it
+// proved the run dead on the run's own host (RunLocks).
 type Run struct {
 	ID    string        // unique per run; default a random 128-bit hex string
 	Host  string        // default os.Hostname

@@ -125,14 +125,17 @@ func heldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, sel
 }
 
 // waitForHolders is called after a pass that sent everything this run
-// could claim. While other runs hold some of the flight's work it waits,
-// announcing the wait once when it starts, and returns (with the dead
-// runs to adopt) as soon as some of that work may be this run's: a holder
-// of this machine died, a lease ended, or a holder's batches settled (its
-// tiles may be pending again). done is true when nobody holds anything,
-// or when the run's deadline came first (then t records what blocks).
-func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *tally, justPassed bool, last *holding) (dead []string, done bool, err error) {
-	waiting := false
+// could claim. While other runs hold some of the flight's work it waits
+// (announced in the log when the call's first wait starts: *announced),
+// and returns (with the dead runs to adopt) as soon as some of that work
+// may be this run's: a holder of this machine died, a lease ended, or a
+// holder's batches settled (its tiles may be pending again). done is true
+// when nobody holds anything, or when the run's deadline came first (then
+// t records what blocks). last is what the previous look saw.
+func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *tally, last *holding, announced *bool) (dead []string, done bool, err error) {
+	// Right after a pass, what is adoptable was just tried: look again
+	// after a pause, not at once.
+	justPassed, waiting := true, false
 	defer func() {
 		if waiting && req.Waiting != nil {
 			req.Waiting(Blocked{})
@@ -145,7 +148,6 @@ func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *t
 		}
 		switch {
 		case h.Tiles == 0 && !h.adoptable:
-			t.setBlocked(nil)
 			return nil, true, nil
 		case len(h.dead) > 0 && !slices.Equal(h.dead, last.dead):
 			*last = h
@@ -156,9 +158,9 @@ func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *t
 		}
 		*last, justPassed = h, false
 		if h.Tiles > 0 {
-			t.setBlocked(&h.Blocked)
-			if !waiting {
-				waiting = true
+			waiting = true
+			if !*announced {
+				*announced = true
 				u.log.Info().Str("flight_id", req.FlightID).Int("tiles", h.Tiles).Int("holders", len(h.Holders)).
 					Str("run_id", h.Holders[0].RunID).Str("host", h.Holders[0].Host).Int("pid", h.Holders[0].PID).
 					Time("lease_ends", h.Until).Msg("waiting for " + h.Blocked.String())
@@ -172,10 +174,12 @@ func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *t
 			pause = min(pause, max(h.Until.Sub(u.now()), 10*time.Millisecond))
 		}
 		if dl, ok := ctx.Deadline(); ok && !dl.After(u.now()) {
-			return nil, true, nil // the deadline came: what blocks is in t
+			t.setBlocked(&h.Blocked) // the deadline came: the report says what blocks
+			return nil, true, nil
 		}
 		if err := u.sleep(ctx, pause); err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				t.setBlocked(&h.Blocked)
 				return nil, true, nil
 			}
 			return nil, false, err

@@ -63,10 +63,11 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			rep.PendingBytes = pendingBytes
 		}
 		if !req.DryRun && rep.Outcome == OutcomeSuccess && pending > 0 {
-			// Nothing was rejected, but tiles this run may send are left:
-			// a batch failed and its tiles await a lookup, or another
-			// run's batch was failed under it. Partial, so the decorator
-			// calls again (with a fresh lookup) instead of stopping.
+			// Nothing was rejected, but tiles are left: a batch failed and
+			// its tiles await a lookup, another run's batch was failed
+			// under it, or other runs still held some at the deadline
+			// (rep.Blocked). Partial: the decorator calls again (with a
+			// fresh lookup), except after such a wait.
 			rep.Outcome = OutcomePartial
 		}
 		return rep, err
@@ -101,6 +102,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		return finish(err)
 	}
 	dead := last.dead
+	announced := false
 	for first := true; ; first = false {
 		if err := u.pass(ctx, req, lim, t, dead, first, &warned); err != nil {
 			return finish(err)
@@ -109,7 +111,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		// this run waits for their batches, bounded by its deadline, and
 		// takes over what a dead holder leaves.
 		var done bool
-		dead, done, err = u.waitForHolders(ctx, req, t, true, &last)
+		dead, done, err = u.waitForHolders(ctx, req, t, &last, &announced)
 		if err != nil {
 			return finish(err)
 		}
