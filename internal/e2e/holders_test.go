@@ -194,7 +194,7 @@ func TestAfterASIGKILLTheNextRunAdoptsTheDeadRunsBatchesAtOnce(t *testing.T) {
 	// The default lease (30 s): the dead run's batches stay "held" that
 	// long unless its death is recognised.
 	first := s.start("upload-pending", "--flight", "kill1", "--batch-size", "4", "--concurrency", "3")
-	g.waitArrived(t)
+	killedOp := g.waitArrived(t)
 	// SIGKILL the run while the provider holds its first batch.
 	if err := first.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -216,7 +216,10 @@ func TestAfterASIGKILLTheNextRunAdoptsTheDeadRunsBatchesAtOnce(t *testing.T) {
 	if pending, open := s.pendingIn("kill1"); pending != 0 || open != 0 {
 		t.Fatalf("after a run that exited 0: %d tiles pending, %d batches open", pending, open)
 	}
-	storedOnce(t, p, ids)
+	l := storedOnce(t, p, ids)
+	if !slices.ContainsFunc(l.Ops, func(o provider.LedgerOp) bool { return o.OpID == killedOp && o.Requests >= 2 }) {
+		t.Errorf("the killed run's batch %s was not resent under its key: %+v", killedOp, l.Ops)
+	}
 }
 
 func TestALiveHoldersBatchesAreNeverTouchedAndBothRunsEndTogether(t *testing.T) {
