@@ -22,10 +22,11 @@ import (
 // The report aggregates every inner call: counts are summed, Rejections
 // keeps each tile's latest rejection, Pending is the count after the last
 // call, RetryCount is the retries made and NextRetryAt is set when the
-// in-call budget ran out with tiles still pending, or when all the tiles
-// still pending wait for the provider's advised time past the deadline
-// (uploader.UploadBatchReport.Blocked): the call then ends without
-// retrying, NextRetryAt the earliest of those times. The outcome is the last
+// in-call budget ran out with tiles still pending, or when the work still
+// pending must wait past the deadline (uploader.UploadBatchReport.Blocked:
+// the provider's advised time, or other runs' batches the call waited for
+// until its deadline): the call then ends without retrying, NextRetryAt
+// the earliest time some of it may go on. The outcome is the last
 // inner call's, except that a run that gave up a tile or left tiles pending
 // is partial. An inner error ends the call at once (after counting what the
 // inner call recorded). A cancelled context ends a backoff sleep at once and
@@ -116,12 +117,16 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		}
 		waitsUntil, blocked := agg.r.Blocked()
 		if blocked {
-			// Another call would find the same batches waiting for the
-			// provider's advised time, past the deadline: the run ends, and
-			// the next may go on at the earliest of them.
+			// Another call would find the same work waiting past the
+			// deadline (for the provider's advised time, or in other runs'
+			// batches the call waited for until its deadline): the run
+			// ends, and the next may go on at the earliest of those times.
 			agg.r.NextRetryAt = &waitsUntil
-			log.Info().Int("remaining_pending_count", pending).Time("next_retry_at", waitsUntil).
-				Msg("all the tiles still pending wait for the provider's advised time, past this run's deadline; not retrying")
+			e := log.Info().Int("remaining_pending_count", pending).Time("next_retry_at", waitsUntil)
+			if agg.r.Held != nil {
+				e = e.Int("held_by_other_runs", agg.r.Held.Tiles)
+			}
+			e.Msg("the tiles still pending must wait past this run's deadline; not retrying")
 			return agg.settle(), nil
 		}
 		if pending <= rep.LocalFailed {

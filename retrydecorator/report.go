@@ -60,6 +60,7 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 	r.Rejected += rep.Rejected
 	r.GivenUp += rep.GivenUp
 	r.Pending, r.PendingBytes = rep.Pending, rep.PendingBytes
+	r.Held = rep.Held
 	r.Bytes += rep.Bytes
 	r.Batches += rep.Batches
 	r.Resends += rep.Resends

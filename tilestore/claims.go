@@ -21,7 +21,8 @@ const DefaultLease = 30 * time.Second
 // Run names one upload process as the owner of the batches it claims. Any
 // number of runs, on any number of machines, share a flight: each claims
 // batches under its own ID and extends their lease while it works. Another
-// run settles an open batch only once its lease has expired.
+// run settles an open batch only once its lease has expired, or once it
+// proved the run dead on the run's own host (RunLocks).
 type Run struct {
 	ID    string        // unique per run; default a random 128-bit hex string
 	Host  string        // default os.Hostname
@@ -409,25 +410,31 @@ func (s *Store) TrimUnsentBatch(ctx context.Context, b Batch, rs []Rejection) er
 }
 
 // AdoptOpenBatches takes over the flight's open batches that this run may
-// settle: its own, and those whose lease expired (or that have none: they
-// were journaled before leases existed). Each is re-leased to this run in
-// the same statement; batches another process is adopting right now are
-// skipped (SKIP LOCKED), so two runs never adopt the same batch. A live
-// owner's batch is never returned. Oldest first.
-func (s *Store) AdoptOpenBatches(ctx context.Context, flightID string) ([]Batch, error) {
+// settle: its own, those whose lease expired (or that have none: they
+// were journaled before leases existed), and those of the runs in dead,
+// runs of this host that RunLocks.State proved dead, whatever their
+// lease. Each is re-leased to this run in the same statement; batches
+// another process is adopting right now are skipped (SKIP LOCKED), so two
+// runs never adopt the same batch. A live owner's batch is never returned.
+// Oldest first.
+func (s *Store) AdoptOpenBatches(ctx context.Context, flightID string, dead []string) ([]Batch, error) {
 	if err := ValidateFlightID(flightID); err != nil {
 		return nil, err
+	}
+	if dead == nil {
+		dead = []string{}
 	}
 	rows, err := s.pool.Query(ctx, `UPDATE upload_batches b
 		SET owner_run = $2, owner_host = $3, owner_pid = $4, lease_expires_at = now() + make_interval(secs => $5::float8)
 		WHERE b.op_id IN (SELECT op_id FROM upload_batches
 			WHERE flight_id = $1 AND state = 'open'
-			  AND (owner_run = $2 OR lease_expires_at IS NULL OR lease_expires_at <= now())
+			  AND (owner_run = $2 OR lease_expires_at IS NULL OR lease_expires_at <= now()
+			       OR (owner_run = ANY($6) AND owner_host = $3))
 			ORDER BY created_at, op_id FOR UPDATE SKIP LOCKED)
 		RETURNING op_id, flight_id, fingerprint, tile_ids, sha256s, sends, created_at,
 			coalesce((SELECT client_id FROM upload_client_sequences WHERE id = b.client_stream), ''), coalesce(client_seq, 0),
 			`+notBeforeCols,
-		flightID, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
+		flightID, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs(), dead)
 	if err != nil {
 		return nil, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}

@@ -35,18 +35,16 @@ func (s *Store) PendingUploads(ctx context.Context, flightID, afterTileID string
 	return tiles, nil
 }
 
-// PendingSummary counts the flight's uploadable tiles and their bytes that
-// this Store's run may upload: tiles in open batches of other runs whose
-// lease has not expired are theirs, and left out (Leases lists them).
+// PendingSummary counts the flight's uploadable tiles and their bytes,
+// those in other runs' open batches included: they are not uploaded until
+// their batches settle (Leases says who holds them).
 func (s *Store) PendingSummary(ctx context.Context, flightID string) (tiles int, bytes int64, err error) {
 	if err := ValidateFlightID(flightID); err != nil {
 		return 0, 0, err
 	}
-	const q = `SELECT count(*), coalesce(sum(size_bytes), 0)::bigint FROM tiles t
-	WHERE flight_id = $1 AND voting_status IN ('pending', 'trusted')
-	  AND NOT EXISTS (SELECT 1 FROM upload_batches b WHERE b.op_id = t.open_op_id
-	                  AND b.owner_run IS DISTINCT FROM $2 AND b.lease_expires_at > now())`
-	if err := s.pool.QueryRow(ctx, q, flightID, s.run.ID).Scan(&tiles, &bytes); err != nil {
+	const q = `SELECT count(*), coalesce(sum(size_bytes), 0)::bigint FROM tiles
+	WHERE flight_id = $1 AND voting_status IN ('pending', 'trusted')`
+	if err := s.pool.QueryRow(ctx, q, flightID).Scan(&tiles, &bytes); err != nil {
 		return 0, 0, fmt.Errorf("pending summary of flight %s: %w", flightID, err)
 	}
 	return tiles, bytes, nil

@@ -53,7 +53,7 @@ func TestASequencedClaimJournalsTheNextNumberWithItsBatch(t *testing.T) {
 		t.Fatalf("claimed batch carries %q/%d, want drone-7/1", c.Batch.ClientID, c.Batch.ClientSeq)
 	}
 	// What a later run adopts after a crash carries the same number.
-	open, err := s.AdoptOpenBatches(testCtx(t), "SQ")
+	open, err := s.AdoptOpenBatches(testCtx(t), "SQ", nil)
 	if err != nil || len(open) != 1 || open[0].ClientID != "drone-7" || open[0].ClientSeq != 1 {
 		t.Fatalf("adopted %+v (%v), want the batch with drone-7/1", open, err)
 	}

@@ -29,8 +29,9 @@ type Store interface {
 	PendingSummary(ctx context.Context, flightID string) (tiles int, bytes int64, err error)
 	ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error)
 	TrimUnsentBatch(ctx context.Context, b tilestore.Batch, rs []tilestore.Rejection) error
-	AdoptOpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
+	AdoptOpenBatches(ctx context.Context, flightID string, dead []string) ([]tilestore.Batch, error)
 	OpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error)
+	Leases(ctx context.Context, flightID string) ([]tilestore.Lease, error)
 	ExtendLeases(ctx context.Context) (int, error)
 	ReleaseLeases(ctx context.Context) error
 	Run() tilestore.Run
@@ -127,6 +128,11 @@ type HTTPOptions struct {
 	// Client-Sequence journaled with it, one batch in flight at a time.
 	// The Store must then implement SequenceStore. Default: unset.
 	ClientID string
+	// Liveness, if set, proves at once whether another run of this machine
+	// holding the flight's open batches is alive (tilestore.RunLocks): a
+	// dead one's batches are adopted without waiting for their lease.
+	// Without it, only leases decide.
+	Liveness RunLiveness
 }
 
 // DefaultMaxResends is HTTPOptions.MaxResends's default, for bounding a
@@ -193,6 +199,7 @@ type HTTPTileUploader struct {
 	// lookup, or GET /v1/operations/{op_id}, with a 404 the contract does
 	// not give that route: the run has said so (unrouted).
 	noLookups, noOperations atomic.Bool
+	liveness RunLiveness // HTTPOptions.Liveness; nil: leases decide
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)
@@ -214,7 +221,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		base: base, token: opts.Token, store: opts.Store, blobs: opts.Blobs, log: opts.Logger,
 		timeout: opts.RequestTimeout, firstContact: opts.FirstContactTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
 		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
-		cacheDirSource: opts.CacheDirSource, clientID: opts.ClientID,
+		cacheDirSource: opts.CacheDirSource, clientID: opts.ClientID, liveness: opts.Liveness,
 	}
 	if u.clientID != "" {
 		if _, err := u.seqStore(); err != nil {

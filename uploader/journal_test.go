@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tilectl/tilectl/operation"
@@ -54,19 +55,25 @@ func TestJournalFailureBetweenAttemptsIsNotBlamedOnTheProvider(t *testing.T) {
 }
 
 // syncCountingStore counts SyncJournal calls and what was settled before.
+// Workers settle at once: the counts are under mu.
 type syncCountingStore struct {
 	*tilestore.Store
+	mu                                sync.Mutex
 	settles, syncs, settlesAtLastSync int
 }
 
 func (s *syncCountingStore) SettleBatch(ctx context.Context, st tilestore.Settlement) error {
+	s.mu.Lock()
 	s.settles++
+	s.mu.Unlock()
 	return s.Store.SettleBatch(ctx, st)
 }
 
 func (s *syncCountingStore) SyncJournal(ctx context.Context, flightID string) error {
+	s.mu.Lock()
 	s.syncs++
 	s.settlesAtLastSync = s.settles
+	s.mu.Unlock()
 	return s.Store.SyncJournal(ctx, flightID)
 }
 

@@ -22,18 +22,20 @@ import (
 // provider is asked what became of the operation instead. It returns how
 // many open batches it settled.
 //
-// Only batches no live run holds are settled: this run's own, and those
-// whose lease expired (their run died or lost the database). A live
+// Only batches no live run holds are settled: this run's own, those whose
+// lease expired (their run died or lost the database), and those of the
+// runs in dead (runs of this machine whose lock proved them dead). A live
 // owner's batch is never touched. A batch whose provider-advised time has
 // not come (its journaled not-before), or that the provider asks to wait
-// now, is adopted but not sent before then: due holds it. settling, if not
-// nil, is told when settling starts and when it is done.
-func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
-	adopted, err := u.store.AdoptOpenBatches(ctx, flightID)
+// now, is adopted but not sent before then: due holds it, and a batch due
+// already holds is left to it. settling, if not nil, is told when settling
+// starts and when it is done.
+func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead []string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
+	adopted, err := u.store.AdoptOpenBatches(ctx, flightID, dead)
 	if err != nil {
 		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
-	open, waiting := splitWaiting(adopted)
+	open, waiting := splitWaiting(due.notHeld(adopted))
 	due.holdAdopted(waiting, u.now())
 	if len(open) == 0 {
 		return 0, nil

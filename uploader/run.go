@@ -64,14 +64,15 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			rep.PendingBytes = pendingBytes
 		}
 		if !req.DryRun && rep.Outcome == OutcomeSuccess && pending > 0 {
-			// Nothing was rejected, but tiles this run may send are left:
-			// a batch failed and its tiles await a lookup, another run's
-			// batch was failed under it, or a batch waits for the
-			// provider's advised time. Partial, so the decorator calls
-			// again (with a fresh lookup) unless all of it waits.
+			// Nothing was rejected, but tiles are left: a batch failed and
+			// its tiles await a lookup, another run's batch was failed
+			// under it, a batch waits for the provider's advised time, or
+			// other runs still held some at the deadline. Partial: the
+			// decorator calls again (with a fresh lookup) unless all of it
+			// must wait (rep.Blocked).
 			rep.Outcome = OutcomePartial
 		}
-		if until, all := rep.Blocked(); all && err == nil {
+		if until, stop := rep.Blocked(); stop && err == nil {
 			rep.NextRetryAt = &until
 		}
 		return rep, err
@@ -111,13 +112,46 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		}
 		return finish(err)
 	}
-	settled, err := u.settleOpen(ctx, req.FlightID, t, req.Settling, due)
+	var warned sync.WaitGroup
+	defer warned.Wait()
+	// The runs holding the flight's open batches: a dead one's are adopted
+	// in the first pass, a live one's are waited for after it.
+	last, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), req.FlightID)
 	if err != nil {
 		return finishDue(err)
 	}
+	dead := last.dead
+	announced := false
+	for first := true; ; first = false {
+		if err := u.pass(ctx, req, lim, t, dead, first, &warned, due); err != nil {
+			return finishDue(err)
+		}
+		// The flight is done only when no other run holds any of it:
+		// this run waits for their batches, bounded by its deadline, and
+		// takes over what a dead holder leaves.
+		var done bool
+		dead, done, err = u.waitForHolders(ctx, req, t, &last, &announced)
+		if err != nil {
+			return finishDue(err)
+		}
+		if done {
+			return finishDue(nil)
+		}
+	}
+}
+
+// pass settles the open batches this run may adopt (its own, expired
+// ones, and those of the dead runs), looks up the tiles an earlier batch
+// left unclear, and sends what is pending and not held by another run.
+// Batches that wait for the provider's advised time go to due.
+func (u *HTTPTileUploader) pass(ctx context.Context, req Request, lim limits, t *tally, dead []string, first bool, warned *sync.WaitGroup, due *dueBatches) error {
+	settled, err := u.settleOpen(ctx, req.FlightID, dead, t, req.Settling, due)
+	if err != nil {
+		return err
+	}
 	if settled > 0 && req.SettledOpen != nil {
 		if err := req.SettledOpen(ctx); err != nil {
-			return finishDue(fmt.Errorf("after settling %d open batch(es): %w", settled, err))
+			return fmt.Errorf("after settling %d open batch(es): %w", settled, err)
 		}
 	}
 	// Tiles an earlier batch may have stored without settling them are
@@ -125,16 +159,14 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	// a clear answer wait for the next run.
 	unclear, _, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
 	if err != nil {
-		return finishDue(err)
+		return err
 	}
 	t.skipIDs(unclear)
-	if req.MaxAttempts > 0 {
+	if first && req.MaxAttempts > 0 {
 		// Each claim leaves these out itself (Claim.MaxAttempts), also when
 		// another run's rejection brings a tile to its budget mid-run; this
 		// only says so. It scans the flight's pending tiles (0.3 s and more
 		// at 1M), so it runs beside the sends instead of before the first.
-		var warned sync.WaitGroup
-		defer warned.Wait()
 		warned.Go(func() {
 			ids, err := u.store.AtBudget(ctx, req.FlightID, req.MaxAttempts)
 			switch {
@@ -146,7 +178,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			}
 		})
 	}
-	return finishDue(u.sendPending(ctx, req, lim, t, due))
+	return u.sendPending(ctx, req, lim, t, due)
 }
 
 // produce pages the pending tiles in tile_id order and cuts them into

@@ -317,7 +317,7 @@ func (u *HTTPTileUploader) sequenceBusy(ctx, stopCtx context.Context, flightID s
 		}
 		return true, nil
 	case busy.FlightID == flightID:
-		if _, err := u.settleOpen(ctx, flightID, t, nil, due); err != nil {
+		if _, err := u.settleOpen(ctx, flightID, nil, t, nil, due); err != nil {
 			return false, err
 		}
 		return true, nil

@@ -38,6 +38,22 @@ type tally struct {
 	// provider's advised time, by op ID; onWait is Request.Waiting.
 	waits  map[string]Wait
 	onWait func(Wait)
+	// heldBy is the remaining work other runs held when the run stopped
+	// waiting for it (its deadline came); nil when none.
+	heldBy *Held
+}
+
+// setHeld records what other runs hold as the run waits (nil: nothing).
+func (t *tally) setHeld(b *Held) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b == nil {
+		t.heldBy = nil
+		return
+	}
+	c := *b
+	c.Holders = slices.Clone(b.Holders)
+	t.heldBy = &c
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
@@ -201,6 +217,15 @@ func (t *tally) waiting(w Wait) {
 	t.waits[w.OpID] = w
 }
 
+// leftWaiting reports whether the batch opID was left open for the
+// provider's advised time past the deadline.
+func (t *tally) leftWaiting(opID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.waits[opID]
+	return ok
+}
+
 // announced tells Request.Waiting that a wait starts.
 func (t *tally) announced(w Wait) {
 	if t.onWait != nil {
@@ -226,6 +251,10 @@ func (t *tally) report(finished time.Time, pending int, err error) UploadBatchRe
 	r.LocalFailures = append([]LocalFailure(nil), t.rep.LocalFailures...)
 	r.Finished = finished
 	r.Pending = pending
+	if t.heldBy != nil && t.heldBy.Tiles > 0 {
+		b := *t.heldBy
+		r.Held = &b
+	}
 	switch {
 	case err != nil:
 		r.Outcome = OutcomeFailure

@@ -70,6 +70,10 @@ type Request struct {
 	// the retry decorator counts nothing, so it sets this to keep a tile the
 	// next count will give up from travelling under one more key.
 	MaxAttempts int
+	// Holding, if set, is told what other runs hold while the run waits
+	// for it (see Held), each time it looks again, and Held{} when the
+	// wait ends. It must not block.
+	Holding func(Held)
 }
 
 // BatchProgress is one settled (or failed) batch, for progress displays.
@@ -165,6 +169,10 @@ type UploadBatchReport struct {
 	// Waiting lists the batches left open for the provider's advised time,
 	// which comes after the call's deadline, earliest first.
 	Waiting    []Wait          `json:"waiting,omitempty"`
+	// Held is the remaining work other runs still held when the run's
+	// deadline ended its wait for it (their tiles are in Pending); nil when
+	// the run waited for none or saw it through.
+	Held       *Held           `json:"held,omitempty"`
 	Rejections []PerTileStatus `json:"rejections,omitempty"`
 	// LocalFailed counts the tiles not sent because of their cached blob
 	// (missing, unreadable, wrong size or sha256); they stay pending and

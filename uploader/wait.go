@@ -12,11 +12,13 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// This file is the one place that decides when a run's remaining work is
-// blocked until a time it cannot change, and says so: the report's Waiting
-// list, UploadBatchReport.Blocked (which the retry decorator and the
-// summary read), the announcement of each wait, and the settling of batches
-// an earlier run left waiting.
+// This file decides when a run's remaining work is blocked until a time it
+// cannot change, and says so: the batches that wait for the provider's
+// advised time (the report's Waiting list, the announcement of each wait,
+// the settling of batches an earlier run left waiting), and
+// UploadBatchReport.Blocked, the one place that decides whether a call ends
+// for blocked work (the provider's advice, or other runs' batches: see
+// blocked.go), which the retry decorator and the summary read.
 
 // WaitReason says why work waits.
 type WaitReason string
@@ -48,18 +50,26 @@ type Wait struct {
 	PastDeadline bool `json:"past_deadline"`
 }
 
-// Blocked reports the earliest time the work a report leaves waiting
-// (Waiting) may go on (zero when none waits), and whether all of the
-// flight's pending work waits: every pending tile is in a waiting batch or
-// was left for its bad cached blob. A run that is all blocked ends (exit
-// 3, next_retry_at = until) instead of retrying what cannot go yet.
-func (r UploadBatchReport) Blocked() (until time.Time, all bool) {
+// Blocked reports the earliest time the work a report leaves blocked may
+// go on (zero when none is), and whether the call ends for it rather than
+// retry: the call waited for other runs' batches until its deadline
+// (Held), or all of the flight's pending work waits (every pending tile is
+// in a batch waiting for the provider's advised time, or was left for its
+// bad cached blob). Such a run ends (exit 3, next_retry_at = until)
+// instead of retrying what cannot go yet.
+func (r UploadBatchReport) Blocked() (until time.Time, stop bool) {
 	tiles := 0
 	for _, w := range r.Waiting {
 		tiles += w.Tiles
 		if until.IsZero() || w.Until.Before(until) {
 			until = w.Until
 		}
+	}
+	if h := r.Held; h != nil && h.Tiles > 0 {
+		if until.IsZero() || h.Until.Before(until) {
+			until = h.Until
+		}
+		return until, true
 	}
 	return until, tiles > 0 && r.Pending > 0 && r.Pending <= tiles+r.LocalFailed
 }
@@ -145,6 +155,10 @@ type dueBatches struct {
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	errs error
+	// held are the op IDs of the batches it holds: waiting on a goroutine
+	// of their own, or left for a later run. A later pass of the call
+	// (after a wait for other runs) does not adopt them again.
+	held map[string]bool
 }
 
 func newDueBatches(ctx context.Context, u *HTTPTileUploader, flightID string, t *tally, concurrency int) *dueBatches {
@@ -154,13 +168,38 @@ func newDueBatches(ctx context.Context, u *HTTPTileUploader, flightID string, t 
 // hold takes a batch that waits for its not-before, left from now: it is
 // announced, then waited for within the deadline or left for a later run.
 func (d *dueBatches) hold(w Wait, left time.Duration) {
+	d.mu.Lock()
+	if d.held == nil {
+		d.held = map[string]bool{}
+	}
+	d.held[w.OpID] = true
+	d.mu.Unlock()
 	w.PastDeadline = !d.u.fitsDeadline(d.ctx, left)
 	d.u.announce(d.ctx, w)
 	if w.PastDeadline {
 		d.t.waiting(w)
 		return
 	}
-	d.wg.Go(func() { d.settleWhenDue(w, left) })
+	d.wg.Go(func() {
+		d.settleWhenDue(w, left)
+		if !d.t.leftWaiting(w.OpID) {
+			// Settled, failed, or left open for another reason: a later
+			// pass may adopt it again.
+			d.mu.Lock()
+			delete(d.held, w.OpID)
+			d.mu.Unlock()
+		}
+	})
+}
+
+// notHeld returns the batches of open that d does not hold.
+func (d *dueBatches) notHeld(open []tilestore.Batch) []tilestore.Batch {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.held) == 0 {
+		return open
+	}
+	return slices.DeleteFunc(slices.Clone(open), func(b tilestore.Batch) bool { return d.held[b.OpID] })
 }
 
 // holdAdopted holds the adopted batches splitWaiting set apart; read is

@@ -25,8 +25,9 @@ type FlightRun struct {
 	Duration                                    time.Duration
 	Finished                                    time.Time
 	Success                                     bool
-	// Pending is the flight's tiles still pending after the run; nil when
-	// the run could not count them, which leaves the flight without a
+	// Pending is the flight's tiles still pending after the run, those in
+	// other runs' open batches included; nil when the run could not count
+	// them, which leaves the flight without a
 	// tilectl_upload_pending_tiles sample (absent, not 0 or NaN).
 	Pending *int
 	// NextRetryAt is when a later run may go on with what this one left
@@ -68,7 +69,7 @@ func newFlightSeries(reg *prometheus.Registry) flightSeries {
 			Name: "tilectl_last_run_success", Help: "1 when the flight's last run uploaded everything, else 0.",
 		}, []string{"flight"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tilectl_upload_pending_tiles", Help: "Tiles of the flight still pending after its last run; absent when that run could not count them.",
+			Name: "tilectl_upload_pending_tiles", Help: "Tiles of the flight still pending after its last run, those in other runs' open batches included; absent when that run could not count them.",
 		}, []string{"flight"}),
 		nextRetry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tilectl_upload_next_retry_timestamp_seconds",

@@ -14,7 +14,7 @@ const (
 	OK          = 0 // success
 	Failure     = 1 // any other failure
 	Usage       = 2 // bad command line or configuration
-	Partial     = 3 // the run finished but tiles are still pending or were given up
+	Partial     = 3 // the run finished but tiles are still pending (other runs' open batches included) or were given up
 	NotOnGround = 4 // the flight is not on_ground (uploader.ErrFlightNotOnGround)
 	// 5 is no longer used: it was "another run holds the flight", before
 	// concurrent runs shared a flight (batch claims with leases).

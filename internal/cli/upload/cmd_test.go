@@ -254,3 +254,27 @@ func TestProgressShowsATotalNotYetCountedAsUnknownNotZero(t *testing.T) {
 		t.Errorf("progress log before the count %s, want null totals", out)
 	}
 }
+
+func TestProgressShowsWhoseBatchesTheRunWaitsForAndUntilWhen(t *testing.T) {
+	var errOut bytes.Buffer
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.Local)
+	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 300 }), false, zerolog.Nop(),
+		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+		metricsfile.New(), func() time.Time { return now })
+	until := time.Date(2026, 11, 22, 21, 4, 5, 0, time.Local)
+	p.holding(uploader.Held{Tiles: 120, Until: until, Holders: []uploader.Holder{
+		{RunID: "3f9c", Host: "ground-1", PID: 4242, Tiles: 100, LeaseEnds: until},
+		{RunID: "77aa", Host: "ground-2", PID: 17, Tiles: 20, LeaseEnds: until.Add(time.Minute)}}})
+	want := "waiting for 120 tiles held by run 3f9c (ground-1, pid 4242) until 21:04:05 and 1 other run"
+	if got := p.line(); !strings.Contains(got, want) {
+		t.Errorf("status %q, want %q", got, want)
+	}
+	if !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr %q: the wait was not drawn when it began", errOut.String())
+	}
+	p.holding(uploader.Held{})
+	if got := p.line(); !strings.Contains(got, "uploading") {
+		t.Errorf("status %q, want uploading once the wait ended", got)
+	}
+	p.finish()
+}

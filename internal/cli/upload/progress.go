@@ -48,6 +48,9 @@ type progress struct {
 	settling string
 	// interrupt, once a signal came, shows over every other state.
 	interrupt atomic.Pointer[interruptState]
+	// waitingFor is "waiting for N tiles held by run ..." while the run
+	// waits for other runs' batches (uploader.Held); "" otherwise.
+	waitingFor string
 
 	status *iostreams.StatusLine // nil off a terminal
 	log    zerolog.Logger
@@ -144,6 +147,8 @@ func (p *progress) stateText() string {
 		return p.dynamic()
 	case p.state == "" && p.settling != "":
 		return p.settling
+	case p.state == "" && p.waitingFor != "":
+		return p.waitingFor
 	case p.state == "":
 		return "uploading"
 	case p.until.IsZero():
@@ -269,6 +274,20 @@ func (p *progress) wait(w uploader.Wait) {
 		return
 	}
 	p.setState(fmt.Sprintf("waiting %%s for %d tiles until %s as the provider advised", w.Tiles, until), w.Until)
+}
+
+// holding is the uploader's Request.Holding: the status line shows whose
+// batches the run waits for and until when; the uploader logs the start
+// of the wait itself.
+func (p *progress) holding(b uploader.Held) {
+	text := ""
+	if b.Tiles > 0 {
+		text = "waiting for " + b.String()
+	}
+	p.mu.Lock()
+	p.waitingFor = text
+	p.mu.Unlock()
+	p.redraw()
 }
 
 // breaker renders the circuit breaker's state changes.

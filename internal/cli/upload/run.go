@@ -45,6 +45,8 @@ type run struct {
 	progress  atomic.Pointer[progress] // the flight being uploaded, for breaker events
 	history   []tilestore.UploadRun    // the run-history rows this run started
 	reported  bool                     // the summary was printed
+	locks     tilestore.RunLocks       // the machine's run locks (cache_dir/runs)
+	lock      *tilestore.RunLock       // this run's, held for its whole life; nil in a dry run
 }
 
 // uploadRun runs the command. Whatever ends it, -o json prints exactly one
@@ -97,6 +99,7 @@ func (r *run) upload(ctx context.Context) error {
 	if err := r.wire(ctx); err != nil {
 		return err
 	}
+	defer r.releaseLock(ctx)
 	if r.rec != nil {
 		defer func() {
 			if err := r.rec.Close(); err != nil {
@@ -173,6 +176,7 @@ func (r *run) wire(ctx context.Context) error {
 	// Every batch this run claims names it (host, pid, run ID) and carries
 	// a lease it renews while it works.
 	r.store = store.ForRun(tilestore.Run{ID: r.opts.RunID, Lease: r.cfg.Upload.Lease})
+	r.locks = tilestore.NewRunLocks(r.cfg.CacheDir)
 	blobs, err := tilestore.NewBlobStore(r.cfg.CacheDir)
 	if err != nil {
 		return fmt.Errorf("open the blob cache %s: %w", r.cfg.CacheDir, err)
@@ -193,6 +197,7 @@ func (r *run) wire(ctx context.Context) error {
 		ResendBudget: float64(offIfZero(r.cfg.Upload.ResendBudget)),
 		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
 		ClientID:     r.cfg.Upload.ClientID,
+		Liveness:     r.locks,
 	})
 	if err != nil {
 		return exitcode.UsageError(err)
@@ -218,7 +223,49 @@ func (r *run) wire(ctx context.Context) error {
 		}
 		r.rec = rec
 	}
+	if !r.opts.DryRun {
+		r.holdLock()
+	}
 	return nil
+}
+
+// holdLock takes this run's lock file before it claims any batch and
+// holds it for the run's life: another run on this machine that can take
+// it knows this run is gone and adopts its batches at once. Without it
+// (an unwritable cache dir, say) the run still works; others then wait
+// for its leases if it dies.
+func (r *run) holdLock() {
+	lock, err := r.locks.Hold(r.store.Run().ID)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("cannot hold this run's lock file; if this run dies, its batches wait for their leases to end")
+		return
+	}
+	r.lock = lock
+}
+
+// releaseLock removes this run's lock file, and those of runs that ended
+// without removing theirs (their locks are free) and hold no open batch:
+// a dead run's file is kept while its batches wait for a run to adopt them.
+func (r *run) releaseLock(ctx context.Context) {
+	if r.lock == nil {
+		return
+	}
+	if err := r.lock.Release(); err != nil {
+		r.log.Warn().Err(err).Msg("remove this run's lock file")
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	ls, err := r.store.Leases(ctx, "")
+	if err != nil {
+		return // stale lock files are harmless; pruning waits for a run that can tell which
+	}
+	holding := map[string]bool{}
+	for _, l := range ls {
+		holding[l.RunID] = true
+	}
+	if _, err := r.locks.Prune(func(id string) bool { return holding[id] }); err != nil {
+		r.log.Warn().Err(err).Msg("remove the lock files of ended runs")
+	}
 }
 
 // offIfZero maps a configuration's 0 ("none") to the uploader's negative
@@ -327,7 +374,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
-		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle, Waiting: p.wait}
+		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle,
+		Waiting: p.wait, Holding: p.holding}
 	// A run must not send a tile that the next count gives up: without the
 	// decorator nothing counts in this run, and with it another run sharing
 	// the flight may have recorded a rejection this run has not counted.
@@ -360,7 +408,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		// Once the database is gone, every read below fails the same way:
 		// the run's error says so once, not each of them again.
 		quiet := databaseLost(err)
-		held, until, herr := r.heldByOthers(cctx, id)
+		held, _, herr := uploader.HeldWork(cctx, r.store, r.locks, r.store.Run(), id)
 		if n, gerr := r.rejectedNowGivenUp(cctx, rep); gerr == nil {
 			rep.GivenUp = max(rep.GivenUp, n)
 		} else if !quiet {
@@ -383,7 +431,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
 			Resends: rep.Resends, ResendsRefused: rep.ResendsRefused, BreakerOpenings: rep.BreakerOpenings})
 		fs := flightSummary(rep, pending, pendingBytes, err, r.opts.DryRun)
-		fs.HeldByOtherRuns, fs.HeldUntil = held, until
+		fs.holdBy(held)
 		fs.GiveUpsAwaitingReview = awaiting
 		return fs, err
 	}
@@ -414,27 +462,6 @@ func (r *run) rejectedNowGivenUp(ctx context.Context, rep uploader.UploadBatchRe
 		}
 	}
 	return n, nil
-}
-
-// heldByOthers counts the flight's tiles in open batches of other live runs
-// and when the last of their leases ends (nil when none).
-func (r *run) heldByOthers(ctx context.Context, flightID string) (int, *time.Time, error) {
-	ls, err := r.store.Leases(ctx, flightID)
-	if err != nil {
-		return 0, nil, err
-	}
-	var n int
-	var until *time.Time
-	for _, l := range ls {
-		if l.RunID == r.store.Run().ID || l.Expired || l.ExpiresAt == nil {
-			continue
-		}
-		n += l.Tiles
-		if until == nil || l.ExpiresAt.After(*until) {
-			until = l.ExpiresAt
-		}
-	}
-	return n, until, nil
 }
 
 // finish decides the outcome and exit code, writes the metrics file and

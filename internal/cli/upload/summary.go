@@ -37,10 +37,15 @@ import (
 //	batches, bytes      batches answered and bytes sent (dry run: would send)
 //	resends, replayed, timeouts
 //	                    transport resends, replayed answers, timed-out attempts
-//	held_by_other_runs  (per flight) tiles in open batches of other runs whose
-//	                    lease has not ended: theirs to finish, not pending here
+//	held_by_other_runs  (per flight) tiles in open batches of other live runs
+//	                    as the run ended (the run's deadline came while it
+//	                    waited for them): still pending, and counted in
+//	                    still_pending
 //	held_until          (per flight) when the last of those leases ends, or
-//	                    null; if that run died, a run after it finishes them
+//	                    null
+//	held_by             (per flight) those runs, each with run_id, host, pid,
+//	                    tiles and lease_ends (RFC 3339); [] when none.
+//	                    next_retry_at is then the earliest lease_ends
 //	local_failed        tiles not sent because their cached blob is missing,
 //	                    unreadable, of the wrong size or sha256: still
 //	                    pending, no attempt counted (dry run: missing or
@@ -173,12 +178,13 @@ type FlightSummary struct {
 	FlightID string `json:"flight_id"`
 	Outcome  string `json:"outcome"`
 	Counts
-	HeldByOtherRuns int        `json:"held_by_other_runs"`
-	HeldUntil       *time.Time `json:"held_until"`
-	NextRetryAt     *time.Time `json:"next_retry_at"`
-	Error           *string    `json:"error"`
-	Started         time.Time  `json:"started"`
-	Finished        time.Time  `json:"finished"`
+	HeldByOtherRuns int               `json:"held_by_other_runs"`
+	HeldUntil       *time.Time        `json:"held_until"`
+	HeldBy          []uploader.Holder `json:"held_by"`
+	NextRetryAt     *time.Time        `json:"next_retry_at"`
+	Error           *string           `json:"error"`
+	Started         time.Time         `json:"started"`
+	Finished        time.Time         `json:"finished"`
 	// ElapsedSeconds is Finished - Started.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	// GiveUpsAwaitingReview is every tile of the flight in upload_giveup
@@ -206,6 +212,7 @@ func flightSummary(rep uploader.UploadBatchReport, pending *int, pendingBytes *i
 			Requests:    rep.Requests, FirstAttempts: rep.FirstAttempts, ResendsRefused: rep.ResendsRefused,
 			BreakerOpenings: rep.BreakerOpenings,
 		},
+		HeldBy:      []uploader.Holder{},
 		NextRetryAt: rep.NextRetryAt,
 		Started:     rep.Started,
 		Finished:    rep.Finished,
@@ -231,6 +238,29 @@ func flightSummary(rep uploader.UploadBatchReport, pending *int, pendingBytes *i
 		fs.Outcome = string(uploader.OutcomeSuccess)
 	}
 	return fs
+}
+
+// holdBy records the runs that still held some of the flight's tiles as
+// the run ended: they are pending (b's tiles are in StillPending), and the
+// next run may take them over no sooner than the first lease ends.
+func (f *FlightSummary) holdBy(b uploader.Held) {
+	if b.Tiles == 0 {
+		return
+	}
+	f.HeldByOtherRuns, f.HeldBy = b.Tiles, b.Holders
+	for _, h := range b.Holders {
+		if f.HeldUntil == nil || h.LeaseEnds.After(*f.HeldUntil) {
+			until := h.LeaseEnds
+			f.HeldUntil = &until
+		}
+	}
+	if f.NextRetryAt == nil {
+		until := b.Until
+		f.NextRetryAt = &until
+	}
+	if f.Outcome == string(uploader.OutcomeSuccess) {
+		f.Outcome = string(uploader.OutcomePartial)
+	}
 }
 
 func (s *Summary) writeJSON(w io.Writer) error {
@@ -276,6 +306,10 @@ func (s *Summary) writeText(w io.Writer) error {
 			p("  %s review (%d from earlier runs)\n", iostreams.Count(*f.GiveUpsAwaitingReview,
 				"given-up tile of this flight awaits", "given-up tiles of this flight await"), earlier)
 		}
+		for _, h := range f.HeldBy {
+			p("  %s held by run %s (%s, pid %d), whose lease ends %s: still pending until it settles them\n",
+				iostreams.Count(h.Tiles, "tile is", "tiles are"), h.RunID, h.Host, h.PID, h.LeaseEnds.UTC().Format(time.RFC3339))
+		}
 		// The run's own error is printed once, on stderr, as the command
 		// ends; a flight's other error is printed here.
 		if f.Error != nil && (s.Error == nil || *f.Error != *s.Error) {
@@ -283,10 +317,6 @@ func (s *Summary) writeText(w io.Writer) error {
 		}
 		if next := nextStep(s, f); next != "" {
 			p("  next: %s\n", next)
-		}
-		if f.HeldByOtherRuns > 0 && f.HeldUntil != nil {
-			p("  %s in batches of other runs (see 'tilectl status'); if those runs died, a run after %s finishes them\n",
-				iostreams.Count(f.HeldByOtherRuns, "tile is", "tiles are"), f.HeldUntil.UTC().Format(time.RFC3339))
 		}
 	}
 	if len(s.Flights) == 0 {

@@ -141,7 +141,7 @@ func TestAirborneFlightExitsFour(t *testing.T) {
 	}
 }
 
-func TestASecondRunSharesTheFlightAndSaysWhenTheOtherRunsLeaseEnds(t *testing.T) {
+func TestARunWaitsForAnotherHostsLiveRunAndAtItsDeadlineExits3NamingIt(t *testing.T) {
 	r := newCmdRig(t)
 	ids := r.seed("F1", tilestore.FlightOnGround, 6)
 	// Another, live run (another machine) has claimed the first two tiles.
@@ -154,18 +154,42 @@ func TestASecondRunSharesTheFlightAndSaysWhenTheOtherRunsLeaseEnds(t *testing.T)
 	if err != nil || len(claimed.Tiles) != 2 {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}
-	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
-	if res.code != exitcode.OK {
-		t.Fatalf("exit %d (%v), want 0: the other run's tiles are its own; stderr:\n%s", res.code, res.err, res.stderr)
+	metrics := filepath.Join(r.dir, "m.prom")
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID, o.Deadline, o.MetricsFile = "F1", time.Second, metrics },
+		"deadline", "metrics-file")
+	if res.code != exitcode.Partial {
+		t.Fatalf("exit %d (%v), want 3: the other run's tiles are still pending; stderr:\n%s", res.code, res.err, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "waiting for 2 tiles held by run run-on-hangar-7 (hangar-7, pid 4242) until ") {
+		t.Errorf("the wait was not announced:\n%s", res.stderr)
 	}
 	m := decodeSummary(t, res.stdout)
 	f := m["flights"].([]any)[0].(map[string]any)
-	if f["uploaded"] != 4.0 || f["still_pending"] != 0.0 || f["held_by_other_runs"] != 2.0 {
-		t.Errorf("flight summary %v, want 4 uploaded, 0 still pending, 2 held by other runs", f)
+	if f["uploaded"] != 4.0 || f["still_pending"] != 2.0 || f["held_by_other_runs"] != 2.0 || m["still_pending"] != 2.0 {
+		t.Errorf("summary %v, want 4 uploaded, 2 still pending, 2 held by other runs", m)
 	}
 	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(f["held_until"]))
 	if err != nil || time.Until(until) < 50*time.Minute {
 		t.Errorf("held_until %v (%v), want the other run's lease end, about an hour from now", f["held_until"], err)
+	}
+	if fmt.Sprint(m["next_retry_at"]) != fmt.Sprint(f["held_until"]) || fmt.Sprint(f["next_retry_at"]) != fmt.Sprint(f["held_until"]) {
+		t.Errorf("next_retry_at %v (flight %v), want the lease end %v", m["next_retry_at"], f["next_retry_at"], f["held_until"])
+	}
+	holders := f["held_by"].([]any)
+	if len(holders) != 1 {
+		t.Fatalf("held_by %v, want the other run", holders)
+	}
+	if h := holders[0].(map[string]any); h["run_id"] != "run-on-hangar-7" || h["host"] != "hangar-7" || h["pid"] != 4242.0 || h["tiles"] != 2.0 {
+		t.Errorf("held_by %v, want run-on-hangar-7 on hangar-7, pid 4242, 2 tiles", h)
+	}
+	prom, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`tilectl_upload_pending_tiles{flight="F1"} 2`, `tilectl_last_run_success{flight="F1"} 0`} {
+		if !strings.Contains(string(prom), want) {
+			t.Errorf("metrics file lacks %s:\n%s", want, prom)
+		}
 	}
 	for _, id := range ids[:2] {
 		if got := r.status(id); got != "pending" {

@@ -1,0 +1,188 @@
+package uploader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// This file decides which of a flight's remaining work other runs hold,
+// by whom and until when (tiles in other runs' open batches, while those
+// runs are alive or their leases last), and waits for it. Whether a call
+// ends for it is UploadBatchReport.Blocked's decision (wait.go).
+
+// holdPoll is how often a run waiting for other runs' batches looks again:
+// a holder settles its batches without telling anyone.
+const holdPoll = time.Second
+
+// RunLiveness proves, on this machine, whether another run is alive.
+// *tilestore.RunLocks implements it (a per-run flock).
+type RunLiveness interface {
+	State(runID string) (tilestore.RunState, error)
+}
+
+// LeaseLister lists who holds a flight's open batches. *tilestore.Store
+// implements it.
+type LeaseLister interface {
+	Leases(ctx context.Context, flightID string) ([]tilestore.Lease, error)
+}
+
+// Holder is another run holding open batches of the flight: their tiles
+// are its to send while it lives and its lease lasts.
+type Holder struct {
+	RunID     string    `json:"run_id"`
+	Host      string    `json:"host"`
+	PID       int       `json:"pid"`
+	Tiles     int       `json:"tiles"`
+	LeaseEnds time.Time `json:"lease_ends"`
+}
+
+// Held is the part of a flight's remaining work this run may not do
+// now, and who holds it.
+type Held struct {
+	Tiles   int      // tiles in the holders' open batches
+	Holders []Holder // by lease end, earliest first
+	// Until is the earliest lease end: the first time some of the work may
+	// become this run's (sooner if a holder on this machine dies).
+	Until time.Time
+}
+
+// String names the work and its first holder, for the status line and
+// the log: "120 tiles held by run 3f9c... (ground-1, pid 4242) until
+// 21:04:05" (local time), with "and N other runs" when there are more.
+func (b Held) String() string {
+	if len(b.Holders) == 0 {
+		return fmt.Sprintf("%d tiles held by other runs", b.Tiles)
+	}
+	h := b.Holders[0]
+	s := fmt.Sprintf("%d tiles held by run %s (%s, pid %d) until %s", b.Tiles, h.RunID, h.Host, h.PID,
+		b.Until.Local().Format("15:04:05"))
+	switch n := len(b.Holders) - 1; {
+	case n == 1:
+		s += " and 1 other run"
+	case n > 1:
+		s += fmt.Sprintf(" and %d other runs", n)
+	}
+	return s
+}
+
+// holding is one look at who holds a flight's open batches.
+type holding struct {
+	Held
+	dead      []string // holders of this machine proven dead: adoptable now
+	adoptable bool     // some open batch is not held by a live run (dead, lease ended, or none)
+}
+
+// HeldWork reads who holds the flight's open batches besides run self:
+// live holders (their work is Held), and the runs self may take over
+// now (dead: runs of self's host whose lock liveness finds free).
+// liveness may be nil: then only leases decide.
+func HeldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, self tilestore.Run, flightID string) (Held, []string, error) {
+	h, err := heldWork(ctx, leases, liveness, self, flightID)
+	return h.Held, h.dead, err
+}
+
+func heldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, self tilestore.Run, flightID string) (holding, error) {
+	ls, err := leases.Leases(ctx, flightID)
+	if err != nil {
+		return holding{}, fmt.Errorf("list who holds the open batches of flight %s: %w", flightID, err)
+	}
+	var h holding
+	for _, l := range ls {
+		if l.RunID == self.ID {
+			continue
+		}
+		if l.RunID == "" || l.Expired || l.ExpiresAt == nil {
+			h.adoptable = true
+			continue
+		}
+		if liveness != nil && l.Host == self.Host {
+			// A run of this machine: its lock proves it alive or dead at
+			// once; without a lock file nothing is proven and its lease
+			// decides.
+			st, err := liveness.State(l.RunID)
+			if err != nil {
+				return holding{}, fmt.Errorf("check whether run %s (pid %d) is alive: %w", l.RunID, l.PID, err)
+			}
+			if st == tilestore.RunDead {
+				h.dead = append(h.dead, l.RunID)
+				h.adoptable = true
+				continue
+			}
+		}
+		h.Tiles += l.Tiles
+		h.Holders = append(h.Holders, Holder{RunID: l.RunID, Host: l.Host, PID: l.PID, Tiles: l.Tiles, LeaseEnds: *l.ExpiresAt})
+	}
+	slices.SortStableFunc(h.Holders, func(a, b Holder) int { return a.LeaseEnds.Compare(b.LeaseEnds) })
+	if len(h.Holders) > 0 {
+		h.Until = h.Holders[0].LeaseEnds
+	}
+	return h, nil
+}
+
+// waitForHolders is called after a pass that sent everything this run
+// could claim. While other runs hold some of the flight's work it waits
+// (announced in the log when the call's first wait starts: *announced),
+// and returns (with the dead runs to adopt) as soon as some of that work
+// may be this run's: a holder of this machine died, a lease ended, or a
+// holder's batches settled (its tiles may be pending again). done is true
+// when nobody holds anything, or when the run's deadline came first (then
+// t records what blocks). last is what the previous look saw.
+func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *tally, last *holding, announced *bool) (dead []string, done bool, err error) {
+	// Right after a pass, what is adoptable was just tried: look again
+	// after a pause, not at once.
+	justPassed, waiting := true, false
+	defer func() {
+		if waiting && req.Holding != nil {
+			req.Holding(Held{})
+		}
+	}()
+	for {
+		h, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), req.FlightID)
+		if err != nil {
+			return nil, false, err
+		}
+		switch {
+		case h.Tiles == 0 && !h.adoptable:
+			return nil, true, nil
+		case len(h.dead) > 0 && !slices.Equal(h.dead, last.dead):
+			*last = h
+			return h.dead, false, nil
+		case !justPassed && (h.adoptable || h.Tiles != last.Tiles):
+			*last = h
+			return h.dead, false, nil
+		}
+		*last, justPassed = h, false
+		if h.Tiles > 0 {
+			waiting = true
+			if !*announced {
+				*announced = true
+				u.log.Info().Str("flight_id", req.FlightID).Int("tiles", h.Tiles).Int("holders", len(h.Holders)).
+					Str("run_id", h.Holders[0].RunID).Str("host", h.Holders[0].Host).Int("pid", h.Holders[0].PID).
+					Time("lease_ends", h.Until).Msg("waiting for " + h.Held.String())
+			}
+			if req.Holding != nil {
+				req.Holding(h.Held)
+			}
+		}
+		pause := holdPoll
+		if h.Tiles > 0 {
+			pause = min(pause, max(h.Until.Sub(u.now()), 10*time.Millisecond))
+		}
+		if dl, ok := ctx.Deadline(); ok && !dl.After(u.now()) {
+			t.setHeld(&h.Held) // the deadline came: the report says what other runs hold
+			return nil, true, nil
+		}
+		if err := u.sleep(ctx, pause); err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				t.setHeld(&h.Held)
+				return nil, true, nil
+			}
+			return nil, false, err
+		}
+	}
+}
