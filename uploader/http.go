@@ -199,7 +199,7 @@ type HTTPTileUploader struct {
 	// lookup, or GET /v1/operations/{op_id}, with a 404 the contract does
 	// not give that route: the run has said so (unrouted).
 	noLookups, noOperations atomic.Bool
-	liveness RunLiveness // HTTPOptions.Liveness; nil: leases decide
+	liveness                RunLiveness // HTTPOptions.Liveness; nil: leases decide
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)

@@ -168,7 +168,7 @@ type UploadBatchReport struct {
 	NextRetryAt *time.Time `json:"next_retry_at,omitempty"`
 	// Waiting lists the batches left open for the provider's advised time,
 	// which comes after the call's deadline, earliest first.
-	Waiting    []Wait          `json:"waiting,omitempty"`
+	Waiting []Wait `json:"waiting,omitempty"`
 	// Held is the remaining work other runs still held when the run's
 	// deadline ended its wait for it (their tiles are in Pending); nil when
 	// the run waited for none or saw it through.
