@@ -295,3 +295,43 @@ func TestAdviceBeyondTheCapWaitsApartWithinTheDeadline(t *testing.T) {
 		t.Fatal("the other batches waited for the advised one: claims of other tiles must go on meanwhile")
 	}
 }
+
+func TestAdviceOnTheLastResendWaitsApartInsteadOfFailingTheRun(t *testing.T) {
+	t.Parallel()
+	const resends = 2
+	var mu sync.Mutex
+	order := map[string]int{} // key -> the order its first request came in
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		mu.Lock()
+		if _, ok := order[b.Key]; !ok {
+			order[b.Key] = len(order)
+		}
+		n := order[b.Key]
+		mu.Unlock()
+		switch {
+		case n == 0 && b.Attempt <= resends+1: // every attempt of one exchange is told to wait
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 1 second", nil, nil)
+		case n == 1 && b.Attempt == 1: // another batch's wait, within the deadline
+			w.Header().Set("Retry-After", "2")
+			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 2 seconds", nil, nil)
+		default:
+			answerAll(w, b, "accepted")
+		}
+	})
+	c := providertest.NewClient(t, "fr")
+	c.AddTiles(t, "fr", 12, 1024, 61)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxResends = nil, resends })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fr", Concurrency: 3})
+	if err != nil {
+		t.Fatalf("err = %v; a batch still told to wait when its resends run out waits apart, it does not fail the run", err)
+	}
+	if rep.Accepted != 12 || rep.Pending != 0 || rep.NextRetryAt != nil {
+		t.Fatalf("report %+v; want all 12 tiles uploaded in the run, the other batch's wait kept", rep)
+	}
+	if got := c.Counts(t, "fr")[tilestore.StatusUploaded]; got != 12 {
+		t.Fatalf("uploaded = %d, want 12", got)
+	}
+}
