@@ -228,7 +228,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
 		return true, nil
 	}
-	if err != nil && !leftOpen(err) {
+	if err != nil && !leftOpen(err) && !errors.Is(err, errSettledElsewhere) {
 		return false, err
 	}
 	// A batch left open (or waiting for the provider's advised time) stays

@@ -31,11 +31,16 @@ import (
 // already holds is left to it. settling, if not nil, is told when settling
 // starts and when it is done.
 func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead []string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
+	// Which batches due holds is read before the adoption: a batch due
+	// lets go has its settlement or failure committed before it leaves
+	// held, so one read after the adoption could be a stale open row of a
+	// batch due finished meanwhile.
+	held := due.heldNow()
 	adopted, err := u.store.AdoptOpenBatches(ctx, flightID, dead)
 	if err != nil {
 		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
-	open, waiting := splitWaiting(due.notHeld(adopted))
+	open, waiting := splitWaiting(notIn(adopted, held))
 	due.holdAdopted(waiting, u.now())
 	if len(open) == 0 {
 		return 0, nil
@@ -78,6 +83,8 @@ func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b
 		switch {
 		case errors.Is(err, errWaiting):
 			return err
+		case errors.Is(err, errSettledElsewhere):
+			return nil // whoever settled or failed it counted it
 		case errors.Is(err, errBatchFailed):
 			// An earlier run's key that can no longer be used (expired
 			// after a long outage, say) must not end this run: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -192,14 +193,19 @@ func (d *dueBatches) hold(w Wait, left time.Duration) {
 	})
 }
 
-// notHeld returns the batches of open that d does not hold.
-func (d *dueBatches) notHeld(open []tilestore.Batch) []tilestore.Batch {
+// heldNow returns a copy of the op IDs d holds now.
+func (d *dueBatches) heldNow() map[string]bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.held) == 0 {
+	return maps.Clone(d.held)
+}
+
+// notIn returns the batches of open whose op IDs are not in ids.
+func notIn(open []tilestore.Batch, ids map[string]bool) []tilestore.Batch {
+	if len(ids) == 0 {
 		return open
 	}
-	return slices.DeleteFunc(slices.Clone(open), func(b tilestore.Batch) bool { return d.held[b.OpID] })
+	return slices.DeleteFunc(slices.Clone(open), func(b tilestore.Batch) bool { return ids[b.OpID] })
 }
 
 // holdAdopted holds the adopted batches splitWaiting set apart; read is
