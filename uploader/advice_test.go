@@ -335,3 +335,46 @@ func TestAdviceOnTheLastResendWaitsApartInsteadOfFailingTheRun(t *testing.T) {
 		t.Fatalf("uploaded = %d, want 12", got)
 	}
 }
+
+func TestADueBatchCutOffByTheDeadlineStaysOpenWithoutFailingTheRun(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	first := ""
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		mu.Lock()
+		if first == "" {
+			first = b.Key
+		}
+		advised := b.Key == first
+		mu.Unlock()
+		switch {
+		case advised && b.Attempt == 1:
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 1 second", nil, nil)
+		case advised: // its resend gets no answer before the run's deadline
+			select {
+			case <-r.Context().Done():
+			case <-time.After(20 * time.Second):
+			}
+		default:
+			answerAll(w, b, "accepted")
+		}
+	})
+	c := providertest.NewClient(t, "fd")
+	c.AddTiles(t, "fd", 12, 1024, 62)
+	// A cap on one wait below the advice: the batch waits apart (due),
+	// not in its worker's exchange.
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxRetryDelay = nil, 500*time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fd", Concurrency: 3})
+	if err != nil {
+		t.Fatalf("err = %v; a batch the deadline cuts off on the wire stays open, it does not fail the run", err)
+	}
+	if rep.Accepted != 8 || rep.Pending != 4 {
+		t.Fatalf("report %+v; want the other 8 tiles uploaded and the cut-off batch's 4 pending", rep)
+	}
+	if open := openBatches(t, c, "fd"); len(open) != 1 || open[0].OpID != first {
+		t.Fatalf("open batches %+v, want the cut-off batch %s", open, first)
+	}
+}

@@ -228,7 +228,9 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 		}
 		open, err := d.u.store.OpenBatches(d.ctx, d.flightID)
 		if err != nil {
-			d.fail(fmt.Errorf("read batch %s after its advised wait: %w", w.OpID, err))
+			if !d.cutOff() {
+				d.fail(fmt.Errorf("read batch %s after its advised wait: %w", w.OpID, err))
+			}
 			return
 		}
 		i := slices.IndexFunc(open, func(b tilestore.Batch) bool { return b.OpID == w.OpID })
@@ -257,6 +259,8 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 		case errors.As(err, &we):
 			d.u.announce(d.ctx, we.w)
 			w, left = we.w, we.left
+		case err != nil && d.cutOff():
+			return // the call ended while it was on the wire: the batch stays open
 		case err != nil:
 			d.fail(err)
 			return
@@ -264,6 +268,18 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 			return
 		}
 	}
+}
+
+// cutOff reports whether the call's context has ended, or its deadline has
+// come by the uploader's clock (the request's own deadline, the same
+// instant, may fire first): what a batch's exchange ended with then is the
+// call's end, not a failure.
+func (d *dueBatches) cutOff() bool {
+	if d.ctx.Err() != nil {
+		return true
+	}
+	dl, ok := d.ctx.Deadline()
+	return ok && !d.u.now().Before(dl)
 }
 
 // settle settles b, with at most concurrency batches at once.
