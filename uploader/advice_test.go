@@ -378,3 +378,65 @@ func TestADueBatchCutOffByTheDeadlineStaysOpenWithoutFailingTheRun(t *testing.T)
 		t.Fatalf("open batches %+v, want the cut-off batch %s", open, first)
 	}
 }
+
+// failingOpenStore fails OpenBatches, which only a batch waiting for its
+// advised time reads, and records when.
+type failingOpenStore struct {
+	uploader.Store
+	mu     sync.Mutex
+	failed time.Time
+}
+
+var errOpenBatchesDown = errors.New("open batches: the database went away")
+
+func (s *failingOpenStore) OpenBatches(context.Context, string) ([]tilestore.Batch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed.IsZero() {
+		s.failed = time.Now()
+	}
+	return nil, errOpenBatchesDown
+}
+
+func TestAFailureOfADueBatchStopsTheRunPromptly(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	first := ""
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		mu.Lock()
+		if first == "" {
+			first = b.Key
+		}
+		advised := b.Key == first
+		mu.Unlock()
+		if advised {
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 1 second", nil, nil)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // a slow link: the workers have seconds of work left
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fp")
+	c.AddTiles(t, "fp", 160, 256, 63)
+	store := &failingOpenStore{Store: c.Store}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+		o.Sleep, o.MaxRetryDelay, o.Store = nil, 500*time.Millisecond, store
+	})
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fp", Concurrency: 1})
+	if !errors.Is(err, errOpenBatchesDown) {
+		t.Fatalf("err = %v; want the due batch's failure", err)
+	}
+	store.mu.Lock()
+	failed := store.failed
+	store.mu.Unlock()
+	late := 0
+	for _, b := range f.received() {
+		if b.Attempt == 1 && b.At.After(failed.Add(time.Second)) {
+			late++
+		}
+	}
+	if late > 0 {
+		t.Fatalf("%d new batches went out more than 1s after the due batch failed; a run-level failure stops claiming at once", late)
+	}
+}

@@ -152,6 +152,9 @@ type dueBatches struct {
 	flightID string
 	t        *tally
 	sem      chan struct{}
+	// stop, when set, ends the call's sending loop with a run-level
+	// failure of a batch it holds.
+	stop context.CancelCauseFunc
 
 	wg   sync.WaitGroup
 	mu   sync.Mutex
@@ -297,10 +300,14 @@ func (d *dueBatches) settle(b tilestore.Batch) error {
 	return d.u.settleAdopted(d.ctx, d.flightID, b, members, d.t)
 }
 
+// fail records a run-level failure and stops the call's loop at once.
 func (d *dueBatches) fail(err error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.errs = errors.Join(d.errs, err)
+	d.mu.Unlock()
+	if d.stop != nil {
+		d.stop(err)
+	}
 }
 
 // wait waits for every batch held to be settled or left, and returns what
