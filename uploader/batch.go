@@ -157,7 +157,9 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	}
 	if a.budgetSpent {
 		// Resending more would add to the load on a provider that is
-		// already failing; the next run settles the batch with its key.
+		// already failing; no later pass of this call sends it again, the
+		// next call (the retry decorator's, or the next run's) settles it
+		// with its key.
 		log.Info().Int("attempts", a.attempts).Msg("resend budget spent; batch left open for the next run")
 		return errLeftOpen
 	}
@@ -165,8 +167,9 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	if a.err == nil && ok2xx && (a.bodyErr != nil || !memo.accept(a.body)) {
 		// The provider ran the batch, but what it answered is lost: the
 		// outcome is unknown and the only safe retry is the same key, so
-		// the batch stays open and nothing is rejected. The next settling
-		// resends it under its key, or reads its operation state.
+		// the batch stays open and nothing is rejected. The next call's
+		// settling (not a later pass of this one) resends it under its
+		// key, or reads its operation state.
 		log.Warn().Int("status", a.status).Int("attempts", a.attempts).Err(a.bodyErr).
 			Msg("the provider's 2xx answer could not be read after every resend; the batch stays open for a resend under the same key")
 		return errLeftOpen

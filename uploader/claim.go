@@ -228,11 +228,15 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
 		return true, nil
 	}
-	if err != nil && !leftOpen(err) && !errors.Is(err, errSettledElsewhere) {
+	if errors.Is(err, errLeftOpen) {
+		// It stays this run's until the run ends, and no later pass of
+		// this call sends it again: the next call settles it first.
+		due.leave(c.Batch.OpID)
+		return true, nil
+	}
+	if err != nil && !errors.Is(err, errSettledElsewhere) {
 		return false, err
 	}
-	// A batch left open (or waiting for the provider's advised time) stays
-	// this run's until the run ends; the next run settles it first.
 	return true, nil
 }
 

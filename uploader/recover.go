@@ -62,6 +62,10 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead
 			due.hold(we.w, we.left)
 			continue
 		}
+		if errors.Is(err, errLeftOpen) {
+			due.leave(b.OpID)
+			continue
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -72,7 +76,8 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead
 // settleAdopted settles one open batch this run adopted: resent under its
 // key when its members still verify, else (or when it stays open) from
 // the provider's record of it. A batch the provider asks to wait is left
-// open with its journaled not-before, and its *waitingError returned.
+// open with its journaled not-before, and its *waitingError returned; one
+// whose outcome stays unknown is left open, and errUnsettled returned.
 func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
@@ -98,11 +103,9 @@ func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b
 		// The provider's record of the operation may settle it.
 		err = u.resolveByState(ctx, flightID, b, members, t)
 	}
-	if errors.Is(err, errUnsettled) {
-		// Its outcome is unknown: it stays open, its tiles in it (no
-		// claim takes them), for the next run to ask again.
-		err = nil
-	}
+	// errUnsettled: its outcome is unknown; it stays open, its tiles in it
+	// (no claim takes them). The caller leaves it out of this call's later
+	// passes (dueBatches.leave), so the next call asks again.
 	return err
 }
 

@@ -93,9 +93,6 @@ func (e *waitingError) Error() string {
 
 func (e *waitingError) Is(target error) bool { return target == errWaiting }
 
-// leftOpen reports whether err leaves a batch open without ending the run.
-func leftOpen(err error) bool { return errors.Is(err, errLeftOpen) || errors.Is(err, errWaiting) }
-
 // adviceDetail says what asked for a wait, for logs and the report.
 func adviceDetail(adv operation.Advice, journaled time.Duration) string {
 	s := fmt.Sprintf("%d %s asked for %s", adv.Status, adv.Code, adv.MinDelay.Round(time.Millisecond))
@@ -163,6 +160,10 @@ type dueBatches struct {
 	// of their own, or left for a later run. A later pass of the call
 	// (after a wait for other runs) does not adopt them again.
 	held map[string]bool
+	// left are the op IDs of the batches the call left open on purpose
+	// (resends or the resend budget spent, outcome unknown): a later pass
+	// of the call does not adopt them either; the next call settles them.
+	left map[string]bool
 }
 
 func newDueBatches(ctx context.Context, u *HTTPTileUploader, flightID string, t *tally, concurrency int) *dueBatches {
@@ -196,11 +197,27 @@ func (d *dueBatches) hold(w Wait, left time.Duration) {
 	})
 }
 
-// heldNow returns a copy of the op IDs d holds now.
+// leave records that the call left batch opID open for the next call.
+func (d *dueBatches) leave(opID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.left == nil {
+		d.left = map[string]bool{}
+	}
+	d.left[opID] = true
+}
+
+// heldNow returns the op IDs of the batches d holds now and of those the
+// call left open: the batches a pass of the call leaves alone.
 func (d *dueBatches) heldNow() map[string]bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return maps.Clone(d.held)
+	ids := maps.Clone(d.held)
+	if ids == nil {
+		ids = map[string]bool{}
+	}
+	maps.Copy(ids, d.left)
+	return ids
 }
 
 // notIn returns the batches of open whose op IDs are not in ids.
@@ -262,6 +279,9 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 		case errors.As(err, &we):
 			d.u.announce(d.ctx, we.w)
 			w, left = we.w, we.left
+		case errors.Is(err, errLeftOpen):
+			d.leave(w.OpID) // its outcome is unknown: the next call asks again
+			return
 		case err != nil && d.cutOff():
 			return // the call ended while it was on the wire: the batch stays open
 		case err != nil:

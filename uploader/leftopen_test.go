@@ -1,0 +1,67 @@
+package uploader_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// A batch the run leaves open on purpose (here: its 2xx cannot be read after
+// every resend) is not adopted and sent again by a later pass of the same
+// call, after the run waited for another run's batch: the next run settles
+// it.
+func TestABatchLeftOpenIsNotResentByALaterPassOfTheSameRun(t *testing.T) {
+	t.Parallel()
+	const resends = 1
+	c := providertest.NewClient(t, "fl")
+	c.AddTiles(t, "fl", 12, 512, 64)
+	// Another run, on another host, holds the first 4 tiles until its
+	// lease ends: this run waits for it, then adopts the batch in a later
+	// pass.
+	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Host: "elsewhere", PID: 7, Lease: 2 * time.Second})
+	held := operation.NewID()
+	if _, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "fl", Limit: 4, OpID: held,
+		Pick: pickAsUploader(held, "fl")}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	garbled := ""
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		mu.Lock()
+		if garbled == "" && b.Key != held {
+			garbled = b.Key
+		}
+		bad := b.Key == garbled
+		mu.Unlock()
+		if bad {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"op_id":`)) // cut off, every time
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxResends = nil, resends })
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fl", Concurrency: 1})
+	if err != nil {
+		t.Fatalf("UploadPendingTiles: %v", err)
+	}
+	attempts := map[string]int{}
+	for _, b := range f.received() {
+		attempts[b.Key]++
+	}
+	if attempts[held] != 1 {
+		t.Fatalf("the other run's batch went %d times, want once, adopted after its lease ended (report %+v)", attempts[held], rep)
+	}
+	if attempts[garbled] != resends+1 {
+		t.Fatalf("the batch left open went %d times, want %d: a later pass of the same run sent it again", attempts[garbled], resends+1)
+	}
+	if rep.Accepted != 8 || rep.Pending != 4 {
+		t.Fatalf("report %+v; want 8 accepted and the left-open batch's 4 pending", rep)
+	}
+}
