@@ -130,8 +130,9 @@ func heldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, sel
 // and returns (with the dead runs to adopt) as soon as some of that work
 // may be this run's: a holder of this machine died, a lease ended, or a
 // holder's batches settled (its tiles may be pending again). done is true
-// when nobody holds anything, or when the run's deadline came first (then
-// t records what blocks). last is what the previous look saw.
+// when nobody holds anything and nothing changed since the last pass, or
+// when the run's deadline came first (then t records what blocks). last is
+// what the previous look saw.
 func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *tally, last *holding, announced *bool) (dead []string, done bool, err error) {
 	// Right after a pass, what is adoptable was just tried: look again
 	// after a pause, not at once.
@@ -147,8 +148,14 @@ func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *t
 			return nil, false, err
 		}
 		switch {
+		case h.Tiles == 0 && !h.adoptable && last.Tiles == 0:
+			return nil, true, nil // nobody holds anything, nor did at the last look
 		case h.Tiles == 0 && !h.adoptable:
-			return nil, true, nil
+			// The last holders ended since the last look (maybe during
+			// the pass): one more pass sends what they left pending
+			// (rejected, or in a failed batch).
+			*last = h
+			return nil, false, nil
 		case len(h.dead) > 0 && !slices.Equal(h.dead, last.dead):
 			*last = h
 			return h.dead, false, nil

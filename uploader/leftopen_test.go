@@ -65,3 +65,40 @@ func TestABatchLeftOpenIsNotResentByALaterPassOfTheSameRun(t *testing.T) {
 		t.Fatalf("report %+v; want 8 accepted and the left-open batch's 4 pending", rep)
 	}
 }
+
+// When the last other run holding some of the flight ends and leaves tiles
+// pending (here: its batch failed), the waiting run does one more pass and
+// sends them, instead of ending with them pending.
+func TestARunSendsWhatTheLastHolderLeftPending(t *testing.T) {
+	t.Parallel()
+	c := providertest.NewClient(t, "fe")
+	c.AddTiles(t, "fe", 12, 512, 65)
+	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Host: "elsewhere", PID: 8, Lease: time.Minute})
+	held := operation.NewID()
+	if _, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "fe", Limit: 4, OpID: held,
+		Pick: pickAsUploader(held, "fe")}); err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep = nil })
+	var once sync.Once
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fe", Concurrency: 1,
+		Holding: func(h uploader.Held) {
+			if h.Tiles == 0 {
+				return
+			}
+			// The holder's batch fails while this run waits for it: its
+			// tiles are pending again, and nobody holds anything.
+			once.Do(func() {
+				if err := other.FailBatch(testCtx(t), held, 422, "the holder's key could not be used"); err != nil {
+					t.Errorf("fail the holder's batch: %v", err)
+				}
+			})
+		}})
+	if err != nil {
+		t.Fatalf("UploadPendingTiles: %v", err)
+	}
+	if rep.Pending != 0 || rep.Accepted != 12 {
+		t.Fatalf("report %+v; want all 12 accepted: the tiles the holder left pending are this run's to send", rep)
+	}
+}
