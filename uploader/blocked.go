@@ -75,12 +75,16 @@ type holding struct {
 	Held
 	dead      []string // holders of this machine proven dead: adoptable now
 	adoptable bool     // some open batch is not held by a live run (dead, lease ended, or none)
+	// unproven is the first liveness check that failed: that holder's
+	// lease decided instead.
+	unproven error
 }
 
 // HeldWork reads who holds the flight's open batches besides run self:
 // live holders (their work is Held), and the runs self may take over
 // now (dead: runs of self's host whose lock liveness finds free).
-// liveness may be nil: then only leases decide.
+// liveness may be nil: then only leases decide, as they do for a run
+// whose liveness check fails.
 func HeldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, self tilestore.Run, flightID string) (Held, []string, error) {
 	h, err := heldWork(ctx, leases, liveness, self, flightID)
 	return h.Held, h.dead, err
@@ -105,10 +109,13 @@ func heldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, sel
 			// once; without a lock file nothing is proven and its lease
 			// decides.
 			st, err := liveness.State(l.RunID)
-			if err != nil {
-				return holding{}, fmt.Errorf("check whether run %s (pid %d) is alive: %w", l.RunID, l.PID, err)
+			if err != nil && h.unproven == nil {
+				// Another user's lock file, a filesystem without flock:
+				// nothing is proven, and the lease decides, as for a run
+				// on another machine.
+				h.unproven = fmt.Errorf("check whether run %s (pid %d) is alive: %w", l.RunID, l.PID, err)
 			}
-			if st == tilestore.RunDead {
+			if err == nil && st == tilestore.RunDead {
 				h.dead = append(h.dead, l.RunID)
 				h.adoptable = true
 				continue
@@ -122,6 +129,17 @@ func heldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, sel
 		h.Until = h.Holders[0].LeaseEnds
 	}
 	return h, nil
+}
+
+// heldWork is heldWork for this run, saying once per uploader that a
+// liveness check failed.
+func (u *HTTPTileUploader) heldWork(ctx context.Context, flightID string) (holding, error) {
+	h, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), flightID)
+	if h.unproven != nil && u.livenessWarned.CompareAndSwap(false, true) {
+		u.log.Warn().Err(h.unproven).Str("flight_id", flightID).
+			Msg("cannot tell whether runs of this machine are alive; their leases decide when their batches may be taken over")
+	}
+	return h, err
 }
 
 // waitForHolders is called after a pass that sent everything this run
@@ -143,7 +161,7 @@ func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *t
 		}
 	}()
 	for {
-		h, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), req.FlightID)
+		h, err := u.heldWork(ctx, req.FlightID)
 		if err != nil {
 			return nil, false, err
 		}

@@ -1,6 +1,7 @@
 package uploader_test
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -100,5 +101,36 @@ func TestARunSendsWhatTheLastHolderLeftPending(t *testing.T) {
 	}
 	if rep.Pending != 0 || rep.Accepted != 12 {
 		t.Fatalf("report %+v; want all 12 accepted: the tiles the holder left pending are this run's to send", rep)
+	}
+}
+
+// brokenLiveness cannot tell whether any run is alive: a lock file of
+// another user's, a filesystem without flock.
+type brokenLiveness struct{}
+
+func (brokenLiveness) State(string) (tilestore.RunState, error) {
+	return tilestore.RunUnknown, errors.New("open run lock: permission denied")
+}
+
+// A liveness check that fails does not end the run: the holder's lease
+// decides, as for a run on another machine.
+func TestALivenessCheckThatFailsLeavesTheLeaseToDecide(t *testing.T) {
+	t.Parallel()
+	c := providertest.NewClient(t, "fv")
+	c.AddTiles(t, "fv", 8, 512, 66)
+	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Host: c.Store.Run().Host, PID: 9, Lease: time.Second})
+	held := operation.NewID()
+	if _, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "fv", Limit: 4, OpID: held,
+		Pick: pickAsUploader(held, "fv")}); err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.Liveness = nil, brokenLiveness{} })
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fv", Concurrency: 1})
+	if err != nil {
+		t.Fatalf("UploadPendingTiles: %v; a liveness check that fails must not end the run", err)
+	}
+	if rep.Pending != 0 || rep.Accepted != 8 {
+		t.Fatalf("report %+v; want all 8 accepted, the holder's batch adopted when its lease ended", rep)
 	}
 }

@@ -125,7 +125,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	defer warned.Wait()
 	// The runs holding the flight's open batches: a dead one's are adopted
 	// in the first pass, a live one's are waited for after it.
-	last, err := heldWork(lctx, u.store, u.liveness, u.store.Run(), req.FlightID)
+	last, err := u.heldWork(lctx, req.FlightID)
 	if err != nil {
 		return finishDue(err)
 	}
