@@ -309,8 +309,10 @@ func (e *LeaseLostError) Unwrap() error { return e.Err }
 // keepLeases renews this run's leases every third of a lease while the run
 // works. When renewal has failed for two thirds of a lease, it cancels the
 // returned context with a *LeaseLostError, before another run could take
-// the batches over. stop ends the renewal.
-func (u *HTTPTileUploader) keepLeases(ctx context.Context) (context.Context, func()) {
+// the batches over. stopRenewal ends the renewal alone (before the leases
+// are released); stop ends it too and cancels the context. Each may be
+// called more than once.
+func (u *HTTPTileUploader) keepLeases(ctx context.Context) (_ context.Context, stopRenewal, stop func()) {
 	lease := u.store.Run().Lease
 	if lease <= 0 {
 		lease = tilestore.DefaultLease
@@ -345,9 +347,12 @@ func (u *HTTPTileUploader) keepLeases(ctx context.Context) (context.Context, fun
 			}
 		}
 	}()
-	return lctx, func() {
+	stopRenewal = sync.OnceFunc(func() {
 		close(done)
 		<-finished
+	})
+	return lctx, stopRenewal, func() {
+		stopRenewal()
 		cancel(nil)
 	}
 }

@@ -1,9 +1,11 @@
 package uploader_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,5 +134,43 @@ func TestALivenessCheckThatFailsLeavesTheLeaseToDecide(t *testing.T) {
 	}
 	if rep.Pending != 0 || rep.Accepted != 8 {
 		t.Fatalf("report %+v; want all 8 accepted, the holder's batch adopted when its lease ended", rep)
+	}
+}
+
+// releaseWatch is a Store that notes lease renewals made after the run
+// released its leases; its release takes a while, as over a slow link.
+type releaseWatch struct {
+	uploader.Store
+	released, late atomic.Int32
+}
+
+func (s *releaseWatch) ReleaseLeases(ctx context.Context) error {
+	err := s.Store.ReleaseLeases(ctx)
+	s.released.Store(1)
+	time.Sleep(100 * time.Millisecond) // the window a renewal could land in
+	return err
+}
+
+func (s *releaseWatch) ExtendLeases(ctx context.Context) (int, error) {
+	if s.released.Load() == 1 {
+		s.late.Add(1)
+	}
+	return s.Store.ExtendLeases(ctx)
+}
+
+// A run stops renewing its leases before it releases them: a renewal after
+// the release would hold its open batches from other runs again.
+func TestARunRenewsNoLeaseAfterReleasingThem(t *testing.T) {
+	t.Parallel()
+	c := providertest.NewClient(t, "fx")
+	c.AddTiles(t, "fx", 4, 512, 67)
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	store := &releaseWatch{Store: c.Store.ForRun(tilestore.Run{Lease: 30 * time.Millisecond})}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+	if _, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fx"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.late.Load(); n > 0 {
+		t.Fatalf("%d lease renewal(s) after the run released its leases", n)
 	}
 }

@@ -27,6 +27,8 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	t.onWait = req.Waiting
 	ctx = withTally(ctx, t)
 	openings := u.breaker.openingsSoFar()
+	// stopRenewal ends the lease renewal (keepLeases) once it runs.
+	stopRenewal := func() {}
 	finish := func(err error) (UploadBatchReport, error) {
 		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := journalCtx(ctx)
@@ -39,7 +41,10 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		var ended sync.WaitGroup
 		if !req.DryRun {
 			// What this run leaves open is for the next run to settle, now,
-			// not when the lease would have run out.
+			// not when the lease would have run out. The renewal stops
+			// first: a renewal after the release would hold the batches
+			// from other runs again.
+			stopRenewal()
 			ended.Go(func() { rerr = u.store.ReleaseLeases(pctx) })
 			// Settlements commit without waiting for the disk; this durable
 			// write flushes them all before the run reports what it did.
@@ -96,7 +101,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			return finish(err)
 		}
 	}
-	ctx, stopLeases := u.keepLeases(ctx)
+	ctx, stopRenewal, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
 	// lctx is the sending loop's: a run-level failure of a waiting batch
 	// cancels it, which stops the claims, the passes and the wait for
