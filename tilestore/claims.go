@@ -487,8 +487,9 @@ type Lease struct {
 	Expired   bool       // by the database's clock: another run may settle them
 	// WaitingBatches and WaitingTiles are the part of Batches and Tiles
 	// whose provider-advised time (not_before) has not come by the
-	// database's clock: no run sends them before WaitingUntil, the latest
-	// of those times (nil when none waits).
+	// database's clock: no run sends them before it. WaitingUntil is the
+	// earliest of those times, when the first of them may go (nil when
+	// none waits).
 	WaitingBatches int
 	WaitingTiles   int
 	WaitingUntil   *time.Time
@@ -507,7 +508,7 @@ func (s *Store) Leases(ctx context.Context, flightID string) ([]Lease, error) {
 			coalesce(max(lease_expires_at) <= now(), true),
 			(count(*) FILTER (WHERE not_before > now()))::int,
 			coalesce(sum(cardinality(tile_ids)) FILTER (WHERE not_before > now()), 0)::int,
-			max(not_before) FILTER (WHERE not_before > now())
+			min(not_before) FILTER (WHERE not_before > now())
 		FROM upload_batches WHERE state = 'open' AND ($1 = '' OR flight_id = $1)
 		GROUP BY 1, 2, 3, 4 ORDER BY 1, 7 NULLS FIRST, 2`, flightID)
 	if err != nil {

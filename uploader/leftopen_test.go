@@ -174,3 +174,40 @@ func TestARunRenewsNoLeaseAfterReleasingThem(t *testing.T) {
 		t.Fatalf("%d lease renewal(s) after the run released its leases", n)
 	}
 }
+
+// Another live run's batch that the provider told to wait past this run's
+// deadline is not waited for: the run ends at once, reporting the held
+// tiles and when they may go on (exit 3), instead of waiting out its
+// deadline for work that cannot move before it.
+func TestARunDoesNotWaitForAnotherRunsBatchParkedPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	c := providertest.NewClient(t, "fw7")
+	c.AddTiles(t, "fw7", 8, 512, 68)
+	other := c.Store.ForRun(tilestore.Run{ID: "other-run", Host: "elsewhere", PID: 10, Lease: 30 * time.Second})
+	held := operation.NewID()
+	if _, err := other.ClaimBatch(testCtx(t), tilestore.Claim{FlightID: "fw7", Limit: 4, OpID: held,
+		Pick: pickAsUploader(held, "fw7")}); err != nil {
+		t.Fatal(err)
+	}
+	nb, err := other.DeferBatch(testCtx(t), held, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep = nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fw7"})
+	if err != nil {
+		t.Fatalf("UploadPendingTiles: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the run waited out its deadline for a batch that waits past it")
+	}
+	if rep.Accepted != 4 || rep.Held == nil || rep.Held.Tiles != 4 {
+		t.Fatalf("report %+v, held %+v; want its 4 tiles accepted and the other run's 4 reported held", rep, rep.Held)
+	}
+	if until, stop := rep.Blocked(); !stop || !until.Equal(nb) || rep.NextRetryAt == nil || !rep.NextRetryAt.Equal(nb) {
+		t.Fatalf("blocked until %v (stop %v), next_retry_at %v; want the held batch's not-before %v", until, stop, rep.NextRetryAt, nb)
+	}
+}
