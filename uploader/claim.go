@@ -125,12 +125,12 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	lookedUp, lookedUpAt := t.lookedUpIDs()
 	// The workers' claims take turns from reading the cursor to their
 	// pick: a claim that read the cursor while another's was between the
-	// two started where the other did and walked past every row it had
-	// locked (SKIP LOCKED visits each): BenchmarkJournalPerTile, 4
-	// workers, Postgres CPU 20-21 us per tile without turns, 17-19 with
-	// (511ddcb). The turn ends at the pick, before the journal's writes
-	// and the commit's wait for the disk. Other processes' claims still
-	// pass each other by SKIP LOCKED.
+	// two would start where the other did and walk past every row the
+	// other had locked (SKIP LOCKED still visits each), which costs the
+	// database time per tile (BenchmarkJournalPerTile measures it). The
+	// turn ends at the pick, before the journal's writes and the commit's
+	// wait for the disk. Other processes' claims still pass each other by
+	// SKIP LOCKED.
 	cur.turn.Lock()
 	endTurn := sync.OnceFunc(cur.turn.Unlock)
 	defer endTurn() // on every way out, a panic's included

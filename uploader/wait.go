@@ -138,8 +138,9 @@ func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
 
 // dueBatches are one call's open batches that wait for the provider's
 // advised time. One whose time comes before the call's deadline goes then,
-// on a goroutine of its own beside the workers (at most concurrency of
-// them sending at once), so that claims of other tiles never wait for it;
+// on a goroutine of its own beside the workers, so that claims of other
+// tiles never wait for it; at most concurrency of these go at once, a cap
+// of their own beside the workers' (a run may have both on the wire);
 // one whose time comes after it stays open, listed in the report's
 // Waiting. It lives for one UploadPendingTiles call and holds that call's
 // context, which ends its waits.
