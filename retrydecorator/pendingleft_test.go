@@ -16,25 +16,28 @@ import (
 
 // An inner call that ends with nothing rejected but with tiles it may send
 // still pending is partial, not success, so the decorator calls again.
-// Here another run's batch fails while this run's first batch is at the
-// provider: its tiles are free again but await a lookup, which only the
-// start of a call makes. The decorator's next call looks them up (the
-// provider does not hold them) and sends them.
+// Here another run claims new tiles and its batch fails while this run's
+// first batch is at the provider, so this call never saw them held: they
+// are free again but await a lookup, which only the start of a call (or a
+// pass after a wait for other runs) makes. The decorator's next call looks
+// them up (the provider does not hold them) and sends them.
 func TestACallThatLeavesSendableTilesPendingIsPartialSoTheDecoratorCallsAgain(t *testing.T) {
 	t.Parallel()
 	const fl = "fp"
 	c := providertest.NewClient(t, fl)
-	tiles := c.AddTiles(t, fl, 8, 256, 13)
+	c.AddTiles(t, fl, 4, 256, 13)
 	ctx := context.Background()
 	other := c.Store.ForRun(tilestore.Run{ID: "run-other", Lease: time.Hour})
-	claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4, OpID: "op-run-other", Pick: pickAll("op-run-other")})
-	if err != nil || len(claimed.Tiles) != 4 {
-		t.Fatalf("the other run's claim: %+v %v", claimed, err)
-	}
 	var failOther sync.Once
 	p := providertest.Start(t, func(cfg *provider.Config) {
 		cfg.BeforeRun = func(string) {
 			failOther.Do(func() {
+				c.AddTilesFrom(t, fl, 4, 4, 256, 14)
+				claimed, err := other.ClaimBatch(ctx, tilestore.Claim{FlightID: fl, Limit: 4, OpID: "op-run-other", Pick: pickAll("op-run-other")})
+				if err != nil || len(claimed.Tiles) != 4 {
+					t.Errorf("the other run's claim: %+v %v", claimed, err)
+					return
+				}
 				if err := other.FailBatch(ctx, claimed.Batch.OpID, 422, "IDEMPOTENCY_EXPIRED"); err != nil {
 					t.Errorf("fail the other run's batch: %v", err)
 				}
@@ -48,8 +51,8 @@ func TestACallThatLeavesSendableTilesPendingIsPartialSoTheDecoratorCallsAgain(t 
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if n := c.Counts(t, fl)[tilestore.StatusUploaded]; n != int64(len(tiles)) || rep.Pending != 0 {
-		t.Fatalf("%d of %d tiles uploaded, report %+v; want all, none pending", n, len(tiles), rep)
+	if n := c.Counts(t, fl)[tilestore.StatusUploaded]; n != 8 || rep.Pending != 0 {
+		t.Fatalf("%d of 8 tiles uploaded, report %+v; want all, none pending", n, rep)
 	}
 	if len(inner.outcomes) < 2 || inner.outcomes[0] != uploader.OutcomePartial {
 		t.Errorf("inner outcomes %v; want the first call partial (it left the other run's tiles pending) and another call",

@@ -11,7 +11,7 @@ import (
 	"github.com/tilectl/tilectl/uploader"
 )
 
-// Issue 20 item 5: only a clear "rejected" spends a tile's attempt budget.
+// Only a clear "rejected" spends a tile's attempt budget.
 // Budget 3; the tile is rejected storage_busy twice; under a third key the
 // provider stores it but its 200 does not clearly answer it. The tile is
 // settled by asking the provider, which holds it: it is uploaded, its

@@ -50,8 +50,10 @@ func validateBatch(b Batch) error {
 }
 
 // NoteSend counts one more send of the batch's request and renews its
-// lease. It returns ErrNotOwner, and counts nothing, when another run has
-// taken the batch over: this run must not send it then.
+// lease. It counts nothing, and this run must not send the batch, when
+// another run has taken the batch over (ErrNotOwner) or the batch is no
+// longer open (ErrBatchNotOpen: settled or failed since the caller read
+// it, by this run or another; its key must not run again).
 func (s *Store) NoteSend(ctx context.Context, opID string) error {
 	// A count for people, not for safety: its commit need not wait for the
 	// disk, which keeps a durable commit off every send's critical path.
@@ -61,7 +63,7 @@ func (s *Store) NoteSend(ctx context.Context, opID string) error {
 	b.Queue(`SET LOCAL synchronous_commit = off`)
 	upd := b.Queue(`UPDATE upload_batches SET sends = sends + 1,
 		lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
-		WHERE op_id = $1 AND owner_run IS NOT DISTINCT FROM $2`, opID, s.run.ID, s.leaseSecs())
+		WHERE op_id = $1 AND owner_run IS NOT DISTINCT FROM $2 AND state = 'open'`, opID, s.run.ID, s.leaseSecs())
 	b.Queue(`COMMIT`)
 	var rows int64
 	upd.Exec(func(tag pgconn.CommandTag) error { rows = tag.RowsAffected(); return nil })
@@ -69,10 +71,15 @@ func (s *Store) NoteSend(ctx context.Context, opID string) error {
 		return fmt.Errorf("note send of batch %s: %w", opID, err)
 	}
 	if rows == 0 {
-		var owner *string
-		err := s.pool.QueryRow(ctx, `SELECT owner_run FROM upload_batches WHERE op_id = $1`, opID).Scan(&owner)
-		if errors.Is(err, pgx.ErrNoRows) {
+		var state string
+		err := s.pool.QueryRow(ctx, `SELECT state FROM upload_batches WHERE op_id = $1`, opID).Scan(&state)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("note send of batch %s: %w", opID, ErrBatchNotFound)
+		case err != nil:
+			return fmt.Errorf("note send of batch %s: read its state: %w", opID, err)
+		case state != "open":
+			return fmt.Errorf("note send of batch %s (%s): %w", opID, state, ErrBatchNotOpen)
 		}
 		return fmt.Errorf("note send of batch %s: %w", opID, ErrNotOwner)
 	}

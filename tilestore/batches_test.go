@@ -171,3 +171,22 @@ func TestOpenBatchesListsOldestFirst(t *testing.T) {
 		t.Errorf("order = %v, want oldest first [op-c op-b op-a]", got)
 	}
 }
+
+func TestNoteSendRefusesABatchThatIsNoLongerOpen(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 2)
+	if err := journal(ctx, s, batchOf("op-1", "F1", ids), tilestore.Claim{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailBatch(ctx, "op-1", 422, "failed elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NoteSend(ctx, "op-1"); !errors.Is(err, tilestore.ErrBatchNotOpen) {
+		t.Fatalf("NoteSend of a failed batch = %v, want ErrBatchNotOpen: it must not go on the wire again", err)
+	}
+	if n := countRows(t, s, `SELECT sends FROM upload_batches WHERE op_id = 'op-1'`); n != 0 {
+		t.Errorf("sends = %d, want 0: a refused send counts nothing", n)
+	}
+}

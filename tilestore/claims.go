@@ -485,6 +485,14 @@ type Lease struct {
 	Tiles     int
 	ExpiresAt *time.Time // the latest lease of the run's batches; nil when none has one
 	Expired   bool       // by the database's clock: another run may settle them
+	// WaitingBatches and WaitingTiles are the part of Batches and Tiles
+	// whose provider-advised time (not_before) has not come by the
+	// database's clock: no run sends them before it. WaitingUntil is the
+	// earliest of those times, when the first of them may go (nil when
+	// none waits).
+	WaitingBatches int
+	WaitingTiles   int
+	WaitingUntil   *time.Time
 }
 
 // Leases lists who holds open batches of a flight ("" for every flight),
@@ -497,7 +505,10 @@ func (s *Store) Leases(ctx context.Context, flightID string) ([]Lease, error) {
 	}
 	rows, err := s.pool.Query(ctx, `SELECT flight_id, coalesce(owner_run, ''), coalesce(owner_host, ''), coalesce(owner_pid, 0),
 			count(*)::int, sum(cardinality(tile_ids))::int, max(lease_expires_at),
-			coalesce(max(lease_expires_at) <= now(), true)
+			coalesce(max(lease_expires_at) <= now(), true),
+			(count(*) FILTER (WHERE not_before > now()))::int,
+			coalesce(sum(cardinality(tile_ids)) FILTER (WHERE not_before > now()), 0)::int,
+			min(not_before) FILTER (WHERE not_before > now())
 		FROM upload_batches WHERE state = 'open' AND ($1 = '' OR flight_id = $1)
 		GROUP BY 1, 2, 3, 4 ORDER BY 1, 7 NULLS FIRST, 2`, flightID)
 	if err != nil {
@@ -505,7 +516,8 @@ func (s *Store) Leases(ctx context.Context, flightID string) ([]Lease, error) {
 	}
 	ls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
 		var l Lease
-		err := r.Scan(&l.FlightID, &l.RunID, &l.Host, &l.PID, &l.Batches, &l.Tiles, &l.ExpiresAt, &l.Expired)
+		err := r.Scan(&l.FlightID, &l.RunID, &l.Host, &l.PID, &l.Batches, &l.Tiles, &l.ExpiresAt, &l.Expired,
+			&l.WaitingBatches, &l.WaitingTiles, &l.WaitingUntil)
 		return l, err
 	})
 	if err != nil {

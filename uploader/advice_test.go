@@ -295,3 +295,148 @@ func TestAdviceBeyondTheCapWaitsApartWithinTheDeadline(t *testing.T) {
 		t.Fatal("the other batches waited for the advised one: claims of other tiles must go on meanwhile")
 	}
 }
+
+func TestAdviceOnTheLastResendWaitsApartInsteadOfFailingTheRun(t *testing.T) {
+	t.Parallel()
+	const resends = 2
+	var mu sync.Mutex
+	order := map[string]int{} // key -> the order its first request came in
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		mu.Lock()
+		if _, ok := order[b.Key]; !ok {
+			order[b.Key] = len(order)
+		}
+		n := order[b.Key]
+		mu.Unlock()
+		switch {
+		case n == 0 && b.Attempt <= resends+1: // every attempt of one exchange is told to wait
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 1 second", nil, nil)
+		case n == 1 && b.Attempt == 1: // another batch's wait, within the deadline
+			w.Header().Set("Retry-After", "2")
+			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 2 seconds", nil, nil)
+		default:
+			answerAll(w, b, "accepted")
+		}
+	})
+	c := providertest.NewClient(t, "fr")
+	c.AddTiles(t, "fr", 12, 1024, 61)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxResends = nil, resends })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fr", Concurrency: 3})
+	if err != nil {
+		t.Fatalf("err = %v; a batch still told to wait when its resends run out waits apart, it does not fail the run", err)
+	}
+	if rep.Accepted != 12 || rep.Pending != 0 || rep.NextRetryAt != nil {
+		t.Fatalf("report %+v; want all 12 tiles uploaded in the run, the other batch's wait kept", rep)
+	}
+	if got := c.Counts(t, "fr")[tilestore.StatusUploaded]; got != 12 {
+		t.Fatalf("uploaded = %d, want 12", got)
+	}
+}
+
+func TestADueBatchCutOffByTheDeadlineStaysOpenWithoutFailingTheRun(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	first := ""
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		mu.Lock()
+		if first == "" {
+			first = b.Key
+		}
+		advised := b.Key == first
+		mu.Unlock()
+		switch {
+		case advised && b.Attempt == 1:
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 1 second", nil, nil)
+		case advised: // its resend gets no answer before the run's deadline
+			select {
+			case <-r.Context().Done():
+			case <-time.After(20 * time.Second):
+			}
+		default:
+			answerAll(w, b, "accepted")
+		}
+	})
+	c := providertest.NewClient(t, "fd")
+	c.AddTiles(t, "fd", 12, 1024, 62)
+	// A cap on one wait below the advice: the batch waits apart (due),
+	// not in its worker's exchange.
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxRetryDelay = nil, 500*time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fd", Concurrency: 3})
+	if err != nil {
+		t.Fatalf("err = %v; a batch the deadline cuts off on the wire stays open, it does not fail the run", err)
+	}
+	if rep.Accepted != 8 || rep.Pending != 4 {
+		t.Fatalf("report %+v; want the other 8 tiles uploaded and the cut-off batch's 4 pending", rep)
+	}
+	if open := openBatches(t, c, "fd"); len(open) != 1 || open[0].OpID != first {
+		t.Fatalf("open batches %+v, want the cut-off batch %s", open, first)
+	}
+}
+
+// failingOpenStore fails OpenBatches, which only a batch waiting for its
+// advised time reads, and records when.
+type failingOpenStore struct {
+	uploader.Store
+	mu     sync.Mutex
+	failed time.Time
+}
+
+var errOpenBatchesDown = errors.New("open batches: the database went away")
+
+func (s *failingOpenStore) OpenBatches(context.Context, string) ([]tilestore.Batch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed.IsZero() {
+		s.failed = time.Now()
+	}
+	return nil, errOpenBatchesDown
+}
+
+func TestAFailureOfADueBatchStopsTheRunPromptly(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	first := ""
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		mu.Lock()
+		if first == "" {
+			first = b.Key
+		}
+		advised := b.Key == first
+		mu.Unlock()
+		if advised {
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 1 second", nil, nil)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // a slow link: the workers have seconds of work left
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fp")
+	c.AddTiles(t, "fp", 160, 256, 63)
+	store := &failingOpenStore{Store: c.Store}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+		o.Sleep, o.MaxRetryDelay, o.Store = nil, 500*time.Millisecond, store
+	})
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fp", Concurrency: 1})
+	if !errors.Is(err, errOpenBatchesDown) {
+		t.Fatalf("err = %v; want the due batch's failure", err)
+	}
+	store.mu.Lock()
+	failed := store.failed
+	store.mu.Unlock()
+	late := 0
+	for _, b := range f.received() {
+		if b.Attempt == 1 && b.At.After(failed.Add(time.Second)) {
+			late++
+		}
+	}
+	if late > 0 {
+		t.Fatalf("%d new batches went out more than 1s after the due batch failed; a run-level failure stops claiming at once", late)
+	}
+}

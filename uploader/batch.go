@@ -79,13 +79,18 @@ var errLeftOpen = errors.New("batch left open")
 // not change.
 var errUnsettled = fmt.Errorf("%w: its outcome is unknown", errLeftOpen)
 
+// errSettledElsewhere: the batch was settled or failed after the caller
+// read it as open, so it was not sent (NoteSend refused it). There is
+// nothing left to do for it; it does not end the run.
+var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sent")
+
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
 // whose tiles' verified bytes are tb's, and settles it from the answer. It
-// returns a run-ending error, errLeftOpen, or a *waitingError when the
-// provider asks the batch to wait longer than the exchange may (its
-// not-before is journaled); a batch it cannot settle is left open for the
-// next run. It makes no body reader after it returns, so the
-// caller may then release tb.
+// returns a run-ending error, errLeftOpen, errSettledElsewhere, or a
+// *waitingError when the provider asks the batch to wait longer than the
+// exchange may (its not-before is journaled); a batch it cannot settle is
+// left open for the next run. It makes no body reader after it returns,
+// so the caller may then release tb.
 //
 // A sequenced batch (seq.n > 0) carries its Client-Id and Client-Sequence;
 // SEQUENCE_GAP rebinds it and resends it under the same key and body, and
@@ -106,7 +111,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 				return u.store.DeferBatch(ctx, opID, wait)
 			}},
 			http.MethodPost, path, body, func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) })
-		if seq.n == 0 || a.budgetSpent || a.waiting != nil {
+		if seq.n == 0 || a.budgetSpent || a.waiting != nil || errors.Is(a.err, tilestore.ErrBatchNotOpen) {
 			break
 		}
 		verdict, detail := sequenceVerdict(opID, a, memo)
@@ -138,6 +143,13 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	}
 
 	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
+	if errors.Is(a.err, tilestore.ErrBatchNotOpen) {
+		// Settled or failed since it was read as open, by this run or
+		// another, which counted what it settled: its key must not go on
+		// the wire again.
+		log.Info().Msg("batch settled or failed meanwhile; not sent again")
+		return errSettledElsewhere
+	}
 	if a.waiting != nil {
 		// One batch's wait is not a failure of the run: the others go on,
 		// and no run sends this one before its journaled not-before.
@@ -145,7 +157,9 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	}
 	if a.budgetSpent {
 		// Resending more would add to the load on a provider that is
-		// already failing; the next run settles the batch with its key.
+		// already failing; no later pass of this call sends it again, the
+		// next call (the retry decorator's, or the next run's) settles it
+		// with its key.
 		log.Info().Int("attempts", a.attempts).Msg("resend budget spent; batch left open for the next run")
 		return errLeftOpen
 	}
@@ -153,8 +167,9 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	if a.err == nil && ok2xx && (a.bodyErr != nil || !memo.accept(a.body)) {
 		// The provider ran the batch, but what it answered is lost: the
 		// outcome is unknown and the only safe retry is the same key, so
-		// the batch stays open and nothing is rejected. The next settling
-		// resends it under its key, or reads its operation state.
+		// the batch stays open and nothing is rejected. The next call's
+		// settling (not a later pass of this one) resends it under its
+		// key, or reads its operation state.
 		log.Warn().Int("status", a.status).Int("attempts", a.attempts).Err(a.bodyErr).
 			Msg("the provider's 2xx answer could not be read after every resend; the batch stays open for a resend under the same key")
 		return errLeftOpen

@@ -46,8 +46,10 @@ type Holder struct {
 type Held struct {
 	Tiles   int      // tiles in the holders' open batches
 	Holders []Holder // by lease end, earliest first
-	// Until is the earliest lease end: the first time some of the work may
-	// become this run's (sooner if a holder on this machine dies).
+	// Until is the first time some of the work may become this run's: the
+	// earliest lease end (sooner if a holder on this machine dies), or, for
+	// a holder whose every batch waits for the provider's advised time, the
+	// later of its lease end and the first of those times.
 	Until time.Time
 }
 
@@ -73,17 +75,38 @@ func (b Held) String() string {
 // holding is one look at who holds a flight's open batches.
 type holding struct {
 	Held
+	// parked is held work no run may send before the caller's deadline:
+	// holders whose every batch waits for the provider's advised time past
+	// it. It is reported, but not waited for.
+	parked    Held
 	dead      []string // holders of this machine proven dead: adoptable now
 	adoptable bool     // some open batch is not held by a live run (dead, lease ended, or none)
+	// unproven is the first liveness check that failed: that holder's
+	// lease decided instead.
+	unproven error
+}
+
+// all is the held work, waited for or parked.
+func (h holding) all() Held {
+	if h.parked.Tiles == 0 {
+		return h.Held
+	}
+	a := Held{Tiles: h.Tiles + h.parked.Tiles, Holders: slices.Concat(h.Holders, h.parked.Holders), Until: h.Until}
+	slices.SortStableFunc(a.Holders, func(a, b Holder) int { return a.LeaseEnds.Compare(b.LeaseEnds) })
+	if a.Until.IsZero() || h.parked.Until.Before(a.Until) {
+		a.Until = h.parked.Until
+	}
+	return a
 }
 
 // HeldWork reads who holds the flight's open batches besides run self:
 // live holders (their work is Held), and the runs self may take over
 // now (dead: runs of self's host whose lock liveness finds free).
-// liveness may be nil: then only leases decide.
+// liveness may be nil: then only leases decide, as they do for a run
+// whose liveness check fails.
 func HeldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, self tilestore.Run, flightID string) (Held, []string, error) {
 	h, err := heldWork(ctx, leases, liveness, self, flightID)
-	return h.Held, h.dead, err
+	return h.all(), h.dead, err
 }
 
 func heldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, self tilestore.Run, flightID string) (holding, error) {
@@ -105,17 +128,30 @@ func heldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, sel
 			// once; without a lock file nothing is proven and its lease
 			// decides.
 			st, err := liveness.State(l.RunID)
-			if err != nil {
-				return holding{}, fmt.Errorf("check whether run %s (pid %d) is alive: %w", l.RunID, l.PID, err)
+			if err != nil && h.unproven == nil {
+				// Another user's lock file, a filesystem without flock:
+				// nothing is proven, and the lease decides, as for a run
+				// on another machine.
+				h.unproven = fmt.Errorf("check whether run %s (pid %d) is alive: %w", l.RunID, l.PID, err)
 			}
-			if st == tilestore.RunDead {
+			if err == nil && st == tilestore.RunDead {
 				h.dead = append(h.dead, l.RunID)
 				h.adoptable = true
 				continue
 			}
 		}
+		holder := Holder{RunID: l.RunID, Host: l.Host, PID: l.PID, Tiles: l.Tiles, LeaseEnds: *l.ExpiresAt}
+		if dl, ok := ctx.Deadline(); ok && l.WaitingTiles == l.Tiles && l.WaitingUntil != nil && l.WaitingUntil.After(dl) {
+			// None of it may go before the deadline, whoever holds it.
+			h.parked.Tiles += l.Tiles
+			h.parked.Holders = append(h.parked.Holders, holder)
+			if free := later(holder.LeaseEnds, *l.WaitingUntil); h.parked.Until.IsZero() || free.Before(h.parked.Until) {
+				h.parked.Until = free
+			}
+			continue
+		}
 		h.Tiles += l.Tiles
-		h.Holders = append(h.Holders, Holder{RunID: l.RunID, Host: l.Host, PID: l.PID, Tiles: l.Tiles, LeaseEnds: *l.ExpiresAt})
+		h.Holders = append(h.Holders, holder)
 	}
 	slices.SortStableFunc(h.Holders, func(a, b Holder) int { return a.LeaseEnds.Compare(b.LeaseEnds) })
 	if len(h.Holders) > 0 {
@@ -124,14 +160,33 @@ func heldWork(ctx context.Context, leases LeaseLister, liveness RunLiveness, sel
 	return h, nil
 }
 
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// heldWork is heldWork for this run, saying once per uploader that a
+// liveness check failed.
+func (u *HTTPTileUploader) heldWork(ctx context.Context, flightID string) (holding, error) {
+	h, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), flightID)
+	if h.unproven != nil && u.livenessWarned.CompareAndSwap(false, true) {
+		u.log.Warn().Err(h.unproven).Str("flight_id", flightID).
+			Msg("cannot tell whether runs of this machine are alive; their leases decide when their batches may be taken over")
+	}
+	return h, err
+}
+
 // waitForHolders is called after a pass that sent everything this run
 // could claim. While other runs hold some of the flight's work it waits
 // (announced in the log when the call's first wait starts: *announced),
 // and returns (with the dead runs to adopt) as soon as some of that work
 // may be this run's: a holder of this machine died, a lease ended, or a
 // holder's batches settled (its tiles may be pending again). done is true
-// when nobody holds anything, or when the run's deadline came first (then
-// t records what blocks). last is what the previous look saw.
+// when nobody holds anything and nothing changed since the last pass, or
+// when the run's deadline came first (then t records what blocks). last is
+// what the previous look saw.
 func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *tally, last *holding, announced *bool) (dead []string, done bool, err error) {
 	// Right after a pass, what is adoptable was just tried: look again
 	// after a pause, not at once.
@@ -142,13 +197,25 @@ func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *t
 		}
 	}()
 	for {
-		h, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), req.FlightID)
+		h, err := u.heldWork(ctx, req.FlightID)
 		if err != nil {
 			return nil, false, err
 		}
 		switch {
-		case h.Tiles == 0 && !h.adoptable:
+		case h.Tiles == 0 && !h.adoptable && last.Tiles == 0:
+			// Nobody holds anything this run could wait for, nor did at
+			// the last look; what waits past the deadline is reported.
+			if h.parked.Tiles > 0 {
+				all := h.all()
+				t.setHeld(&all)
+			}
 			return nil, true, nil
+		case h.Tiles == 0 && !h.adoptable:
+			// The last holders ended since the last look (maybe during
+			// the pass): one more pass sends what they left pending
+			// (rejected, or in a failed batch).
+			*last = h
+			return nil, false, nil
 		case len(h.dead) > 0 && !slices.Equal(h.dead, last.dead):
 			*last = h
 			return h.dead, false, nil
@@ -173,13 +240,14 @@ func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *t
 		if h.Tiles > 0 {
 			pause = min(pause, max(h.Until.Sub(u.now()), 10*time.Millisecond))
 		}
+		all := h.all()
 		if dl, ok := ctx.Deadline(); ok && !dl.After(u.now()) {
-			t.setHeld(&h.Held) // the deadline came: the report says what other runs hold
+			t.setHeld(&all) // the deadline came: the report says what other runs hold
 			return nil, true, nil
 		}
 		if err := u.sleep(ctx, pause); err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				t.setHeld(&h.Held)
+				t.setHeld(&all)
 				return nil, true, nil
 			}
 			return nil, false, err

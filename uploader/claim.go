@@ -125,12 +125,12 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	lookedUp, lookedUpAt := t.lookedUpIDs()
 	// The workers' claims take turns from reading the cursor to their
 	// pick: a claim that read the cursor while another's was between the
-	// two started where the other did and walked past every row it had
-	// locked (SKIP LOCKED visits each): BenchmarkJournalPerTile, 4
-	// workers, Postgres CPU 20-21 us per tile without turns, 17-19 with
-	// (511ddcb). The turn ends at the pick, before the journal's writes
-	// and the commit's wait for the disk. Other processes' claims still
-	// pass each other by SKIP LOCKED.
+	// two would start where the other did and walk past every row the
+	// other had locked (SKIP LOCKED still visits each), which costs the
+	// database time per tile (BenchmarkJournalPerTile measures it). The
+	// turn ends at the pick, before the journal's writes and the commit's
+	// wait for the disk. Other processes' claims still pass each other by
+	// SKIP LOCKED.
 	cur.turn.Lock()
 	endTurn := sync.OnceFunc(cur.turn.Unlock)
 	defer endTurn() // on every way out, a panic's included
@@ -228,11 +228,15 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
 		return true, nil
 	}
-	if err != nil && !leftOpen(err) {
+	if errors.Is(err, errLeftOpen) {
+		// It stays this run's until the run ends, and no later pass of
+		// this call sends it again: the next call settles it first.
+		due.leave(c.Batch.OpID)
+		return true, nil
+	}
+	if err != nil && !errors.Is(err, errSettledElsewhere) {
 		return false, err
 	}
-	// A batch left open (or waiting for the provider's advised time) stays
-	// this run's until the run ends; the next run settles it first.
 	return true, nil
 }
 
@@ -305,8 +309,10 @@ func (e *LeaseLostError) Unwrap() error { return e.Err }
 // keepLeases renews this run's leases every third of a lease while the run
 // works. When renewal has failed for two thirds of a lease, it cancels the
 // returned context with a *LeaseLostError, before another run could take
-// the batches over. stop ends the renewal.
-func (u *HTTPTileUploader) keepLeases(ctx context.Context) (context.Context, func()) {
+// the batches over. stopRenewal ends the renewal alone (before the leases
+// are released); stop ends it too and cancels the context. Each may be
+// called more than once.
+func (u *HTTPTileUploader) keepLeases(ctx context.Context) (_ context.Context, stopRenewal, stop func()) {
 	lease := u.store.Run().Lease
 	if lease <= 0 {
 		lease = tilestore.DefaultLease
@@ -341,9 +347,12 @@ func (u *HTTPTileUploader) keepLeases(ctx context.Context) (context.Context, fun
 			}
 		}
 	}()
-	return lctx, func() {
+	stopRenewal = sync.OnceFunc(func() {
 		close(done)
 		<-finished
+	})
+	return lctx, stopRenewal, func() {
+		stopRenewal()
 		cancel(nil)
 	}
 }

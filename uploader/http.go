@@ -131,7 +131,8 @@ type HTTPOptions struct {
 	// Liveness, if set, proves at once whether another run of this machine
 	// holding the flight's open batches is alive (tilestore.RunLocks): a
 	// dead one's batches are adopted without waiting for their lease.
-	// Without it, only leases decide.
+	// Without it, or when it cannot tell (an error: logged once), only
+	// leases decide.
 	Liveness RunLiveness
 }
 
@@ -200,6 +201,7 @@ type HTTPTileUploader struct {
 	// not give that route: the run has said so (unrouted).
 	noLookups, noOperations atomic.Bool
 	liveness                RunLiveness // HTTPOptions.Liveness; nil: leases decide
+	livenessWarned          atomic.Bool // a failed liveness check was logged
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)

@@ -31,11 +31,16 @@ import (
 // already holds is left to it. settling, if not nil, is told when settling
 // starts and when it is done.
 func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead []string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
+	// Which batches due holds is read before the adoption: a batch due
+	// lets go has its settlement or failure committed before it leaves
+	// held, so one read after the adoption could be a stale open row of a
+	// batch due finished meanwhile.
+	held := due.heldNow()
 	adopted, err := u.store.AdoptOpenBatches(ctx, flightID, dead)
 	if err != nil {
 		return 0, fmt.Errorf("adopt open batches of flight %s: %w", flightID, err)
 	}
-	open, waiting := splitWaiting(due.notHeld(adopted))
+	open, waiting := splitWaiting(notIn(adopted, held))
 	due.holdAdopted(waiting, u.now())
 	if len(open) == 0 {
 		return 0, nil
@@ -57,6 +62,10 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead
 			due.hold(we.w, we.left)
 			continue
 		}
+		if errors.Is(err, errLeftOpen) {
+			due.leave(b.OpID)
+			continue
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -67,7 +76,8 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead
 // settleAdopted settles one open batch this run adopted: resent under its
 // key when its members still verify, else (or when it stays open) from
 // the provider's record of it. A batch the provider asks to wait is left
-// open with its journaled not-before, and its *waitingError returned.
+// open with its journaled not-before, and its *waitingError returned; one
+// whose outcome stays unknown is left open, and errUnsettled returned.
 func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
@@ -78,6 +88,8 @@ func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b
 		switch {
 		case errors.Is(err, errWaiting):
 			return err
+		case errors.Is(err, errSettledElsewhere):
+			return nil // whoever settled or failed it counted it
 		case errors.Is(err, errBatchFailed):
 			// An earlier run's key that can no longer be used (expired
 			// after a long outage, say) must not end this run: the
@@ -91,11 +103,9 @@ func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b
 		// The provider's record of the operation may settle it.
 		err = u.resolveByState(ctx, flightID, b, members, t)
 	}
-	if errors.Is(err, errUnsettled) {
-		// Its outcome is unknown: it stays open, its tiles in it (no
-		// claim takes them), for the next run to ask again.
-		err = nil
-	}
+	// errUnsettled: its outcome is unknown; it stays open, its tiles in it
+	// (no claim takes them). The caller leaves it out of this call's later
+	// passes (dueBatches.leave), so the next call asks again.
 	return err
 }
 

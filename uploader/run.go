@@ -27,6 +27,8 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	t.onWait = req.Waiting
 	ctx = withTally(ctx, t)
 	openings := u.breaker.openingsSoFar()
+	// stopRenewal ends the lease renewal (keepLeases) once it runs.
+	stopRenewal := func() {}
 	finish := func(err error) (UploadBatchReport, error) {
 		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := journalCtx(ctx)
@@ -39,7 +41,10 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 		var ended sync.WaitGroup
 		if !req.DryRun {
 			// What this run leaves open is for the next run to settle, now,
-			// not when the lease would have run out.
+			// not when the lease would have run out. The renewal stops
+			// first: a renewal after the release would hold the batches
+			// from other runs again.
+			stopRenewal()
 			ended.Go(func() { rerr = u.store.ReleaseLeases(pctx) })
 			// Settlements commit without waiting for the disk; this durable
 			// write flushes them all before the run reports what it did.
@@ -96,18 +101,27 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 			return finish(err)
 		}
 	}
-	ctx, stopLeases := u.keepLeases(ctx)
+	ctx, stopRenewal, stopLeases := u.keepLeases(ctx)
 	defer stopLeases()
+	// lctx is the sending loop's: a run-level failure of a waiting batch
+	// cancels it, which stops the claims, the passes and the wait for
+	// other runs at once, as a worker's error stops the claims.
+	lctx, stopLoop := context.WithCancelCause(ctx)
+	defer stopLoop(nil)
 	// Batches waiting for the provider's advised time go when it comes,
 	// beside the new ones; claims of other tiles do not wait for them.
-	wctx, stopWaiting := context.WithCancel(ctx)
+	wctx, stopWaiting := context.WithCancel(lctx)
 	defer stopWaiting()
 	due := newDueBatches(wctx, u, req.FlightID, t, max(req.Concurrency, defaultConcurrency))
+	due.stop = stopLoop
 	finishDue := func(err error) (UploadBatchReport, error) {
 		if err != nil {
 			stopWaiting() // a run-level error: no waiting batch goes after it
 		}
-		if derr := due.wait(); err == nil {
+		derr := due.wait()
+		if err == nil || derr != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+			// The loop's own cancellation is the echo of the waiting
+			// batch's failure: report the failure.
 			err = derr
 		}
 		return finish(err)
@@ -116,21 +130,21 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	defer warned.Wait()
 	// The runs holding the flight's open batches: a dead one's are adopted
 	// in the first pass, a live one's are waited for after it.
-	last, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), req.FlightID)
+	last, err := u.heldWork(lctx, req.FlightID)
 	if err != nil {
 		return finishDue(err)
 	}
 	dead := last.dead
 	announced := false
 	for first := true; ; first = false {
-		if err := u.pass(ctx, req, lim, t, dead, first, &warned, due); err != nil {
+		if err := u.pass(lctx, req, lim, t, dead, first, &warned, due); err != nil {
 			return finishDue(err)
 		}
 		// The flight is done only when no other run holds any of it:
 		// this run waits for their batches, bounded by its deadline, and
 		// takes over what a dead holder leaves.
 		var done bool
-		dead, done, err = u.waitForHolders(ctx, req, t, &last, &announced)
+		dead, done, err = u.waitForHolders(lctx, req, t, &last, &announced)
 		if err != nil {
 			return finishDue(err)
 		}

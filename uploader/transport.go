@@ -267,6 +267,15 @@ func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error
 	}
 	retry, cerr := ex.decide(resp, err)
 	if !retry || ex.attempts > ex.u.resends {
+		if retry && ex.announce {
+			// Out of resends, but this answer's wait is journaled: the
+			// batch waits apart (dueBatches) or stays open for a later
+			// run, like any advised wait that does not fit the exchange.
+			// A wait for one batch is not a failure of the run; the run's
+			// resend budget and breaker still bound how often it goes.
+			ex.announce, ex.deferred = false, true
+			return false, nil
+		}
 		return retry, cerr // retryablehttp stops at RetryMax by itself
 	}
 	if ex.announce {

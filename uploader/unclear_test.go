@@ -72,7 +72,7 @@ func carriedOnce(t *testing.T, p *providertest.Recorder) {
 	}
 }
 
-// Issue 20 item 5: a 2xx whose body is cut off after every resend leaves
+// A 2xx whose body is cut off after every resend leaves
 // the batch's outcome unknown; the only safe retry is the same key. The
 // batch stays open (nothing is rejected), and the next run settles it
 // under that key.
@@ -120,7 +120,7 @@ func TestACutOff2xxKeepsItsKeyOpen(t *testing.T) {
 	carriedOnce(t, p)
 }
 
-// Issue 20 item 7: only the contract's 404 TILE_NOT_FOUND means a tile is
+// Only the contract's 404 TILE_NOT_FOUND means a tile is
 // not held. A bare 404 from the lookup route (a gateway's, or a server that
 // does not route lookups) says nothing about the tile: it does not go
 // under a new key while its first key's outcome is unknown, and the run
@@ -178,7 +178,7 @@ func TestABare404FromTheLookupRouteIsNotTakenAsNotHeld(t *testing.T) {
 	}
 }
 
-// Issue 20 item 7: GET /v1/operations/{op_id} says "absent" with a 200;
+// GET /v1/operations/{op_id} says "absent" with a 200;
 // a 404 from it (a gateway's, or a server that does not route it) says
 // nothing about the operation. An earlier run's open batch that cannot be
 // resent as it is stays open instead of failing, and the run says once

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -92,9 +93,6 @@ func (e *waitingError) Error() string {
 
 func (e *waitingError) Is(target error) bool { return target == errWaiting }
 
-// leftOpen reports whether err leaves a batch open without ending the run.
-func leftOpen(err error) bool { return errors.Is(err, errLeftOpen) || errors.Is(err, errWaiting) }
-
 // adviceDetail says what asked for a wait, for logs and the report.
 func adviceDetail(adv operation.Advice, journaled time.Duration) string {
 	s := fmt.Sprintf("%d %s asked for %s", adv.Status, adv.Code, adv.MinDelay.Round(time.Millisecond))
@@ -140,8 +138,9 @@ func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
 
 // dueBatches are one call's open batches that wait for the provider's
 // advised time. One whose time comes before the call's deadline goes then,
-// on a goroutine of its own beside the workers (at most concurrency of
-// them sending at once), so that claims of other tiles never wait for it;
+// on a goroutine of its own beside the workers, so that claims of other
+// tiles never wait for it; at most concurrency of these go at once, a cap
+// of their own beside the workers' (a run may have both on the wire);
 // one whose time comes after it stays open, listed in the report's
 // Waiting. It lives for one UploadPendingTiles call and holds that call's
 // context, which ends its waits.
@@ -151,6 +150,9 @@ type dueBatches struct {
 	flightID string
 	t        *tally
 	sem      chan struct{}
+	// stop, when set, ends the call's sending loop with a run-level
+	// failure of a batch it holds.
+	stop context.CancelCauseFunc
 
 	wg   sync.WaitGroup
 	mu   sync.Mutex
@@ -159,6 +161,10 @@ type dueBatches struct {
 	// of their own, or left for a later run. A later pass of the call
 	// (after a wait for other runs) does not adopt them again.
 	held map[string]bool
+	// left are the op IDs of the batches the call left open on purpose
+	// (resends or the resend budget spent, outcome unknown): a later pass
+	// of the call does not adopt them either; the next call settles them.
+	left map[string]bool
 }
 
 func newDueBatches(ctx context.Context, u *HTTPTileUploader, flightID string, t *tally, concurrency int) *dueBatches {
@@ -192,14 +198,35 @@ func (d *dueBatches) hold(w Wait, left time.Duration) {
 	})
 }
 
-// notHeld returns the batches of open that d does not hold.
-func (d *dueBatches) notHeld(open []tilestore.Batch) []tilestore.Batch {
+// leave records that the call left batch opID open for the next call.
+func (d *dueBatches) leave(opID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.held) == 0 {
+	if d.left == nil {
+		d.left = map[string]bool{}
+	}
+	d.left[opID] = true
+}
+
+// heldNow returns the op IDs of the batches d holds now and of those the
+// call left open: the batches a pass of the call leaves alone.
+func (d *dueBatches) heldNow() map[string]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := maps.Clone(d.held)
+	if ids == nil {
+		ids = map[string]bool{}
+	}
+	maps.Copy(ids, d.left)
+	return ids
+}
+
+// notIn returns the batches of open whose op IDs are not in ids.
+func notIn(open []tilestore.Batch, ids map[string]bool) []tilestore.Batch {
+	if len(ids) == 0 {
 		return open
 	}
-	return slices.DeleteFunc(slices.Clone(open), func(b tilestore.Batch) bool { return d.held[b.OpID] })
+	return slices.DeleteFunc(slices.Clone(open), func(b tilestore.Batch) bool { return ids[b.OpID] })
 }
 
 // holdAdopted holds the adopted batches splitWaiting set apart; read is
@@ -222,7 +249,9 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 		}
 		open, err := d.u.store.OpenBatches(d.ctx, d.flightID)
 		if err != nil {
-			d.fail(fmt.Errorf("read batch %s after its advised wait: %w", w.OpID, err))
+			if !d.cutOff() {
+				d.fail(fmt.Errorf("read batch %s after its advised wait: %w", w.OpID, err))
+			}
 			return
 		}
 		i := slices.IndexFunc(open, func(b tilestore.Batch) bool { return b.OpID == w.OpID })
@@ -251,6 +280,11 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 		case errors.As(err, &we):
 			d.u.announce(d.ctx, we.w)
 			w, left = we.w, we.left
+		case errors.Is(err, errLeftOpen):
+			d.leave(w.OpID) // its outcome is unknown: the next call asks again
+			return
+		case err != nil && d.cutOff():
+			return // the call ended while it was on the wire: the batch stays open
 		case err != nil:
 			d.fail(err)
 			return
@@ -258,6 +292,18 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 			return
 		}
 	}
+}
+
+// cutOff reports whether the call's context has ended, or its deadline has
+// come by the uploader's clock (the request's own deadline, the same
+// instant, may fire first): what a batch's exchange ended with then is the
+// call's end, not a failure.
+func (d *dueBatches) cutOff() bool {
+	if d.ctx.Err() != nil {
+		return true
+	}
+	dl, ok := d.ctx.Deadline()
+	return ok && !d.u.now().Before(dl)
 }
 
 // settle settles b, with at most concurrency batches at once.
@@ -275,10 +321,14 @@ func (d *dueBatches) settle(b tilestore.Batch) error {
 	return d.u.settleAdopted(d.ctx, d.flightID, b, members, d.t)
 }
 
+// fail records a run-level failure and stops the call's loop at once.
 func (d *dueBatches) fail(err error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.errs = errors.Join(d.errs, err)
+	d.mu.Unlock()
+	if d.stop != nil {
+		d.stop(err)
+	}
 }
 
 // wait waits for every batch held to be settled or left, and returns what

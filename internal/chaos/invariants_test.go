@@ -189,7 +189,8 @@ func TestAnsweredBySortsClearRejectionsFromUnclearAnswers(t *testing.T) {
 }
 
 // A tile an answer left unclear that the provider holds is uploaded
-// without a rejection (issue 20 item 5): no attempt, no violation.
+// without a rejection (only a clear "rejected" spends an attempt): no
+// attempt, no violation.
 func TestCheckRoundAcceptsAnUnclearTileTheProviderHeldWithoutARejection(t *testing.T) {
 	f := withFingerprints(cleanFacts())
 	f.Client.Rejections = append(f.Client.Rejections[:1], f.Client.Rejections[2:]...) // t3's protocol_error

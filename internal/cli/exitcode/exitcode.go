@@ -16,8 +16,10 @@ const (
 	Usage       = 2 // bad command line or configuration
 	Partial     = 3 // the run finished but tiles are still pending (other runs' open batches included) or were given up
 	NotOnGround = 4 // the flight is not on_ground (uploader.ErrFlightNotOnGround)
-	// 5 is no longer used: it was "another run holds the flight", before
-	// concurrent runs shared a flight (batch claims with leases).
+	// 5 is reserved and never returned: runs share a flight by batch
+	// claims with leases, so another run uploading it is not an error
+	// (tiles it holds at the end make Partial). Scripts may test
+	// for 5, so it is given no other meaning.
 )
 
 // ExitError carries an explicit exit code. Err is what is printed; a nil Err

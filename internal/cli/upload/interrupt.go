@@ -85,8 +85,9 @@ func (r *run) watchInterrupt(ctx context.Context, p *progress, flightID string) 
 	}
 }
 
-// ownOpenBatches counts this run's open batches of the flight: those on
-// the wire or awaiting their settlement. -1 when the count failed.
+// ownOpenBatches counts this run's open batches of the flight that may be
+// on the wire: not those waiting for the provider's advised time, which no
+// run sends before it. -1 when the count failed.
 func (r *run) ownOpenBatches(ctx context.Context, flightID string) int {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), openBatchesTimeout)
 	defer cancel()
@@ -97,7 +98,7 @@ func (r *run) ownOpenBatches(ctx context.Context, flightID string) int {
 	n := 0
 	for _, l := range ls {
 		if l.RunID == r.store.Run().ID {
-			n += l.Batches
+			n += l.Batches - l.WaitingBatches
 		}
 	}
 	return n
