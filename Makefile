@@ -57,12 +57,14 @@ demo: build
 	@scripts/demo.sh
 
 # Every Go benchmark (raw output in $(BENCH_OUT), comparable with benchstat),
-# then the table of the issues' performance targets; rows also go to
-# bench.json. BENCHTIME=3s for steadier numbers.
+# then the table of the issues' performance targets, written with the
+# command and the machine to docs/performance.md (commit it with the code
+# it measured); rows also go to bench.json. BENCHTIME=3s for steadier numbers.
 BENCHTIME ?= 1s
 bench: build
-	@$(call with_pg,$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 -timeout 40m $(PKGS) | tee $(BENCH_OUT))
-	@echo; $(GO) run ./cmd/benchreport -json bench.json < $(BENCH_OUT)
+	@$(call with_pg,$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 -timeout 40m $(PKGS) | tee $(BENCH_OUT); \
+		echo; $(GO) run ./cmd/benchreport -json bench.json -page docs/performance.md \
+		-command 'make bench BENCHTIME=$(BENCHTIME) PKGS=$(PKGS)' < $(BENCH_OUT))
 
 # Every fuzz target for FUZZTIME (make test runs 20000 executions each).
 fuzz-short:

@@ -105,7 +105,7 @@ type Upload struct {
 	// budget, in percent (0..100). Default: 20.
 	ResendBudgetPercent int `yaml:"resend_budget_percent"`
 	// ClientID, when set, turns on strict client sequencing
-	// (provider-api.md): every batch carries Client-Id with this value and
+	// (docs/provider-api.md): every batch carries Client-Id with this value and
 	// a Client-Sequence journaled in the database, one batch in flight at a
 	// time. 1..128 characters of letters, digits, '.', '_', ':' and '-'.
 	// The provider must offer sequencing. Default: unset.

@@ -20,7 +20,7 @@ type Rule struct {
 
 var noRetry = Rule{}
 
-// DefaultRule is the table of provider-api.md ("Errors: any non-2xx").
+// DefaultRule is the table of docs/provider-api.md ("Errors and retry advice").
 // Statuses the table does not name: any other 5xx backs off exponentially
 // from 1 s, anything else is not retried. Where the code is unknown or
 // absent (an HTML error page), the status's own row applies.

@@ -6,8 +6,8 @@ import (
 )
 
 // RetryBudget limits resends across every operation of a run with a token
-// bucket (seed 002's "tighten retries under congestion"; gRPC A6's retry
-// throttling in its additive form): the bucket starts with Initial tokens,
+// bucket, so retries tighten under congestion (gRPC A6's retry throttling
+// in its additive form): the bucket starts with Initial tokens,
 // each first attempt deposits Ratio, each resend takes one whole token, and
 // a resend finding less than one is refused. Resends can thus never exceed
 // Initial + Ratio x first attempts, however many operations fail at once.

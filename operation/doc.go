@@ -1,6 +1,7 @@
 // Package operation is the generic operation-ID core shared by the client
 // (tilectl's uploader) and servers (the reference provider): the retry state
-// machine of seed 000, the Idempotency-Key rules of provider-api.md, strict
+// machine (its rules: docs/conformance.md), the Idempotency-Key rules of
+// docs/provider-api.md, strict
 // client sequencing, and the retry advice that reads the API's error bodies.
 //
 // # Server side

@@ -19,7 +19,7 @@ const MaxErrorBodyBytes = 64 << 10
 // MaxErrorBodyBytes.
 var ErrErrorBodyTooLarge = errors.New("error body too large")
 
-// ErrorBody is the JSON body of any non-2xx answer (provider-api.md).
+// ErrorBody is the JSON body of any non-2xx answer (docs/provider-api.md).
 type ErrorBody struct {
 	Errors     []ErrorItem `json:"errors"`
 	Extensions []Extension `json:"extensions,omitempty"`

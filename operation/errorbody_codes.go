@@ -1,6 +1,6 @@
 package operation
 
-// Error codes of the provider API (provider-api.md). Servers write them with
+// Error codes of the provider API (docs/provider-api.md). Servers write them with
 // WriteError; DefaultRule maps them to retry rules.
 const (
 	CodeInvalidRequest        = "INVALID_REQUEST"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Idempotency-Key length limits (provider-api.md).
+// Idempotency-Key length limits (docs/provider-api.md).
 const (
 	MinIdempotencyKeyLen = 16
 	MaxIdempotencyKeyLen = 128

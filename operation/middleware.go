@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Header names of the idempotency protocol (provider-api.md).
+// Header names of the idempotency protocol (docs/provider-api.md).
 const (
 	HeaderIdempotencyKey     = "Idempotency-Key"
 	HeaderIdempotentReplayed = "Idempotent-Replayed"
@@ -87,7 +87,7 @@ func BodyFingerprint(r *http.Request) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// IdempotencyMiddleware applies the Idempotency-Key rules of provider-api.md
+// IdempotencyMiddleware applies the Idempotency-Key rules of docs/provider-api.md
 // to next, over the operation table t. The first attempt of a key runs next
 // into a buffer, seals its status, headers and body, and sends them; later
 // attempts get them again byte for byte with Idempotent-Replayed: true.

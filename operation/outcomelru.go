@@ -7,7 +7,7 @@ import (
 )
 
 // outcomeLRU caches committed batch outcomes by (client, sequence): at most
-// size entries, each for at most ttl (seed 003: 10,000 entries, 5 minutes).
+// size entries, each for at most ttl (the reference provider keeps 10,000 entries for 5 minutes).
 type outcomeLRU struct {
 	mu    sync.Mutex
 	size  int

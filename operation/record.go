@@ -41,7 +41,7 @@ const (
 
 var stateNames = [...]string{"absent", "live", "released", "sealed", "indeterminate", "expired"}
 
-// String is the state's wire name (provider-api.md, "Operation state").
+// String is the state's wire name (docs/provider-api.md, "Operation state").
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]

@@ -11,7 +11,7 @@ import (
 )
 
 // RetryExtensionURN names the retry extension in an error body's
-// "extensions" list (provider-api.md, "Errors: any non-2xx").
+// "extensions" list (docs/provider-api.md, "Errors and retry advice").
 const RetryExtensionURN = "urn:forrst:ext:retry"
 
 // Strategy is how a client spaces its retries.

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// Strict client sequencing (provider-api.md "Optional: strict client
-// sequencing"; seed 003): per (scope, client) the server keeps the last
+// Strict client sequencing (docs/provider-api.md "Strict client
+// sequencing (optional)"): per (scope, client) the server keeps the last
 // committed sequence durably; batch n runs only when n == last+1, one
 // number per batch, and a failed batch consumes none.
 

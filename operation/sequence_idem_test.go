@@ -84,7 +84,7 @@ func stateOf(t *testing.T, table *operation.Table, key string) operation.State {
 
 // The outcome cache goes with a restart, the batch's sealed record does
 // not: a resend of a committed number under its own key is that batch's
-// stored outcome (provider-api.md), and a number whose key the table does
+// stored outcome (docs/provider-api.md), and a number whose key the table does
 // not know is ALREADY_COMMITTED.
 func TestACommittedBatchResentAfterARestartGetsItsSealedOutcome(t *testing.T) {
 	pool, _ := newPGPool(t)

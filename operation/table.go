@@ -10,7 +10,7 @@ import (
 )
 
 // DefaultRetention is the retry window when TableOptions.Retention is 0
-// (provider-api.md advertises retention_seconds = 86400).
+// (docs/provider-api.md advertises retention_seconds = 86400).
 const DefaultRetention = 24 * time.Hour
 
 // TableOptions configure a Table. Every zero field has the stated default.
@@ -34,8 +34,8 @@ type TableOptions struct {
 	IssuedAt func(opID string) (time.Time, bool)
 }
 
-// Table is the operation table: the retry state machine of seed 000 over a
-// Store. It is safe for concurrent use.
+// Table is the operation table: the retry state machine whose rules
+// docs/conformance.md lists, over a Store. It is safe for concurrent use.
 type Table struct {
 	store     Store
 	retention time.Duration

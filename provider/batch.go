@@ -18,7 +18,7 @@ import (
 	"github.com/tilectl/tilectl/operation"
 )
 
-// manifestTile is one manifest entry as provider-api.md defines it. The
+// manifestTile is one manifest entry as docs/provider-api.md defines it. The
 // uploader declares its own copy on purpose: the reference provider is an
 // independent reading of the contract, so a shared type could not catch a
 // field that both sides get wrong the same way.
@@ -203,7 +203,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 // manifest entry names is duplicate, before any check or injected fault:
 // a batch that runs again under its key (its first execution interrupted
 // after storing some tiles) answers what it holds duplicate, as
-// provider-api.md says, and never rejected. Any other tile is judged, and
+// docs/provider-api.md says, and never rejected. Any other tile is judged, and
 // stored when it passes. The error is a failed lookup: whether the tile is
 // held is then unknown.
 func (s *Server) answer(ctx context.Context, opID, flightID string, mt manifestTile, data []byte) (tileResult, error) {

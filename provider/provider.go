@@ -1,5 +1,5 @@
 // Package provider is the reference satellite provider: a server that
-// follows provider-api.md in full, so the client can be tested against the
+// follows docs/provider-api.md in full, so the client can be tested against the
 // contract over real HTTP.
 //
 // It promises: a tile is stored at most once per (flight, tile_id) with the
@@ -24,7 +24,7 @@ import (
 )
 
 // Limits are what GET /v1/capabilities advertises and what the server
-// enforces. Zero fields take the defaults of provider-api.md's example.
+// enforces. Zero fields take the defaults of docs/provider-api.md's example.
 type Limits struct {
 	MaxBatchTiles int   // default 256
 	MaxBatchBytes int64 // default 32 MiB (the whole request body)
@@ -71,7 +71,7 @@ type Config struct {
 	// sequencing replays for a committed number from memory; after them a
 	// resend is answered from the operation table for its key, or 409
 	// ALREADY_COMMITTED when the table does not know the key. Zero:
-	// operation's defaults (10,000 outcomes, 5 minutes, as seed 003).
+	// operation's defaults (10,000 outcomes, 5 minutes).
 	SequenceCacheSize int
 	SequenceCacheTTL  time.Duration
 	Faults            FaultConfig
@@ -142,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 	s.tiles = &tileStore{pool: cfg.Pool, dir: cfg.StorageDir, noFsync: cfg.SkipFsync}
 	// IssuedAt: an ID whose record was collected is still known to be
 	// older than retention_seconds, and is refused rather than run as new
-	// (provider-api.md). The price: a client whose clock is behind by more
+	// (docs/provider-api.md). The price: a client whose clock is behind by more
 	// than Retention has its new keys refused as expired.
 	s.table = operation.NewTable(operation.NewPGStore(cfg.Pool), operation.TableOptions{
 		Retention: cfg.Retention, Now: cfg.Now, IssuedAt: operation.UUIDv7IssuedAt})

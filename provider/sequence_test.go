@@ -41,10 +41,11 @@ func TestStrictSequencingRefusesGaps(t *testing.T) {
 
 // A provider restarted over the same database has lost its outcome cache,
 // not its sealed records: a committed batch resent under its key and
-// number gets its stored outcome (provider-api.md "Optional: strict client
-// sequencing"), another key with that number ALREADY_COMMITTED. Before,
-// both were ALREADY_COMMITTED, and a batch whose answer was lost could
-// never be settled under its key (chaos soak, seed 3912842808208168489).
+// number gets its stored outcome (docs/provider-api.md "Strict client
+// sequencing (optional)"), another key with that number ALREADY_COMMITTED.
+// Were both ALREADY_COMMITTED, a batch whose answer was lost could never
+// be settled under its key (the chaos soak's seed 3912842808208168489
+// reaches that case).
 func TestStrictSequencingReplaysACommittedBatchAfterARestart(t *testing.T) {
 	t.Parallel()
 	var cfg provider.Config

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Strict client sequencing (provider-api.md "Optional: strict client
-// sequencing", migration 0010). A stream is one client ID at one provider;
+// Strict client sequencing (docs/provider-api.md "Strict client
+// sequencing (optional)", migration 0010). A stream is one client ID at one provider;
 // its row holds the last sequence number the client knows committed. A
 // claim with Claim.Stream binds the stream's next number (last + 1) to the
 // batch it journals, under the stream row's lock, so the number is durable

@@ -15,7 +15,7 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// manifestTile is one entry of the manifest part (provider-api.md).
+// manifestTile is one entry of the manifest part (docs/provider-api.md).
 type manifestTile struct {
 	TileID      string `json:"tile_id"`
 	Z           int    `json:"z"`

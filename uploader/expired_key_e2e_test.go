@@ -18,7 +18,7 @@ import (
 // provider's retention has passed and its GC has collected the record: the
 // provider answers 422 IDEMPOTENCY_EXPIRED (it never runs the key as new),
 // the client fails that batch and gets its tiles to the provider under a
-// new key without storing any of them twice (provider-api.md). Real time,
+// new key without storing any of them twice (docs/provider-api.md). Real time,
 // real HTTP: retention is 2 s, so the test takes about 5 s.
 func TestExpiredKeyAfterProviderGCIsSettledWithoutStoringTwice(t *testing.T) {
 	t.Parallel()

@@ -14,7 +14,7 @@ import (
 	"github.com/tilectl/tilectl/operation"
 )
 
-// fakeProvider is another server that follows provider-api.md, scripted
+// fakeProvider is another server that follows docs/provider-api.md, scripted
 // per test: capabilities are fixed, answer decides each batch request, and
 // a tile lookup finds nothing (404 TILE_NOT_FOUND).
 type fakeProvider struct {

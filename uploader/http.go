@@ -124,7 +124,7 @@ type HTTPOptions struct {
 	// Default: nil, the global source.
 	Rand *rand.Rand
 	// ClientID, when set, turns on strict client sequencing
-	// (provider-api.md): every batch carries Client-Id and a
+	// (docs/provider-api.md): every batch carries Client-Id and a
 	// Client-Sequence journaled with it, one batch in flight at a time.
 	// The Store must then implement SequenceStore. Default: unset.
 	ClientID string
@@ -161,7 +161,7 @@ const (
 	defaultResendRatio      = 0.2
 )
 
-// HTTPTileUploader uploads tiles to a provider that speaks provider-api.md.
+// HTTPTileUploader uploads tiles to a provider that speaks docs/provider-api.md.
 // It is safe for concurrent use, and any number of runs, in this process or
 // others, may upload one flight at once: each claims its own batches from
 // the store (Store.ClaimBatch) under its run's lease.

@@ -16,8 +16,8 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// Strict client sequencing (provider-api.md "Optional: strict client
-// sequencing", seed 003), on with HTTPOptions.ClientID. The store journals
+// Strict client sequencing (docs/provider-api.md "Strict client
+// sequencing (optional)"), on with HTTPOptions.ClientID. The store journals
 // each batch with its number (tilestore.Claim.Stream) before the first
 // byte; every resend carries the same key, body and number. One batch is in
 // flight per client ID, across processes: the provider runs batch n only

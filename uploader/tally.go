@@ -17,8 +17,8 @@ type tally struct {
 	rep      UploadBatchReport
 	progress func(BatchProgress)
 	// skipped lists each tile this call will not claim again (rejected in
-	// it: the decorator counts the rejection before the next call), as a
-	// cursor once did. Tiles are added before the commit that frees them,
+	// it: the decorator counts the rejection before the next call). Tiles
+	// are added before the commit that frees them,
 	// so no concurrent worker claims one in between.
 	skipped     []string
 	skippedSeen map[string]bool

@@ -249,7 +249,7 @@ func (e *journalError) Error() string {
 }
 func (e *journalError) Unwrap() error { return e.err }
 
-// checkRetry applies provider-api.md: final 4xx are never resent; 409
+// checkRetry applies docs/provider-api.md: final 4xx are never resent; 409
 // PROCESSING, 429 and 5xx follow operation.Advise; a broken connection or a
 // lost 2xx answer is ambiguous, so the same key and body go again.
 //

@@ -1,5 +1,5 @@
 // Package uploader moves pending tiles from the tile store and the blob cache
-// to a satellite provider that speaks ../shared/provider-api.md.
+// to a satellite provider that speaks the API of docs/provider-api.md.
 //
 // TileUploader is the contract the retry decorator and the upload-pending
 // command consume; HTTPTileUploader is its implementation. An implementation
@@ -189,7 +189,8 @@ type UploadBatchReport struct {
 	FDRBytes   int64 `json:"fdr_bytes"`
 }
 
-// Traffic counts a run's HTTP requests for the SLIs of seed 002. Every
+// Traffic counts a run's HTTP requests for the retry SLIs (README, "Retry
+// SLIs"). Every
 // request the uploader makes is counted, GETs included; Resends and
 // Timeouts of UploadBatchReport count the same population.
 type Traffic struct {

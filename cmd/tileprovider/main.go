@@ -1,5 +1,5 @@
 // Command tileprovider runs the reference satellite provider
-// (provider-api.md) for tests, chaos runs and local development.
+// (docs/provider-api.md) for tests, chaos runs and local development.
 package main
 
 import (

@@ -6,7 +6,7 @@ import (
 )
 
 // fingerprintFor computes, independently of tilectl and the provider, the
-// fingerprint provider-api.md defines for a batch: the flight, then each
+// fingerprint docs/provider-api.md defines for a batch: the flight, then each
 // tile's tile_id and sha256 in manifest order (NUL-separated, sha256, hex;
 // the encoding the reference provider uses). Comparing it with both sides'
 // records proves an op ID stood for exactly the members tilectl journaled.

@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Output formats every command accepts with -o. "table" is kept as an
-// alias of "text" (status used to take it).
+// Output formats every command accepts with -o. "table" is an alias of
+// "text", so scripts that ask status for -o table keep working.
 const (
 	OutputText  = "text"
 	OutputJSON  = "json"

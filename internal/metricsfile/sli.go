@@ -10,7 +10,7 @@ import (
 )
 
 // Traffic is what a finished flight's HTTP requests add to the SLI
-// counters (seed 002 section X): every request the uploader made, GETs
+// counters: every request the uploader made, GETs
 // and resends included.
 type Traffic struct {
 	Requests, FirstAttempts, Resends int
@@ -18,7 +18,7 @@ type Traffic struct {
 }
 
 // sliSeries are the request counters and the batch latency quantiles from
-// which seed 002's retry_rate and timeout_rate follow
+// which the retry_rate and timeout_rate follow
 // (tilectl_resends_total / tilectl_requests_total, tilectl_timeouts_total /
 // tilectl_requests_total).
 type sliSeries struct {

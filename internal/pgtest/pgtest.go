@@ -277,8 +277,8 @@ func RejectionsOverBudget(ctx context.Context, db Querier, flightID string, budg
 // rewrites the tiles table as tiles import leaves it: in tile_id order,
 // pages filled to the table's fillfactor. Benchmarks call it between
 // measured runs, so each meets the layout of a flight just imported, not
-// the one the previous run's updates left (which had more room for the
-// claims' updates and hid part of the journal's cost, 74380dd).
+// the one the previous run's updates left (which has more room for the
+// claims' updates and would hide part of the journal's cost).
 func ResetUploads(ctx context.Context, db interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }) error {

@@ -20,7 +20,7 @@ type BatchTile struct {
 	Body        io.Reader
 }
 
-// WriteBatch writes a tiles:batch multipart body as provider-api.md lays it
+// WriteBatch writes a tiles:batch multipart body as docs/provider-api.md lays it
 // out (a manifest part, then one part per tile in manifest order) and
 // returns its Content-Type. Tests and the benchmark's baseline client use
 // it to talk to a provider without the uploader's code, on purpose.

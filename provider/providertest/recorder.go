@@ -11,7 +11,7 @@ import (
 )
 
 // Recorder is a provider for tests that count what a client sends: it
-// follows provider-api.md's batch contract over real loopback HTTP (bearer
+// follows docs/provider-api.md's batch contract over real loopback HTTP (bearer
 // token, capabilities, batches under idempotency keys, one request per key
 // at a time, a seen key replaying its sealed answer, operation state) but
 // stores a tile again whenever a new key carries it and never answers

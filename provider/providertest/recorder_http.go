@@ -14,7 +14,7 @@ import (
 	"github.com/tilectl/tilectl/operation"
 )
 
-// The Recorder's handlers: provider-api.md's batch, operation state and
+// The Recorder's handlers: docs/provider-api.md's batch, operation state and
 // tile lookup, over what the Recorder holds.
 
 func recorderJSON(w http.ResponseWriter, status int, v any) {

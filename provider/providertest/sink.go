@@ -17,7 +17,7 @@ import (
 	"testing"
 )
 
-// Sink is an in-memory provider for benchmarks: it follows provider-api.md
+// Sink is an in-memory provider for benchmarks: it follows docs/provider-api.md
 // for everything an upload run uses (bearer token, capabilities, batches
 // under idempotency keys with replay and conflict, operation state) and
 // parses every batch body in full, checking each part's name, size and

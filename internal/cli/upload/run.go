@@ -532,8 +532,8 @@ func localFailuresError(sum *Summary) error {
 		iostreams.Count(sum.LocalFailed, "tile was", "tiles were"), flight, flight)
 }
 
-// logSchedule weighs the run's retry schedule against its deadline (seed
-// 002 S75-1, deadline conservation). The deadline bounds the run whatever
+// logSchedule weighs the run's retry schedule against its deadline. The
+// deadline bounds the run whatever
 // the schedule: a run it ends leaves its open batches and pending tiles to
 // the next run, under the same keys, so a worst case longer than the
 // deadline loses nothing and is only logged. What cannot work is a deadline

@@ -2,19 +2,18 @@ package upload
 
 import "github.com/tilectl/tilectl/internal/metricsfile"
 
-// SLI is seed 002 section X's indicators for a run, from its totals. A
+// SLI is a run's retry indicators, from its totals. A
 // value is null when the run gives no basis for it (no request, no
 // answered batch): a report never states a number it does not know.
 //
-//	retry_rate                 resends / requests (seed 002: retries_total /
-//	                           requests_total; resends are transport level:
-//	                           every request that repeated an earlier one)
+//	retry_rate                 resends / requests (resends are transport
+//	                           level: every request that repeated an
+//	                           earlier one)
 //	timeout_rate               timeouts / requests
 //	dedup_replay_rate          replayed / batches: the share of answered
 //	                           batches whose answer the provider replayed
-//	                           from its idempotency record (seed 002's
-//	                           dup_drop_rate seen from the client: the
-//	                           provider dropped the duplicate and replayed)
+//	                           from its idempotency record (the provider
+//	                           dropped the duplicate and replayed)
 //	batch_latency_p50_seconds  median time from a batch's first send to its
 //	batch_latency_p99_seconds  settled answer, and the 99th percentile
 //	                           (nearest rank over the run's batches)

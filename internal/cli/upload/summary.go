@@ -58,7 +58,7 @@ import (
 //	                    HTTP requests sent (resends and GETs included), those
 //	                    that were not resends, resends the retry budget
 //	                    refused, times the circuit breaker opened
-//	sli                 seed 002's indicators for the run (see SLI)
+//	sli                 the run's retry indicators (see SLI)
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
 //	fdr                 what the run wrote to the flight data recorder

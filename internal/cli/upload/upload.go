@@ -4,7 +4,7 @@
 //
 // It promises: any number of runs, on one machine or many, share a flight
 // (each claims its own batches under a lease, see tilestore.ClaimBatch;
-// there is no per-flight lock and no exit code 5 any more); data (the
+// no run is refused because another holds the flight); data (the
 // summary) on stdout and diagnostics on stderr; `-o json` prints one stable
 // JSON object (see Summary); the provider token never appears in any output,
 // metrics file or flight-data record; --dry-run sends and changes nothing.
