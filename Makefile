@@ -18,13 +18,14 @@ define with_pg
 	$(1)
 endef
 
-.PHONY: all help build test lint demo bench fuzz-short chaos stress clean
+.PHONY: all help build man test lint demo bench fuzz-short chaos stress clean
 
 all: build
 
 help:
 	@echo "make build       bin/tilectl (and bin/tileprovider)"
 	@echo "make test        gofmt check, go vet, go test -race against PostgreSQL"
+	@echo "make man         man pages for every command in man/ (MANDIR=)"
 	@echo "make demo        migrate, import testdata/tiles as flight demo-1, show status"
 	@echo "make bench       every benchmark, then the table of performance targets"
 	@echo "make lint        gofmt -l, go vet, go mod tidy -diff, no conflict markers"
@@ -38,6 +39,15 @@ build:
 		echo "$(GO) build -o bin/tileprovider ./cmd/tileprovider"; \
 		$(GO) build -ldflags '$(LDFLAGS)' -o bin/tileprovider ./cmd/tileprovider; \
 	fi
+
+# A man page per command, from the command tree itself (cmd/mangen, cobra's
+# doc generator). The pages carry the date of the last commit, so the same
+# commit gives the same pages.
+MANDIR ?= man
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+man:
+	rm -rf $(MANDIR)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/mangen -version $(VERSION) $(MANDIR)
 
 lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then \
@@ -86,4 +96,4 @@ stress:
 	@$(call with_pg,TILECTL_MASS_FULL=1 $(GO) test -count=1 -timeout 30m -run 'TestAMassGiveUp|TestNoGiveUpCommitsAfter' -v ./retrydecorator/)
 
 clean:
-	rm -rf bin demo-run $(BENCH_OUT) bench.json
+	rm -rf bin man demo-run $(BENCH_OUT) bench.json
