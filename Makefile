@@ -18,13 +18,15 @@ define with_pg
 	$(1)
 endef
 
-.PHONY: all help build test lint demo bench fuzz-short chaos stress clean
+.PHONY: all help build man package dist test lint demo bench fuzz-short chaos stress clean
 
 all: build
 
 help:
 	@echo "make build       bin/tilectl (and bin/tileprovider)"
 	@echo "make test        gofmt check, go vet, go test -race against PostgreSQL"
+	@echo "make man         man pages for every command in man/ (MANDIR=)"
+	@echo "make package     dist/tilectl_<version>_<arch>.deb: binary, man pages, completions, systemd units"
 	@echo "make demo        migrate, import testdata/tiles as flight demo-1, show status"
 	@echo "make bench       every benchmark, then the table of performance targets"
 	@echo "make lint        gofmt -l, go vet, go mod tidy -diff, no conflict markers"
@@ -38,6 +40,22 @@ build:
 		echo "$(GO) build -o bin/tileprovider ./cmd/tileprovider"; \
 		$(GO) build -ldflags '$(LDFLAGS)' -o bin/tileprovider ./cmd/tileprovider; \
 	fi
+
+# A man page per command, from the command tree itself (cmd/mangen, cobra's
+# doc generator). The pages carry the date of the last commit, so the same
+# commit gives the same pages.
+MANDIR ?= man
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+man:
+	rm -rf $(MANDIR)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/mangen -version $(VERSION) $(MANDIR)
+
+# The .deb (scripts/package.sh): /usr/bin/tilectl, the man pages, bash, zsh
+# and fish completions, the systemd service and timer of packaging/systemd.
+# make dist is the same.
+package:
+	@VERSION=$(VERSION) COMMIT=$(COMMIT) GO=$(GO) scripts/package.sh
+dist: package
 
 lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then \
@@ -88,4 +106,4 @@ stress:
 	@$(call with_pg,TILECTL_MASS_FULL=1 $(GO) test -count=1 -timeout 30m -run 'TestAMassGiveUp|TestNoGiveUpCommitsAfter' -v ./retrydecorator/)
 
 clean:
-	rm -rf bin demo-run $(BENCH_OUT) bench.json
+	rm -rf bin man dist demo-run $(BENCH_OUT) bench.json

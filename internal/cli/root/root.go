@@ -76,6 +76,7 @@ func New(f *factory.Factory) *cobra.Command {
 	for _, newCmd := range Commands {
 		cmd.AddCommand(newCmd(f))
 	}
+	completionCommand(cmd)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return exitcode.UsageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
