@@ -23,12 +23,14 @@ type FlightOverview struct {
 	LastRun *UploadRun
 }
 
-// flightOverviewSQL is cheap at millions of tiles: the per-status counts
-// and byte sums come from an index-only scan of tiles_flight_status_idx,
-// whose entries carry size_bytes (0015), never from the tiles heap; each
-// flight's last run is one probe of upload_runs_flight_started (LIMIT 1 on
-// its order), whatever the length of the run history. One statement, so
-// every number comes from one snapshot.
+// flightOverviewSQL is one statement, so every number comes from one
+// snapshot. The per-status counts and byte sums read the tiles heap once
+// (size_bytes is not in any index: carrying it in the status index would
+// make that index, which every settlement writes, several times larger);
+// at a million tiles that is a sequential read of the table, acceptable
+// for an operator's overview and never on the upload path. Each flight's
+// last run is one probe of upload_runs_flight_started (LIMIT 1 on its
+// order), whatever the length of the run history.
 const flightOverviewSQL = `
 SELECT f.flight_id, f.state, f.created_at, t.voting_status, coalesce(t.n, 0), coalesce(t.bytes, 0),
        r.run_id, r.host, r.pid, r.started_at, r.finished_at, r.outcome, r.exit_code

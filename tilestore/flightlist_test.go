@@ -3,10 +3,7 @@ package tilestore_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tilectl/tilectl/tilestore"
 )
@@ -15,39 +12,6 @@ import (
 // carries size_bytes: no plan that reads the tiles heap is needed (with
 // sequential and bitmap scans off, the planner would still pick one if the
 // index did not cover the query).
-func TestFlightOverviewsReadTilesOnlyThroughTheStatusIndex(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := testCtx(t)
-	seedFlight(t, s, "F1", 20)
-	if _, err := s.Pool().Exec(ctx, "VACUUM ANALYZE tiles"); err != nil {
-		t.Fatal(err)
-	}
-	err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-		for _, q := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_indexscan = off"} {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return err
-			}
-		}
-		rows, err := tx.Query(ctx, "EXPLAIN "+tilestore.FlightOverviewSQL)
-		if err != nil {
-			return err
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		plan := strings.Join(lines, "\n")
-		if !strings.Contains(plan, "Index Only Scan using tiles_flight_status_idx on tiles") || strings.Contains(plan, "Seq Scan on tiles") {
-			t.Errorf("the flight list does not read tiles through an index-only scan of tiles_flight_status_idx:\n%s", plan)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestLandSetsAnAirborneFlightOnGroundAndCallsBeforeCommitOnlyThen(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
