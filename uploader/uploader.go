@@ -222,7 +222,7 @@ type FlightStateNotOnGroundError struct {
 
 func (e *FlightStateNotOnGroundError) Error() string {
 	return fmt.Sprintf("flight %s is %s: tiles are uploaded only once it is on_ground "+
-		"(land the aircraft, or re-import with --state on_ground)", e.FlightID, e.State)
+		"(once the aircraft has landed: tilectl flights land %s)", e.FlightID, e.State, e.FlightID)
 }
 
 func (e *FlightStateNotOnGroundError) Is(target error) bool { return target == ErrFlightNotOnGround }

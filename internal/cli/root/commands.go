@@ -6,6 +6,7 @@ import (
 	"github.com/tilectl/tilectl/internal/cli/configcmd"
 	"github.com/tilectl/tilectl/internal/cli/factory"
 	"github.com/tilectl/tilectl/internal/cli/fdrcmd"
+	"github.com/tilectl/tilectl/internal/cli/flights"
 	"github.com/tilectl/tilectl/internal/cli/migrate"
 	"github.com/tilectl/tilectl/internal/cli/status"
 	"github.com/tilectl/tilectl/internal/cli/tiles"
@@ -21,6 +22,7 @@ var Commands = []func(f *factory.Factory) *cobra.Command{
 	func(f *factory.Factory) *cobra.Command { return tiles.NewCmdTiles(f) },
 	func(f *factory.Factory) *cobra.Command { return upload.NewCmdUploadPending(f, nil) },
 	func(f *factory.Factory) *cobra.Command { return status.NewCmdStatus(f, nil) },
+	func(f *factory.Factory) *cobra.Command { return flights.NewCmdFlights(f) },
 	func(f *factory.Factory) *cobra.Command { return fdrcmd.NewCmdFDR(f) },
 	func(f *factory.Factory) *cobra.Command { return version.NewCmdVersion(f, nil) },
 	func(f *factory.Factory) *cobra.Command { return configcmd.NewCmdConfig(f) },

@@ -42,6 +42,10 @@ var examples = map[string]string{
 		"  tilectl tiles requeue --flight F-2026-11-22 --tile F-2026-11-22-18-140000-90000 --reason 'provider fixed its decoder'\n\n" +
 		"  # every given-up tile of the flight, off a terminal\n" +
 		"  tilectl tiles requeue --flight F-2026-11-22 --all-given-up --reason 'provider outage over' --yes",
+	"tilectl flights":      "  tilectl flights list\n  tilectl flights land F-2026-11-22",
+	"tilectl flights list": "  tilectl flights list\n  tilectl flights list -o json | jq '.flights[] | {flight_id, cache_bytes}'",
+	"tilectl flights land": "  # the aircraft is on the ground: its tiles may now be uploaded\n" +
+		"  tilectl flights land F-2026-11-22\n  tilectl upload-pending",
 	"tilectl fdr": "  tilectl fdr tail -n 20",
 	"tilectl fdr tail": "  tilectl fdr tail -n 20\n" +
 		"  tilectl fdr tail -f --kind c11.upload.giveup -o json",
@@ -54,12 +58,19 @@ var enumFlags = map[string][]string{
 	"output":    {"text\tfor people", "json\tstable, for scripts"},
 	"state":     {"on_ground\tthe flight has landed: its tiles may be uploaded", "airborne\tstill flying: nothing is uploaded"},
 	"log-level": {"trace", "debug", "info", "warn", "error"},
-	"kind":      {"c11.upload.giveup\ta tile given up after too many rejections"},
+	"kind": {"c11.upload.giveup\ta tile given up after too many rejections",
+		"c11.upload.requeue\ta given-up tile moved back to pending",
+		"c11.flight.landed\ta flight set on_ground by flights land"},
 }
 
+// flightArg are the commands whose one argument is a flight ID, completed
+// like --flight.
+var flightArg = map[string]bool{"tilectl flights land": true}
+
 // applyConventions walks the command tree: Examples from the table, and
-// shell completion for --flight (flight IDs from the database) and for
-// every enum flag, so that completing them never offers file names.
+// shell completion for --flight and the flightArg commands' argument
+// (flight IDs from the database) and for every enum flag, so that
+// completing them never offers file names.
 func applyConventions(f *factory.Factory, cmd *cobra.Command) {
 	if cmd.Example == "" {
 		cmd.Example = examples[cmd.CommandPath()]
@@ -71,6 +82,14 @@ func applyConventions(f *factory.Factory, cmd *cobra.Command) {
 	}
 	if has(cmd, "flight") && !hasCompletion(cmd, "flight") {
 		_ = cmd.RegisterFlagCompletionFunc("flight", completeFlights(f))
+	}
+	if flightArg[cmd.CommandPath()] && cmd.ValidArgsFunction == nil {
+		cmd.ValidArgsFunction = func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeFlights(f)(c, args, toComplete)
+		}
 	}
 	for _, sub := range cmd.Commands() {
 		applyConventions(f, sub)

@@ -338,8 +338,7 @@ func (r *run) logSkipped(skipped []tilestore.FlightCounts, tiles int64) {
 	}
 	r.log.Info().Int("skipped_flights", len(skipped)).Int64("skipped_pending_tiles", tiles).
 		Msgf("skipped %s with %s, not on_ground: %s; only a landed flight is uploaded. "+
-			"Once one has landed, record it with 'tilectl tiles import --flight ID --state on_ground DIR' "+
-			"(its tiles' directory: nothing is imported twice), then run upload-pending again",
+			"Once one has landed, record it with 'tilectl flights land ID', then run upload-pending again",
 			plural(len(skipped), "flight"), plural(int(tiles), "pending tile"), strings.Join(names, ", "))
 }
 

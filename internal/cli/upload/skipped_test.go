@@ -23,7 +23,7 @@ func TestARunOverEveryFlightSaysWhichFlightsItSkipsAndWhy(t *testing.T) {
 			line = l
 		}
 	}
-	for _, want := range []string{"skipped 2 flights", "F2", "F3", "airborne", "3 pending tiles", "--state on_ground"} {
+	for _, want := range []string{"skipped 2 flights", "F2", "F3", "airborne", "3 pending tiles", "tilectl flights land ID"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the run does not say %q about the flights it skipped:\n%s", want, res.stderr)
 		}
