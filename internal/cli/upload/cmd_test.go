@@ -245,6 +245,9 @@ func TestProgressShowsATotalNotYetCountedAsUnknownNotZero(t *testing.T) {
 		t.Errorf("status %q, want 4/? tiles before the count arrives", got)
 	}
 	tick <- time.Now()
+	// The ticker's goroutine takes a second tick only once it has logged
+	// the first: the count below then cannot reach that log line first.
+	tick <- time.Now()
 	p.setTotal(10, 1000)
 	if got := p.line(); !strings.Contains(got, "4/10 tiles") {
 		t.Errorf("status %q, want 4/10 tiles once counted", got)
