@@ -10,14 +10,37 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
+// reject records rejections of ids under op as a run records the tiles it
+// turns away before sending: a claim whose Pick rejects them. It fails the
+// test unless every ID was a candidate and so was rejected.
 func reject(t testing.TB, s *tilestore.Store, op string, reason string, ids ...string) {
 	t.Helper()
-	rs := make([]tilestore.Rejection, len(ids))
-	for i, id := range ids {
-		rs[i] = tilestore.Rejection{OpID: op, TileID: id, Reason: reason, Message: reason + " in " + op}
-	}
-	if err := s.RecordRejections(context.Background(), rs); err != nil {
+	ctx := context.Background()
+	var flight string
+	var tiles int
+	if err := s.Pool().QueryRow(ctx, `SELECT min(f.flight_id), count(*) FROM tiles f
+		WHERE f.flight_id = (SELECT min(flight_id) FROM tiles WHERE tile_id = ANY($1))`, ids).Scan(&flight, &tiles); err != nil {
 		t.Fatal(err)
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: flight, Limit: max(tiles, 1), OpID: op,
+		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			var rs []tilestore.Rejection
+			for _, c := range cands {
+				if want[c.ID] {
+					rs = append(rs, tilestore.Rejection{OpID: op, TileID: c.ID, Reason: reason, Message: reason + " in " + op})
+				}
+			}
+			return tilestore.Batch{}, rs
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rejections) != len(want) {
+		t.Fatalf("claim %s rejected %d of %d tiles %v: the others were no candidates", op, len(c.Rejections), len(want), ids)
 	}
 }
 
@@ -81,10 +104,14 @@ func TestCountRejectionsGivesUpAtTheBudgetInTheSameTransaction(t *testing.T) {
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 4)
-	setStatusSQL(t, s, "rejected", ids[3]) // not uploadable: never "gives up"
 	reject(t, s, "op-1", "bad_tile", ids[0], ids[1], ids[3])
 	reject(t, s, "op-2", "bad_tile", ids[0], ids[3])
 	reject(t, s, "op-3", "bad_tile", ids[0], ids[3])
+	setStatusSQL(t, s, "rejected", ids[3]) // not uploadable: never "gives up"
+	// A batch claimed before the count gives tile 0 up, answered after.
+	if err := journal(ctx, s, batchOf("op-4", "F1", ids[:1]), tilestore.Claim{}); err != nil {
+		t.Fatal(err)
+	}
 
 	var seen []tilestore.GiveUp
 	res, err := s.CountRejections(ctx, "F1", 3, func(ctx context.Context, gaveUp []tilestore.GiveUp) error {
@@ -124,7 +151,10 @@ func TestCountRejectionsGivesUpAtTheBudgetInTheSameTransaction(t *testing.T) {
 
 	// A later rejection of a tile that already gave up is counted, but it
 	// does not give up again.
-	reject(t, s, "op-4", "bad_tile", ids[0])
+	if err := s.SettleBatch(ctx, tilestore.Settlement{OpID: "op-4", HTTPStatus: 200,
+		Rejections: []tilestore.Rejection{{OpID: "op-4", TileID: ids[0], Reason: "bad_tile"}}}); err != nil {
+		t.Fatal(err)
+	}
 	calls := 0
 	res, err = s.CountRejections(ctx, "F1", 3, func(context.Context, []tilestore.GiveUp) error { calls++; return nil })
 	if err != nil || res.Counted != 1 || len(res.GaveUp) != 0 || calls != 0 {

@@ -40,7 +40,6 @@ type Store interface {
 	SettleBatch(ctx context.Context, s tilestore.Settlement) error
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
 	DeferBatch(ctx context.Context, opID string, wait time.Duration) (time.Time, error)
-	RecordRejections(ctx context.Context, rs []tilestore.Rejection) error
 	AtBudget(ctx context.Context, flightID string, maxAttempts int) ([]string, error)
 	AmbiguousPending(ctx context.Context, flightID string, unclearReasons []string) ([]tilestore.Tile, time.Time, error)
 	MarkUploaded(ctx context.Context, ids []string) (int, error)
