@@ -61,7 +61,7 @@ type memStore struct {
 	uncounted  []tilestore.Rejection
 	now        func() time.Time
 	countCalls int
-	// commitErr, if set, makes CountRejections fail after beforeCommit
+	// commitErr, if set, makes CountRejectionsUpTo fail after beforeCommit
 	// succeeded, changing nothing: a commit that did not happen.
 	commitErr error
 }

@@ -300,7 +300,7 @@ func TestConcurrentCountersCountEachRejectionOnceAndReportEachGiveUpOnce(t *test
 			go func() {
 				defer wg.Done()
 				<-start
-				res, err := s.CountRejections(ctx, "FK", budget, func(_ context.Context, gs []tilestore.GiveUp) error {
+				res, err := s.CountRejectionsUpTo(ctx, "FK", budget, 0, "", func(_ context.Context, gs []tilestore.GiveUp) error {
 					mu.Lock()
 					defer mu.Unlock()
 					for _, g := range gs {

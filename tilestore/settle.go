@@ -97,7 +97,7 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 
 	// Relaxed durability: a settlement lost in a crash leaves the batch open,
 	// and the next run settles it again from the provider's replay. Not when
-	// it records rejections: CountRejections may write a durable give-up
+	// it records rejections: CountRejectionsUpTo may write a durable give-up
 	// record from them before its own commit, and a recount after a crash
 	// must find the same rejections, not whatever a later answer says.
 	opts := settleRelaxedTx

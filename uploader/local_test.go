@@ -80,9 +80,9 @@ func TestBadBlobsAreLocalFailuresThatAreNotSentNotCountedAndStayPending(t *testi
 	}
 	// Nothing is recorded for the decorator to count: the provider never
 	// saw these tiles, so they keep their whole budget and stay pending.
-	cr, err := c.Store.CountRejections(testCtx(t), "fb", 1, nil)
+	cr, err := c.Store.CountRejectionsUpTo(testCtx(t), "fb", 1, 0, "", nil)
 	if err != nil || cr.Counted != 0 || len(cr.GaveUp) != 0 {
-		t.Fatalf("CountRejections = %+v, %v; want nothing to count", cr, err)
+		t.Fatalf("CountRejectionsUpTo = %+v, %v; want nothing to count", cr, err)
 	}
 	if n, _, err := c.Store.PendingSummary(testCtx(t), "fb"); err != nil || n != 3 {
 		t.Fatalf("pending = %d, %v; want the 3 bad-blob tiles", n, err)

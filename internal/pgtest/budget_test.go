@@ -44,7 +44,7 @@ func TestRejectionsOverBudgetCountsARequeuedTilesBudgetFromItsBase(t *testing.T)
 			op++
 			rejectUnsent(t, ctx, s, flight, fmt.Sprintf("op-%d", op), id, "invalid_tile", "bad")
 		}
-		if _, err := s.CountRejections(ctx, flight, budget, nil); err != nil {
+		if _, err := s.CountRejectionsUpTo(ctx, flight, budget, 0, "", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
