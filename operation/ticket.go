@@ -33,9 +33,8 @@ func (tk *Ticket) Record() Record { return tk.rec }
 
 // Seal records the outcome (retry.seal.return). It returns once the
 // outcome is stored (durably, for a durable store: retry.policy.persist.seal).
-// If the ticket lost its ownership first (a cancel, a crash recovery), it
-// returns ErrNotOwner and the record as it now stands: the first transition
-// wins (retry.cancel.race).
+// If the ticket lost its ownership first (a crash recovery), it returns
+// ErrNotOwner and the record as it now stands: the first transition wins.
 func (tk *Ticket) Seal(ctx context.Context, out Outcome) (Record, error) {
 	return tk.finish(ctx, StateSealed, out)
 }
