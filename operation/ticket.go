@@ -69,7 +69,7 @@ func (tk *Ticket) finish(ctx context.Context, to State, out Outcome) (Record, er
 	}
 	now := tk.t.now()
 	rec, err := tk.t.store.Finish(ctx, tk.rec.Key, tk.rec.Gen, Finish{
-		Policy: tk.rec.Policy, To: to, Outcome: out, ExpiresAt: now.Add(tk.t.retention), Now: now,
+		To: to, Outcome: out, ExpiresAt: now.Add(tk.t.retention), Now: now,
 	})
 	if errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotFound) {
 		return rec, ErrNotOwner
