@@ -25,38 +25,27 @@ const (
 	JitterDecorrelated Jitter = "decorrelated"
 )
 
-// Config bounds the decorator's retries. The zero value is not valid; start
-// from DefaultConfig.
+// Config bounds the decorator's retries. The zero value is not valid; the
+// command builds it from config.Retry, where the defaults are.
 type Config struct {
 	// MaxInCallRetries is how many times one UploadPendingTiles call calls
-	// the inner uploader again after a partial outcome. Default: 3. Zero
-	// means one inner call and no retry.
+	// the inner uploader again after a partial outcome. Zero means one
+	// inner call and no retry.
 	MaxInCallRetries int
 	// MaxPerTileAttempts is how many counted rejections a tile may collect,
-	// across calls and runs, before it moves to upload_giveup. Default: 5.
+	// across calls and runs, before it moves to upload_giveup.
 	MaxPerTileAttempts int
 	// BackoffBase is the sleep before the first retry; retry n sleeps
-	// min(BackoffBase*2^(n-1), BackoffCap). Default: 2s.
+	// min(BackoffBase*2^(n-1), BackoffCap).
 	BackoffBase time.Duration
 	// BackoffCap is the longest sleep, and the hint added to now for
-	// NextRetryAt when the in-call budget runs out. Default: 60s.
+	// NextRetryAt when the in-call budget runs out.
 	BackoffCap time.Duration
-	// Jitter randomises each sleep. Default: JitterNone ("" means none).
+	// Jitter randomises each sleep; "" means JitterNone.
 	Jitter Jitter
-	// Rand is the jitter's random source. Default: nil, the global source;
+	// Rand is the jitter's random source; nil means the global source;
 	// tests pass a seeded one.
 	Rand *rand.Rand
-}
-
-// DefaultConfig is the configuration documented for config.Retry.
-func DefaultConfig() Config {
-	return Config{
-		MaxInCallRetries:   3,
-		MaxPerTileAttempts: 5,
-		BackoffBase:        2 * time.Second,
-		BackoffCap:         60 * time.Second,
-		Jitter:             JitterNone,
-	}
 }
 
 // ErrInvalidConfig is wrapped by every error Validate returns.

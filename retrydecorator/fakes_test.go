@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
@@ -385,3 +386,16 @@ func newRig(t *testing.T, st *memStore, inner *fakeInner, cfg Config, hooks Hook
 }
 
 var errBoom = errors.New("boom")
+
+// defaultConfig is the decorator's configuration from config's defaults,
+// the one place they are written down.
+func defaultConfig() Config {
+	r := config.Default(func(string) string { return "" }).Retry
+	return Config{
+		MaxInCallRetries:   r.MaxInCallRetries,
+		MaxPerTileAttempts: r.MaxPerTileAttempts,
+		BackoffBase:        r.BackoffBase,
+		BackoffCap:         r.BackoffCap,
+		Jitter:             Jitter(r.Jitter),
+	}
+}

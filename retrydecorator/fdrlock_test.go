@@ -37,7 +37,7 @@ func TestARunKeepsItsDeadlineAndHoldsNoRowLocksWhileAnotherProcessHoldsTheFDRLoc
 		t.Fatal(err)
 	}
 	rejectUnsent(t, ctx, st, fl, "op-old", bad, "invalid_tile", "bad")
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxPerTileAttempts = 2
 	u := New(idleInner(fl), st, ring, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})
 	release := fdrtest.HoldLock(t, path)
@@ -97,7 +97,7 @@ func TestAGiveUpReachedAgainAfterACrashAndOneMoreRejectionHasOneRecord(t *testin
 	st, ids := pgStore(t, fl, 2)
 	bad := ids[0]
 	inner, _ := storeInner(st, fl, func(_ int, id string) bool { return id == bad })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxInCallRetries, cfg.MaxPerTileAttempts = 0, 2
 	rec := newTestRecorder(t)
 	u := New(inner, st, rec, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})

@@ -8,7 +8,7 @@ import (
 
 func TestDecorrelatedJitterDrawsBetweenBaseAndThreeTimesThePreviousSleep(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.Jitter, cfg.Rand = JitterDecorrelated, rand.New(rand.NewPCG(7, 0))
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
