@@ -359,3 +359,26 @@ func TestABlobThisMachineCannotOpenStopsTheRunWithoutSpendingAnAttempt(t *testin
 		t.Fatalf("%d rejections recorded for a local problem, want 0", n)
 	}
 }
+
+// A dry run forms its batches as a run's claims do: pick among the next
+// batch-size pending tiles, so a tile rejected as too large leaves its
+// claim's batch one tile short, and the dry run says so.
+func TestDryRunCountsTheBatchesARealRunSends(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	c := providertest.NewClient(t, "fd")
+	c.AddTiles(t, "fd", 3, 1024, 21)
+	c.AddTilesFrom(t, "fd", 3, 1, 70000, 22) // over the fake's max_tile_bytes of 64 KiB
+	c.AddTilesFrom(t, "fd", 4, 3, 1024, 23)
+	u, _ := newUploader(t, hs.URL, c, nil)
+	dry, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fd", BatchSize: 2, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fd", BatchSize: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if sent := len(f.received()); dry.Batches != sent || sent != 4 {
+		t.Fatalf("dry run said %d batches, the run sent %d; want 4 each", dry.Batches, sent)
+	}
+}
