@@ -9,22 +9,6 @@ import (
 	"github.com/tilectl/tilectl/operation"
 )
 
-// Jitter says how a backoff delay is randomised.
-type Jitter string
-
-const (
-	// JitterNone sleeps exactly min(base*2^(n-1), cap): the default, so the
-	// schedule an operator reads in the docs is the one that happens.
-	JitterNone Jitter = "none"
-	// JitterFull sleeps a uniform random time in [0, delay].
-	JitterFull Jitter = "full"
-	// JitterEqual sleeps delay/2 plus a uniform random time in [0, delay/2].
-	JitterEqual Jitter = "equal"
-	// JitterDecorrelated sleeps a uniform random time in [base, 3*previous
-	// sleep], capped (AWS's "decorrelated jitter").
-	JitterDecorrelated Jitter = "decorrelated"
-)
-
 // Config bounds the decorator's retries. The zero value is not valid; the
 // command builds it from config.Retry, where the defaults are.
 type Config struct {
@@ -41,8 +25,8 @@ type Config struct {
 	// BackoffCap is the longest sleep, and the hint added to now for
 	// NextRetryAt when the in-call budget runs out.
 	BackoffCap time.Duration
-	// Jitter randomises each sleep; "" means JitterNone.
-	Jitter Jitter
+	// Jitter randomises each sleep; "" means operation.JitterNone.
+	Jitter operation.JitterKind
 	// Rand is the jitter's random source; nil means the global source;
 	// tests pass a seeded one.
 	Rand *rand.Rand
@@ -63,9 +47,7 @@ func (c Config) Validate() error {
 	case c.BackoffCap < c.BackoffBase:
 		return fmt.Errorf("%w: backoff_cap (%s) must be >= backoff_base (%s)", ErrInvalidConfig, c.BackoffCap, c.BackoffBase)
 	}
-	switch c.Jitter {
-	case "", JitterNone, JitterFull, JitterEqual, JitterDecorrelated:
-	default:
+	if !c.Jitter.Valid() {
 		return fmt.Errorf("%w: jitter must be none, full, equal or decorrelated, got %q", ErrInvalidConfig, c.Jitter)
 	}
 	return nil
@@ -78,18 +60,6 @@ func (c Config) Backoff(n int, prev time.Duration) time.Duration {
 	return c.backoff().Delay(n, c.Rand, prev)
 }
 
-// JitterKind is c.Jitter as the operation core names it.
-func (c Config) JitterKind() operation.JitterKind { return c.backoff().Jitter }
-
 func (c Config) backoff() operation.Backoff {
-	b := operation.Backoff{Base: c.BackoffBase, Cap: c.BackoffCap, Jitter: operation.JitterNone}
-	switch c.Jitter {
-	case JitterFull:
-		b.Jitter = operation.JitterFull
-	case JitterEqual:
-		b.Jitter = operation.JitterEqual
-	case JitterDecorrelated:
-		b.Jitter = operation.JitterDecorrelated
-	}
-	return b
+	return operation.Backoff{Base: c.BackoffBase, Cap: c.BackoffCap, Jitter: c.Jitter}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -225,7 +226,7 @@ func TestConfigBackoffFollowsMinBaseTimesTwoToTheNMinusOneAndCap(t *testing.T) {
 			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
 		}
 	}
-	cfg.Jitter = JitterFull
+	cfg.Jitter = operation.JitterFull
 	for n := 1; n < 10; n++ {
 		if got := cfg.Backoff(n, 0); got < 0 || got > min(2*s<<(n-1), 60*s) {
 			t.Errorf("full-jitter Backoff(%d) = %v, out of [0, %v]", n, got, min(2*s<<(n-1), 60*s))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -396,6 +397,6 @@ func defaultConfig() Config {
 		MaxPerTileAttempts: r.MaxPerTileAttempts,
 		BackoffBase:        r.BackoffBase,
 		BackoffCap:         r.BackoffCap,
-		Jitter:             Jitter(r.Jitter),
+		Jitter:             operation.JitterKind(r.Jitter),
 	}
 }
