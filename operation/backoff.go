@@ -6,20 +6,31 @@ import (
 )
 
 // JitterKind selects how Backoff spreads delays so that many clients that
-// failed together do not retry together.
-type JitterKind int
+// failed together do not retry together. Its values are the names the
+// configuration uses (retry.jitter); "" means JitterNone.
+type JitterKind string
 
 const (
-	// JitterNone uses min(base*2^(n-1), cap) as is.
-	JitterNone JitterKind = iota
+	// JitterNone uses min(base*2^(n-1), cap) as is: the default, so the
+	// schedule an operator reads in the docs is the one that happens.
+	JitterNone JitterKind = "none"
 	// JitterFull draws uniformly from [0, d].
-	JitterFull
+	JitterFull JitterKind = "full"
 	// JitterEqual keeps half of d and draws the other half: [d/2, d].
-	JitterEqual
+	JitterEqual JitterKind = "equal"
 	// JitterDecorrelated draws from [base, 3*prev], capped (the AWS
 	// "decorrelated jitter"); it depends on the previous delay, not on n.
-	JitterDecorrelated
+	JitterDecorrelated JitterKind = "decorrelated"
 )
+
+// Valid reports whether j is one of the kinds above or "".
+func (j JitterKind) Valid() bool {
+	switch j {
+	case "", JitterNone, JitterFull, JitterEqual, JitterDecorrelated:
+		return true
+	}
+	return false
+}
 
 // Backoff computes capped exponential delays. The zero Cap means no cap
 // other than MaxHintDelay.

@@ -50,13 +50,13 @@ func TestBackoffJitterStaysInItsRange(t *testing.T) {
 		for n := 1; n <= 200; n++ {
 			d := b.Delay(n, rng, prev)
 			if lo, hi := tt.lo(n, prev), tt.hi(n, prev); d < lo || d > hi {
-				t.Fatalf("jitter %d: Delay(%d, prev %v) = %v, want in [%v, %v]", tt.kind, n, prev, d, lo, hi)
+				t.Fatalf("jitter %s: Delay(%d, prev %v) = %v, want in [%v, %v]", tt.kind, n, prev, d, lo, hi)
 			}
 			distinct[d] = true
 			prev = d
 		}
 		if len(distinct) < 50 {
-			t.Errorf("jitter %d gave only %d distinct delays in 200", tt.kind, len(distinct))
+			t.Errorf("jitter %s gave only %d distinct delays in 200", tt.kind, len(distinct))
 		}
 	}
 }

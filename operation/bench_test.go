@@ -69,24 +69,15 @@ func BenchmarkMemoryReplay(b *testing.B) {
 // clients, every write a synchronous commit (persist idem: the policy of a
 // tile batch).
 func BenchmarkPGAdmitSeal(b *testing.B) {
-	pool, _ := newPGPool(b)
+	pool := newPGPool(b)
 	benchAdmitSeal(b, operation.NewPGStore(pool), 8, operation.Policy{Persist: true, Idem: true})
-}
-
-// BenchmarkPGAdmitSealRelaxed: the same for a volatile idem method with
-// PGStore.Relaxed set (synchronous_commit=off for its writes).
-func BenchmarkPGAdmitSealRelaxed(b *testing.B) {
-	pool, url := newPGPool(b)
-	store := operation.NewPGStore(pool)
-	store.Relaxed = openPool(b, url, "synchronous_commit", "off")
-	benchAdmitSeal(b, store, 8, operation.Policy{Idem: true})
 }
 
 // BenchmarkPGBaselineCommit is the reference for BenchmarkPGAdmitSeal: one
 // single-row INSERT per synchronous commit from 8 clients, the server's
 // commit rate. An admit+seal is two such commits.
 func BenchmarkPGBaselineCommit(b *testing.B) {
-	pool, _ := newPGPool(b)
+	pool := newPGPool(b)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, "CREATE TABLE bench_commit (id BIGINT PRIMARY KEY)"); err != nil {
 		b.Fatal(err)

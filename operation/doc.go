@@ -43,8 +43,7 @@
 // operation_records (EnsureSchema); admit and every transition are one
 // statement and one synchronous commit, so a persist operation is never
 // reported Sealed before its outcome is durable; duplicates wait by
-// polling the row with backoff (see PGStore for why not LISTEN/NOTIFY);
-// PGStore.Relaxed optionally takes volatile idem writes off the fsync path.
+// polling the row with backoff (see PGStore for why not LISTEN/NOTIFY).
 // Table.Recover runs once at start; Table.GC (or CollectEvery) collects.
 //
 // IdempotencyMiddleware and OperationStateHandler put the table on HTTP;

@@ -197,8 +197,8 @@ func runOwner(ctx context.Context, t *Table, o MiddlewareOptions, tk *Ticket, ne
 		WriteError(w, http.StatusInternalServerError, CodeInternalError, "the outcome could not be recorded", nil, nil)
 		return
 	}
-	// Sealed, or a cancel won the race: the handler's answer is still the
-	// truth about this execution.
+	// Sealed, or a recovery took the operation first: the handler's answer
+	// is still the truth about this execution.
 	writeOutcome(w, out, false)
 }
 

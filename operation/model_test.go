@@ -13,5 +13,5 @@ func TestMemoryStoreModel(t *testing.T) {
 
 func TestPGStoreModel(t *testing.T) {
 	t.Parallel()
-	operationtest.RunModel(t, pgHarness(t, false), 300)
+	operationtest.RunModel(t, pgHarness(t), 300)
 }

@@ -49,26 +49,10 @@ func EnsureSchema(ctx context.Context, pool *pgxpool.Pool) error {
 // LISTEN/NOTIFY: a wait is bounded by the caller (MiddlewareOptions.WaitLive)
 // and needs no dedicated connection per waiter, and polling cannot miss a
 // notification sent between the check and the LISTEN.
-//
-// Every write is a synchronous commit, except that a caller may set
-// Relaxed to a pool opened with synchronous_commit=off: admissions and
-// transitions of volatile idem operations then go through it. Losing such a
-// write in a crash leaves the operation Absent or Live (then Released by
-// Recover), and both let a volatile idem operation run again, which its
-// policy allows; everything else stays durable.
 type PGStore struct {
 	pool    *pgxpool.Pool
 	PollMin time.Duration // default 2 ms
 	PollMax time.Duration // default 100 ms
-	Relaxed *pgxpool.Pool // default nil: every write synchronous
-}
-
-// writer is the pool a write for an operation with policy p goes through.
-func (s *PGStore) writer(p Policy) *pgxpool.Pool {
-	if s.Relaxed != nil && p.Idem && !p.Persist {
-		return s.Relaxed
-	}
-	return s.pool
 }
 
 var _ Store = (*PGStore)(nil)
@@ -148,7 +132,7 @@ func (s *PGStore) Admit(ctx context.Context, a Admission) (Record, bool, error) 
 	// again, so the INSERT is retried; GC only removes long-expired rows,
 	// so one more round settles it.
 	for range 3 {
-		rec, err := scanRecord(s.writer(a.Policy).QueryRow(ctx, admitSQL, a.Scope, a.OpID, a.Method, a.Fingerprint,
+		rec, err := scanRecord(s.pool.QueryRow(ctx, admitSQL, a.Scope, a.OpID, a.Method, a.Fingerprint,
 			a.Policy.Persist, a.Policy.Idem, a.ExpiresAt, a.Now))
 		if err == nil {
 			return rec, true, nil
@@ -195,7 +179,7 @@ func (s *PGStore) Finish(ctx context.Context, k Key, gen uint64, f Finish) (Reco
 			header = h
 		}
 	}
-	rec, err := scanRecord(s.writer(f.Policy).QueryRow(ctx, finishSQL, k.Scope, k.OpID, int64(gen), f.To.String(),
+	rec, err := scanRecord(s.pool.QueryRow(ctx, finishSQL, k.Scope, k.OpID, int64(gen), f.To.String(),
 		status, header, body, failure, f.ExpiresAt, f.Now))
 	if err == nil {
 		return rec, nil

@@ -110,7 +110,7 @@ var (
 	// or its wait bound passed.
 	ErrProcessing = errors.New("operation is still in progress")
 	// ErrNotOwner: a Seal/Release by a ticket that no longer owns the live
-	// generation (it lost a race to cancel, a crash recovery, or a seal).
+	// generation (it lost a race to a crash recovery or a seal).
 	ErrNotOwner = errors.New("not the live owner of the operation")
 	// ErrNotFound is returned by Store.Get for an absent key.
 	ErrNotFound = errors.New("operation record not found")

@@ -87,7 +87,7 @@ func stateOf(t *testing.T, table *operation.Table, key string) operation.State {
 // stored outcome (docs/provider-api.md), and a number whose key the table does
 // not know is ALREADY_COMMITTED.
 func TestACommittedBatchResentAfterARestartGetsItsSealedOutcome(t *testing.T) {
-	pool, _ := newPGPool(t)
+	pool := newPGPool(t)
 	first := startSeqProcess(t, pool)
 	a := first.send("key-batch-one-000001", "c", 1)
 	if a.status != 200 || lastOf(t, pool, "c") != 1 {
@@ -111,7 +111,7 @@ func TestACommittedBatchResentAfterARestartGetsItsSealedOutcome(t *testing.T) {
 // would be, rather than refused as ALREADY_COMMITTED forever; the number
 // is not committed twice.
 func TestACommittedBatchWhoseSealWasLostIsTakenOverOnResend(t *testing.T) {
-	pool, _ := newPGPool(t)
+	pool := newPGPool(t)
 	ctx := context.Background()
 	dead := operation.NewTable(operation.NewPGStore(pool), operation.TableOptions{})
 	tk, err := dead.Begin(ctx, operation.Request{OpID: "key-batch-lost-000001", Method: "batch", Fingerprint: bodyFP(t, "{}"), Policy: batchPolicy})
@@ -137,7 +137,7 @@ func TestACommittedBatchWhoseSealWasLostIsTakenOverOnResend(t *testing.T) {
 // runs it again under the same number. Otherwise the number is committed
 // with no outcome behind it.
 func TestANumberCommitsOnlyOnceItsOutcomeIsSealed(t *testing.T) {
-	pool, _ := newPGPool(t)
+	pool := newPGPool(t)
 	p := startSeqProcess(t, pool)
 	other := operation.NewTable(operation.NewPGStore(pool), operation.TableOptions{})
 	p.during = func() {
@@ -162,7 +162,7 @@ func TestANumberCommitsOnlyOnceItsOutcomeIsSealed(t *testing.T) {
 // number: the resend, number last+1 again, replays the sealed outcome and
 // commits the number then.
 func TestASealedBatchWhoseNumberWasNotCommittedCommitsItOnResend(t *testing.T) {
-	pool, _ := newPGPool(t)
+	pool := newPGPool(t)
 	ctx := context.Background()
 	dead := operation.NewTable(operation.NewPGStore(pool), operation.TableOptions{})
 	tk, err := dead.Begin(ctx, operation.Request{OpID: "key-batch-seal-000001", Method: "batch", Fingerprint: bodyFP(t, "{}"), Policy: batchPolicy})
@@ -208,7 +208,7 @@ func clientGoneBefore(next http.Handler, gone *atomic.Bool) http.Handler {
 // whether or not its client is still there, and its number commits only
 // with its seal; the resend gets the batch's own answer.
 func TestAClientGoneDuringAdmissionCommitsNoNumberWithoutItsBatchsOutcome(t *testing.T) {
-	pool, _ := newPGPool(t)
+	pool := newPGPool(t)
 	p := startSeqProcess(t, pool)
 	p.goneBeforeTable.Store(true)
 	p.send("key-batch-gone-000001", "c", 1)

@@ -20,7 +20,7 @@ import (
 func seqStores(t *testing.T) map[string]func() operation.SequenceStore {
 	return map[string]func() operation.SequenceStore{
 		"memory":   func() operation.SequenceStore { return operation.NewMemorySequenceStore() },
-		"postgres": func() operation.SequenceStore { pool, _ := newPGPool(t); return operation.NewPGSequenceStore(pool) },
+		"postgres": func() operation.SequenceStore { pool := newPGPool(t); return operation.NewPGSequenceStore(pool) },
 	}
 }
 

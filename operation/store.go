@@ -57,9 +57,6 @@ type Admission struct {
 
 // Finish is the input of Store.Finish.
 type Finish struct {
-	// Policy is the operation's (from its record); a store may use it to
-	// choose how durably to write (see PGStore.Relaxed).
-	Policy    Policy
 	To        State
 	Outcome   Outcome // the sealed outcome for StateSealed, ignored otherwise
 	ExpiresAt time.Time

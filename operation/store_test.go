@@ -21,21 +21,11 @@ func memoryHarness() operationtest.Harness {
 // pgHarness shares one database across a run; New empties the tables.
 // Restart opens a new PGStore, as a restarted process would, on the same
 // pool: the store keeps no session state, and a pool per restart would
-// exhaust the server's connections in long model runs. With relaxed,
-// volatile idem writes go through a synchronous_commit=off pool
-// (PGStore.Relaxed), which must not change any answer.
-func pgHarness(t *testing.T, relaxed bool) operationtest.Harness {
+// exhaust the server's connections in long model runs.
+func pgHarness(t *testing.T) operationtest.Harness {
 	t.Helper()
-	pool, url := newPGPool(t)
-	var relaxedPool *pgxpool.Pool
-	if relaxed {
-		relaxedPool = openPool(t, url, "synchronous_commit", "off")
-	}
-	open := func() operation.Store {
-		s := operation.NewPGStore(pool)
-		s.Relaxed = relaxedPool
-		return s
-	}
+	pool := newPGPool(t)
+	open := func() operation.Store { return operation.NewPGStore(pool) }
 	return operationtest.Harness{
 		New: func(t *testing.T) operation.Store {
 			if _, err := pool.Exec(context.Background(), "TRUNCATE operation_records, client_sequences"); err != nil {
@@ -47,26 +37,22 @@ func pgHarness(t *testing.T, relaxed bool) operationtest.Harness {
 	}
 }
 
-func newPGPool(t testing.TB) (*pgxpool.Pool, string) {
+func newPGPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	_, url := pgtest.New(t)
 	pool := openPool(t, url)
 	if err := operation.EnsureSchema(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	return pool, url
+	return pool
 }
 
-// openPool opens a pool on url; params are runtime parameters, name then
-// value.
-func openPool(t testing.TB, url string, params ...string) *pgxpool.Pool {
+// openPool opens a pool on url.
+func openPool(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(params); i += 2 {
-		cfg.ConnConfig.RuntimeParams[params[i]] = params[i+1]
 	}
 	cfg.MaxConns = 20 // the one-owner test races 16 connections
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -84,10 +70,5 @@ func TestMemoryStoreConformance(t *testing.T) {
 
 func TestPGStoreConformance(t *testing.T) {
 	t.Parallel()
-	operationtest.Run(t, pgHarness(t, false))
-}
-
-func TestPGStoreRelaxedConformance(t *testing.T) {
-	t.Parallel()
-	operationtest.Run(t, pgHarness(t, true))
+	operationtest.Run(t, pgHarness(t))
 }

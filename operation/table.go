@@ -220,29 +220,6 @@ func (t *Table) Lookup(ctx context.Context, k Key) (State, Record, error) {
 	return rec.State, rec, nil
 }
 
-// Cancel is an explicit cancellation of k by anyone (not only its owner):
-// a Live volatile operation is Released (retry.cancel.explicit.volatile);
-// a persist one stays Live (retry.cancel.explicit.persist); a terminal one
-// is unchanged (retry.seal.absorbing). It returns the record afterwards.
-func (t *Table) Cancel(ctx context.Context, k Key) (Record, error) {
-	rec, err := t.store.Get(ctx, k)
-	if err != nil {
-		return Record{}, fmt.Errorf("cancel operation %s: %w", k, err)
-	}
-	if rec.State != StateLive || rec.Policy.Persist {
-		return rec, nil
-	}
-	now := t.now()
-	rec, err = t.store.Finish(ctx, k, rec.Gen, Finish{Policy: rec.Policy, To: StateReleased, ExpiresAt: now.Add(t.retention), Now: now})
-	if errors.Is(err, ErrNotOwner) {
-		return rec, nil // lost the race to a seal or another cancel
-	}
-	if err != nil {
-		return Record{}, fmt.Errorf("cancel operation %s: %w", k, err)
-	}
-	return rec, nil
-}
-
 // Recover must run once after a restart, before serving: Live persist
 // operations become Indeterminate (never Absent: retry.policy.persist.crash),
 // Live volatile ones Released.

@@ -90,7 +90,7 @@ func (s commitsThenReportsCancel) Admit(ctx context.Context, a operation.Admissi
 // restarted. An admission is not undone by a dropped client: Begin hands
 // the record to the caller as its owner, who runs and seals it.
 func TestAnAdmissionAClientLeftDuringIsOwnedNotOrphaned(t *testing.T) {
-	pool, _ := newPGPool(t)
+	pool := newPGPool(t)
 	table := operation.NewTable(commitsThenReportsCancel{operation.NewPGStore(pool)}, operation.TableOptions{})
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()

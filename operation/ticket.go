@@ -33,9 +33,8 @@ func (tk *Ticket) Record() Record { return tk.rec }
 
 // Seal records the outcome (retry.seal.return). It returns once the
 // outcome is stored (durably, for a durable store: retry.policy.persist.seal).
-// If the ticket lost its ownership first (a cancel, a crash recovery), it
-// returns ErrNotOwner and the record as it now stands: the first transition
-// wins (retry.cancel.race).
+// If the ticket lost its ownership first (a crash recovery), it returns
+// ErrNotOwner and the record as it now stands: the first transition wins.
 func (tk *Ticket) Seal(ctx context.Context, out Outcome) (Record, error) {
 	return tk.finish(ctx, StateSealed, out)
 }
@@ -70,7 +69,7 @@ func (tk *Ticket) finish(ctx context.Context, to State, out Outcome) (Record, er
 	}
 	now := tk.t.now()
 	rec, err := tk.t.store.Finish(ctx, tk.rec.Key, tk.rec.Gen, Finish{
-		Policy: tk.rec.Policy, To: to, Outcome: out, ExpiresAt: now.Add(tk.t.retention), Now: now,
+		To: to, Outcome: out, ExpiresAt: now.Add(tk.t.retention), Now: now,
 	})
 	if errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotFound) {
 		return rec, ErrNotOwner

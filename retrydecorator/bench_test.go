@@ -22,7 +22,7 @@ func benchSuccess(b *testing.B, log zerolog.Logger) {
 	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
 		return rep, nil
 	}}
-	u := New(inner, st, &memRecorder{}, log, &fakeClock{now: t0}, DefaultConfig(), Hooks{})
+	u := New(inner, st, &memRecorder{}, log, &fakeClock{now: t0}, defaultConfig(), Hooks{})
 	ctx := context.Background()
 	req := uploader.Request{FlightID: flight}
 	b.ReportAllocs()

@@ -72,7 +72,7 @@ func TestTileAtBudgetIsNeverSentAgain(t *testing.T) {
 	tiles := c.AddTiles(t, fl, 3, 256, 9)
 	bad := tiles[0].ID
 	hs, drop := droppingProvider(t, []string{bad})
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxInCallRetries = 0 // one inner call per run
 	rec := &memRecorder{}
 	u := New(httpInner(t, c, hs.URL), c.Store, rec, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})

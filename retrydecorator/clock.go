@@ -3,6 +3,8 @@ package retrydecorator
 import (
 	"context"
 	"time"
+
+	"github.com/tilectl/tilectl/operation"
 )
 
 // SystemClock is the real Clock.
@@ -13,17 +15,5 @@ var _ Clock = SystemClock{}
 // Now is time.Now.
 func (SystemClock) Now() time.Time { return time.Now() }
 
-// Sleep waits d, or returns ctx.Err() as soon as ctx is done.
-func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// Sleep is operation.Sleep.
+func (SystemClock) Sleep(ctx context.Context, d time.Duration) error { return operation.Sleep(ctx, d) }

@@ -9,54 +9,27 @@ import (
 	"github.com/tilectl/tilectl/operation"
 )
 
-// Jitter says how a backoff delay is randomised.
-type Jitter string
-
-const (
-	// JitterNone sleeps exactly min(base*2^(n-1), cap): the default, so the
-	// schedule an operator reads in the docs is the one that happens.
-	JitterNone Jitter = "none"
-	// JitterFull sleeps a uniform random time in [0, delay].
-	JitterFull Jitter = "full"
-	// JitterEqual sleeps delay/2 plus a uniform random time in [0, delay/2].
-	JitterEqual Jitter = "equal"
-	// JitterDecorrelated sleeps a uniform random time in [base, 3*previous
-	// sleep], capped (AWS's "decorrelated jitter").
-	JitterDecorrelated Jitter = "decorrelated"
-)
-
-// Config bounds the decorator's retries. The zero value is not valid; start
-// from DefaultConfig.
+// Config bounds the decorator's retries. The zero value is not valid; the
+// command builds it from config.Retry, where the defaults are.
 type Config struct {
 	// MaxInCallRetries is how many times one UploadPendingTiles call calls
-	// the inner uploader again after a partial outcome. Default: 3. Zero
-	// means one inner call and no retry.
+	// the inner uploader again after a partial outcome. Zero means one
+	// inner call and no retry.
 	MaxInCallRetries int
 	// MaxPerTileAttempts is how many counted rejections a tile may collect,
-	// across calls and runs, before it moves to upload_giveup. Default: 5.
+	// across calls and runs, before it moves to upload_giveup.
 	MaxPerTileAttempts int
 	// BackoffBase is the sleep before the first retry; retry n sleeps
-	// min(BackoffBase*2^(n-1), BackoffCap). Default: 2s.
+	// min(BackoffBase*2^(n-1), BackoffCap).
 	BackoffBase time.Duration
 	// BackoffCap is the longest sleep, and the hint added to now for
-	// NextRetryAt when the in-call budget runs out. Default: 60s.
+	// NextRetryAt when the in-call budget runs out.
 	BackoffCap time.Duration
-	// Jitter randomises each sleep. Default: JitterNone ("" means none).
-	Jitter Jitter
-	// Rand is the jitter's random source. Default: nil, the global source;
+	// Jitter randomises each sleep; "" means operation.JitterNone.
+	Jitter operation.JitterKind
+	// Rand is the jitter's random source; nil means the global source;
 	// tests pass a seeded one.
 	Rand *rand.Rand
-}
-
-// DefaultConfig is the configuration documented for config.Retry.
-func DefaultConfig() Config {
-	return Config{
-		MaxInCallRetries:   3,
-		MaxPerTileAttempts: 5,
-		BackoffBase:        2 * time.Second,
-		BackoffCap:         60 * time.Second,
-		Jitter:             JitterNone,
-	}
 }
 
 // ErrInvalidConfig is wrapped by every error Validate returns.
@@ -74,9 +47,7 @@ func (c Config) Validate() error {
 	case c.BackoffCap < c.BackoffBase:
 		return fmt.Errorf("%w: backoff_cap (%s) must be >= backoff_base (%s)", ErrInvalidConfig, c.BackoffCap, c.BackoffBase)
 	}
-	switch c.Jitter {
-	case "", JitterNone, JitterFull, JitterEqual, JitterDecorrelated:
-	default:
+	if !c.Jitter.Valid() {
 		return fmt.Errorf("%w: jitter must be none, full, equal or decorrelated, got %q", ErrInvalidConfig, c.Jitter)
 	}
 	return nil
@@ -89,18 +60,6 @@ func (c Config) Backoff(n int, prev time.Duration) time.Duration {
 	return c.backoff().Delay(n, c.Rand, prev)
 }
 
-// JitterKind is c.Jitter as the operation core names it.
-func (c Config) JitterKind() operation.JitterKind { return c.backoff().Jitter }
-
 func (c Config) backoff() operation.Backoff {
-	b := operation.Backoff{Base: c.BackoffBase, Cap: c.BackoffCap, Jitter: operation.JitterNone}
-	switch c.Jitter {
-	case JitterFull:
-		b.Jitter = operation.JitterFull
-	case JitterEqual:
-		b.Jitter = operation.JitterEqual
-	case JitterDecorrelated:
-		b.Jitter = operation.JitterDecorrelated
-	}
-	return b
+	return operation.Backoff{Base: c.BackoffBase, Cap: c.BackoffCap, Jitter: c.Jitter}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tilectl/tilectl/fdr"
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -124,7 +125,7 @@ func New(inner uploader.TileUploader, store RejectionCounter, rec GiveUpRecorder
 		panic(fmt.Sprintf("retrydecorator.New: %v", err))
 	}
 	if cfg.Jitter == "" {
-		cfg.Jitter = JitterNone
+		cfg.Jitter = operation.JitterNone
 	}
 	return &IdempotentRetryTileUploader{inner: inner, store: store, rec: rec,
 		log: log, clock: clock, cfg: cfg, hooks: hooks}

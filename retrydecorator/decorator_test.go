@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -15,7 +16,7 @@ import (
 const flight = "F1"
 
 func TestDecoratorImplementsTileUploader(t *testing.T) {
-	var u any = New(&fakeInner{}, newMemStore(flight), &memRecorder{}, zerologNop(), &fakeClock{}, DefaultConfig(), Hooks{})
+	var u any = New(&fakeInner{}, newMemStore(flight), &memRecorder{}, zerologNop(), &fakeClock{}, defaultConfig(), Hooks{})
 	if _, ok := u.(uploader.TileUploader); !ok {
 		t.Fatal("*IdempotentRetryTileUploader does not implement uploader.TileUploader")
 	}
@@ -29,7 +30,7 @@ func TestInnerSuccessIsReturnedUnchangedWithoutSleepOrCount(t *testing.T) {
 		st.settle("op", st.pending(), nil)
 		return want, nil
 	}}
-	r := newRig(t, st, inner, DefaultConfig(), Hooks{})
+	r := newRig(t, st, inner, defaultConfig(), Hooks{})
 	got, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func TestOnlyACallThatFailedOrRecordedRejectionsIsFollowedByACount(t *testing.T)
 				}
 				return uploader.UploadBatchReport{FlightID: flight, Outcome: out, Accepted: 1, Rejected: c.rejected}, c.err
 			}}
-			cfg := DefaultConfig()
+			cfg := defaultConfig()
 			cfg.MaxInCallRetries = 0
 			r := newRig(t, st, inner, cfg, Hooks{})
 			_, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
@@ -108,7 +109,7 @@ func TestRejectionsLeftUncountedByAnEarlierRunAreCountedBeforeTheInnerCall(t *te
 		st.settle("op", st.pending(), nil)
 		return uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeSuccess, Accepted: 2}, nil
 	}}
-	r := newRig(t, st, inner, DefaultConfig(), Hooks{})
+	r := newRig(t, st, inner, defaultConfig(), Hooks{})
 	if _, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight}); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestPartialThenSuccessCountsEachRejectionOnceAndRetriesOnce(t *testing.T) {
 		return script(ctx, req)
 	}
 	var retries []RetryEvent
-	r := newRig(t, st, inner, DefaultConfig(), Hooks{OnRetry: func(e RetryEvent) { retries = append(retries, e) }})
+	r := newRig(t, st, inner, defaultConfig(), Hooks{OnRetry: func(e RetryEvent) { retries = append(retries, e) }})
 
 	got, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
 	if err != nil {
@@ -169,7 +170,7 @@ func TestPartialThenSuccessCountsEachRejectionOnceAndRetriesOnce(t *testing.T) {
 func TestPersistentPartialExhaustsInCallBudgetWithHint(t *testing.T) {
 	st := newMemStore(flight, "bad", "good")
 	inner := scriptedInner(st, func(_ int, id string) bool { return id == "bad" })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxPerTileAttempts = 100
 	r := newRig(t, st, inner, cfg, Hooks{})
 
@@ -201,7 +202,7 @@ func TestPersistentPartialExhaustsInCallBudgetWithHint(t *testing.T) {
 func TestBackoffIsCappedSoTheSixthRetrySleepsTheCap(t *testing.T) {
 	st := newMemStore(flight, "bad")
 	inner := scriptedInner(st, func(int, string) bool { return true })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxInCallRetries, cfg.MaxPerTileAttempts, cfg.BackoffCap = 10, 1000, 10*time.Second
 	r := newRig(t, st, inner, cfg, Hooks{})
 	if _, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight}); err != nil {
@@ -218,14 +219,14 @@ func TestBackoffIsCappedSoTheSixthRetrySleepsTheCap(t *testing.T) {
 }
 
 func TestConfigBackoffFollowsMinBaseTimesTwoToTheNMinusOneAndCap(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	s := time.Second
 	for n, want := range map[int]time.Duration{1: 2 * s, 2: 4 * s, 3: 8 * s, 5: 32 * s, 6: 60 * s, 1000: 60 * s} {
 		if got := cfg.Backoff(n, 0); got != want {
 			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
 		}
 	}
-	cfg.Jitter = JitterFull
+	cfg.Jitter = operation.JitterFull
 	for n := 1; n < 10; n++ {
 		if got := cfg.Backoff(n, 0); got < 0 || got > min(2*s<<(n-1), 60*s) {
 			t.Errorf("full-jitter Backoff(%d) = %v, out of [0, %v]", n, got, min(2*s<<(n-1), 60*s))
@@ -246,7 +247,7 @@ func TestInnerErrorIsReturnedAtOnceWithoutRetryAfterCountingItsRejections(t *tes
 				st.settle("op", nil, map[string]string{"a": "invalid_tile"}) // a batch settled before the failure
 				return uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeFailure, Rejected: 1}, innerErr
 			}}
-			r := newRig(t, st, inner, DefaultConfig(), Hooks{})
+			r := newRig(t, st, inner, defaultConfig(), Hooks{})
 			got, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
 			if !errors.Is(err, innerErr) {
 				t.Fatalf("err %v, want the inner error", err)
@@ -269,7 +270,7 @@ func TestNotOnGroundErrorKeepsItsType(t *testing.T) {
 	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
 		return uploader.UploadBatchReport{}, &uploader.FlightStateNotOnGroundError{FlightID: flight, State: tilestore.FlightAirborne}
 	}}
-	r := newRig(t, st, inner, DefaultConfig(), Hooks{})
+	r := newRig(t, st, inner, defaultConfig(), Hooks{})
 	_, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
 	var nog *uploader.FlightStateNotOnGroundError
 	if !errors.As(err, &nog) || !errors.Is(err, uploader.ErrFlightNotOnGround) {
@@ -280,7 +281,7 @@ func TestNotOnGroundErrorKeepsItsType(t *testing.T) {
 func TestLoopIsBoundedByThePerTileBudget(t *testing.T) {
 	st := newMemStore(flight, "bad", "good")
 	inner := scriptedInner(st, func(_ int, id string) bool { return id == "bad" })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxInCallRetries, cfg.MaxPerTileAttempts = 1000, 3
 	r := newRig(t, st, inner, cfg, Hooks{})
 	got, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
@@ -299,7 +300,7 @@ func TestLoopIsBoundedByThePerTileBudget(t *testing.T) {
 func TestCancelInterruptsSleepAtOnceAndReturnsReportSoFar(t *testing.T) {
 	st := newMemStore(flight, "bad", "good")
 	inner := scriptedInner(st, func(_ int, id string) bool { return id == "bad" })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.BackoffBase, cfg.BackoffCap = time.Hour, time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -335,7 +336,7 @@ func TestDryRunIsPassedThroughWithoutCountingOrRetrying(t *testing.T) {
 		}
 		return want, nil
 	}}
-	r := newRig(t, st, inner, DefaultConfig(), Hooks{})
+	r := newRig(t, st, inner, defaultConfig(), Hooks{})
 	got, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight, DryRun: true})
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, %v; want the inner report unchanged", got, err)
@@ -357,7 +358,7 @@ func TestPassThroughMethodsDelegateUnchanged(t *testing.T) {
 			return &uploader.FlightStateNotOnGroundError{FlightID: f, State: tilestore.FlightAirborne}
 		},
 	}
-	u := New(inner, newMemStore(flight), &memRecorder{}, zerologNop(), &fakeClock{}, DefaultConfig(), Hooks{})
+	u := New(inner, newMemStore(flight), &memRecorder{}, zerologNop(), &fakeClock{}, defaultConfig(), Hooks{})
 	var got []tilestore.Tile
 	for tl, err := range u.EnumeratePendingTiles(context.Background(), flight) {
 		if err != nil {
@@ -376,7 +377,7 @@ func TestPassThroughMethodsDelegateUnchanged(t *testing.T) {
 }
 
 func TestConfigValidateRejectsBadValues(t *testing.T) {
-	mod := func(f func(*Config)) Config { c := DefaultConfig(); f(&c); return c }
+	mod := func(f func(*Config)) Config { c := defaultConfig(); f(&c); return c }
 	cases := map[string]Config{
 		"negative retries": mod(func(c *Config) { c.MaxInCallRetries = -1 }),
 		"zero per-tile":    mod(func(c *Config) { c.MaxPerTileAttempts = 0 }),
@@ -389,8 +390,8 @@ func TestConfigValidateRejectsBadValues(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if err := DefaultConfig().Validate(); err != nil {
-		t.Errorf("DefaultConfig invalid: %v", err)
+	if err := defaultConfig().Validate(); err != nil {
+		t.Errorf("the config defaults are invalid here: %v", err)
 	}
 }
 
@@ -417,7 +418,7 @@ func TestRejectionsRecordedBeforeTheDeadlineAreCountedInThatRun(t *testing.T) {
 	}}
 	clock := &fakeClock{now: t0}
 	st.now = clock.Now
-	u := New(inner, ctxCheckingStore{st}, &memRecorder{}, zerologNop(), clock, DefaultConfig(), Hooks{})
+	u := New(inner, ctxCheckingStore{st}, &memRecorder{}, zerologNop(), clock, defaultConfig(), Hooks{})
 	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: flight})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", err)

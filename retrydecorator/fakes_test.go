@@ -16,7 +16,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -61,7 +63,7 @@ type memStore struct {
 	uncounted  []tilestore.Rejection
 	now        func() time.Time
 	countCalls int
-	// commitErr, if set, makes CountRejections fail after beforeCommit
+	// commitErr, if set, makes CountRejectionsUpTo fail after beforeCommit
 	// succeeded, changing nothing: a commit that did not happen.
 	commitErr error
 }
@@ -385,3 +387,16 @@ func newRig(t *testing.T, st *memStore, inner *fakeInner, cfg Config, hooks Hook
 }
 
 var errBoom = errors.New("boom")
+
+// defaultConfig is the decorator's configuration from config's defaults,
+// the one place they are written down.
+func defaultConfig() Config {
+	r := config.Default(func(string) string { return "" }).Retry
+	return Config{
+		MaxInCallRetries:   r.MaxInCallRetries,
+		MaxPerTileAttempts: r.MaxPerTileAttempts,
+		BackoffBase:        r.BackoffBase,
+		BackoffCap:         r.BackoffCap,
+		Jitter:             operation.JitterKind(r.Jitter),
+	}
+}

@@ -36,10 +36,8 @@ func TestARunKeepsItsDeadlineAndHoldsNoRowLocksWhileAnotherProcessHoldsTheFDRLoc
 	if _, err := st.Pool().Exec(ctx, `UPDATE tiles SET upload_attempts = 1 WHERE tile_id = $1`, bad); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RecordRejections(ctx, []tilestore.Rejection{{OpID: "op-old", TileID: bad, Reason: "invalid_tile", Message: "bad"}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
+	rejectUnsent(t, ctx, st, fl, "op-old", bad, "invalid_tile", "bad")
+	cfg := defaultConfig()
 	cfg.MaxPerTileAttempts = 2
 	u := New(idleInner(fl), st, ring, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})
 	release := fdrtest.HoldLock(t, path)
@@ -99,7 +97,7 @@ func TestAGiveUpReachedAgainAfterACrashAndOneMoreRejectionHasOneRecord(t *testin
 	st, ids := pgStore(t, fl, 2)
 	bad := ids[0]
 	inner, _ := storeInner(st, fl, func(_ int, id string) bool { return id == bad })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxInCallRetries, cfg.MaxPerTileAttempts = 0, 2
 	rec := newTestRecorder(t)
 	u := New(inner, st, rec, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})
@@ -122,9 +120,7 @@ func TestAGiveUpReachedAgainAfterACrashAndOneMoreRejectionHasOneRecord(t *testin
 	// A run that counts nothing (--no-retry) records one more rejection
 	// of the tile: it now has two uncounted, and the next count gives it
 	// up at 3 attempts instead of 2.
-	if err := st.RecordRejections(ctx, []tilestore.Rejection{{OpID: "op-no-retry", TileID: bad, Reason: "invalid_tile", Message: "bad again"}}); err != nil {
-		t.Fatal(err)
-	}
+	rejectUnsent(t, ctx, st, fl, "op-no-retry", bad, "invalid_tile", "bad again")
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: fl})
 	if err != nil {
 		t.Fatal(err)
@@ -134,5 +130,26 @@ func TestAGiveUpReachedAgainAfterACrashAndOneMoreRejectionHasOneRecord(t *testin
 	}
 	if got := rec.count(t, GiveUpKind); got != 1 {
 		t.Errorf("%d give-up records for one give-up, want 1", got)
+	}
+}
+
+// rejectUnsent records tile id's rejection under op as a run records a
+// tile it turns away before sending: a claim whose Pick rejects it.
+func rejectUnsent(t testing.TB, ctx context.Context, s *tilestore.Store, flight, op, id, reason, message string) {
+	t.Helper()
+	c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: flight, Limit: 1000, OpID: op,
+		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			for _, c := range cands {
+				if c.ID == id {
+					return tilestore.Batch{}, []tilestore.Rejection{{OpID: op, TileID: id, Reason: reason, Message: message}}
+				}
+			}
+			return tilestore.Batch{}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rejections) != 1 {
+		t.Fatalf("claim %s found no tile %s to reject", op, id)
 	}
 }

@@ -22,7 +22,7 @@ func TestTileAtMaxAttemptsGivesUpWithOneDurableFDRRecordAndOneErrorLog(t *testin
 		return id == "bad"
 	})
 	var hooked []tilestore.GiveUp
-	r := newRig(t, st, inner, DefaultConfig(), Hooks{OnGiveUp: func(g tilestore.GiveUp) { hooked = append(hooked, g) }})
+	r := newRig(t, st, inner, defaultConfig(), Hooks{OnGiveUp: func(g tilestore.GiveUp) { hooked = append(hooked, g) }})
 
 	got, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestGiveUpCrashBetweenFDRWriteAndCommitLeavesExactlyOneRecord(t *testing.T)
 	idle := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
 		return uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeSuccess}, nil
 	}}
-	r := newRig(t, st, idle, DefaultConfig(), Hooks{})
+	r := newRig(t, st, idle, defaultConfig(), Hooks{})
 
 	// Run 1: the FDR record is written, the commit fails.
 	if _, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight}); err == nil {
@@ -110,7 +110,7 @@ func TestGiveUpIsNotCommittedWhenTheFDRWriteFails(t *testing.T) {
 		t.Error("inner called after the count failed")
 		return uploader.UploadBatchReport{}, nil
 	}}
-	r := newRig(t, st, inner, DefaultConfig(), Hooks{})
+	r := newRig(t, st, inner, defaultConfig(), Hooks{})
 	diskFull := errors.New("no space left on device")
 	r.rec.AppendFunc = func(ctx context.Context, e fdr.Entry) error { return diskFull }
 

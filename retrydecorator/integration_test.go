@@ -107,7 +107,7 @@ func TestAcrossRunsSecondRunSendsOnlyTheTwentyRejectedTiles(t *testing.T) {
 		rejected[ids[i]] = true
 	}
 	inner, sent := storeInner(st, fl, func(call int, id string) bool { return call == 0 && rejected[id] })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxInCallRetries = 0 // one inner call per run: the runs are not mixed with in-call retries
 	clock := &fakeClock{now: t0}
 	u := New(inner, st, &memRecorder{}, zerolog.Nop(), clock, cfg, Hooks{})
@@ -175,7 +175,7 @@ func TestRealStoreGiveUpAfterCrashBeforeCommitIsRecordedOnce(t *testing.T) {
 	st, ids := pgStore(t, fl, 2)
 	bad := ids[0]
 	inner, sent := storeInner(st, fl, func(_ int, id string) bool { return id == bad })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxInCallRetries, cfg.MaxPerTileAttempts = 0, 2
 	rec := newTestRecorder(t)
 	clock := &fakeClock{now: t0}
@@ -266,7 +266,7 @@ func BenchmarkDecoratorSuccessOverheadPostgres(b *testing.B) {
 	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
 		return rep, nil
 	}}
-	u := New(inner, st, &memRecorder{}, zerolog.Nop(), &fakeClock{now: t0}, DefaultConfig(), Hooks{})
+	u := New(inner, st, &memRecorder{}, zerolog.Nop(), &fakeClock{now: t0}, defaultConfig(), Hooks{})
 	req := uploader.Request{FlightID: "FB"}
 	for b.Loop() {
 		if _, err := u.UploadPendingTiles(ctx, req); err != nil {

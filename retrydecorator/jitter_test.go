@@ -4,12 +4,14 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/tilectl/tilectl/operation"
 )
 
 func TestDecorrelatedJitterDrawsBetweenBaseAndThreeTimesThePreviousSleep(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
-	cfg.Jitter, cfg.Rand = JitterDecorrelated, rand.New(rand.NewPCG(7, 0))
+	cfg := defaultConfig()
+	cfg.Jitter, cfg.Rand = operation.JitterDecorrelated, rand.New(rand.NewPCG(7, 0))
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

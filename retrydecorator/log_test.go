@@ -14,7 +14,7 @@ func zerologNop() zerolog.Logger { return zerolog.Nop() }
 func TestLogsRetryConfigAtStartAndEachRetryWithAttemptSleepAndPending(t *testing.T) {
 	st := newMemStore(flight, "a", "b", "c")
 	inner := scriptedInner(st, func(call int, id string) bool { return id == "a" || (call == 0 && id == "b") })
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxInCallRetries, cfg.MaxPerTileAttempts = 2, 100
 	r := newRig(t, st, inner, cfg, Hooks{})
 	if _, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight}); err != nil {

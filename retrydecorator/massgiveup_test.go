@@ -97,7 +97,7 @@ func TestAMassGiveUpInOneCountCommitsInChunksWithOneSyncEach(t *testing.T) {
 	rec := &syncCount{GiveUpRecorder: ring}
 	var committed []tilestore.GiveUp
 	store := &commitLog{Store: st, committed: &committed}
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxPerTileAttempts, cfg.MaxInCallRetries = 1, 0
 	u := New(idleInner(fl), store, rec, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})
 
@@ -221,7 +221,7 @@ func TestNoGiveUpCommitsAfterItsRecordWasOverwrittenInASmallRing(t *testing.T) {
 	var committed []tilestore.GiveUp
 	store := &commitLog{Store: st, committed: &committed}
 	rec := &ringCheck{GiveUpRecorder: ring, t: t, path: path, committed: &committed}
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.MaxPerTileAttempts, cfg.MaxInCallRetries = 1, 0
 	u := New(idleInner(fl), store, rec, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})
 

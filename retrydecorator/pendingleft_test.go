@@ -45,7 +45,7 @@ func TestACallThatLeavesSendableTilesPendingIsPartialSoTheDecoratorCallsAgain(t 
 		}
 	})
 	inner := &countingInner{TileUploader: httpInner(t, c, p.URL)}
-	u := New(inner, c.Store, &memRecorder{}, zerolog.Nop(), &fakeClock{now: t0}, DefaultConfig(), Hooks{})
+	u := New(inner, c.Store, &memRecorder{}, zerolog.Nop(), &fakeClock{now: t0}, defaultConfig(), Hooks{})
 
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: fl, Concurrency: 1})
 	if err != nil {

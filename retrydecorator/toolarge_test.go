@@ -64,7 +64,7 @@ func TestTileThatCannotFitTheProvidersLimitsIsGivenUpAtOnceAndNeverSent(t *testi
 	t.Cleanup(hs.Close)
 
 	rec := &memRecorder{}
-	u := New(httpInner(t, c, hs.URL), c.Store, rec, zerolog.Nop(), &fakeClock{now: t0}, DefaultConfig(), Hooks{})
+	u := New(httpInner(t, c, hs.URL), c.Store, rec, zerolog.Nop(), &fakeClock{now: t0}, defaultConfig(), Hooks{})
 	rep, err := u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: fl, Concurrency: 2})
 	if err != nil {
 		t.Fatalf("run: %v", err)
@@ -84,7 +84,7 @@ func TestTileThatCannotFitTheProvidersLimitsIsGivenUpAtOnceAndNeverSent(t *testi
 			t.Errorf("tile %s is %s at %d attempts, want upload_giveup at 1", tl.ID, tl.VotingStatus, tl.UploadAttempts)
 		}
 	}
-	assertWithinBudget(t, c, fl, DefaultConfig().MaxPerTileAttempts)
+	assertWithinBudget(t, c, fl, defaultConfig().MaxPerTileAttempts)
 	if len(rec.records) != 2 {
 		t.Fatalf("FDR records %d, want one per give-up", len(rec.records))
 	}

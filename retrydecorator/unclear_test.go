@@ -46,7 +46,7 @@ func TestAnUnclearAnswerForATileTheProviderHoldsDoesNotSpendItsBudget(t *testing
 				}
 				return ""
 			})
-			cfg := DefaultConfig()
+			cfg := defaultConfig()
 			cfg.MaxPerTileAttempts = 3
 			rec, _ := openRing(t, 1<<20)
 			u := New(httpInner(t, c, p.URL), c.Store, rec, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})

@@ -79,10 +79,14 @@ const ReasonTooLarge = "too_large"
 const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
 	WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $2 AND t.tile_id > $2)`
 
-// CountRejections adds the flight's uncounted rejections to their tiles'
-// upload_attempts, exactly once each, and moves uploadable tiles whose
-// attempts reach maxAttempts, or with a ReasonTooLarge rejection among
-// those counted, to upload_giveup, all in one transaction.
+// CountRejectionsUpTo adds the uncounted rejections of the flight's first
+// maxTiles tiles (in tile_id order) after the tile ID after ("" for the
+// first) to their upload_attempts, exactly once each, and moves uploadable
+// tiles whose attempts reach maxAttempts, or with a ReasonTooLarge
+// rejection among those counted, to upload_giveup, all in one transaction.
+// maxTiles 0 means all the flight's tiles. It counted every tile there was
+// after after when len(result.Attempts) < maxTiles; otherwise result.Last
+// is the after of the next chunk.
 //
 // If any tile gave up and beforeCommit is not nil, it is called inside the
 // transaction, before commit, with the give-ups (tile_id order); if it
@@ -90,23 +94,14 @@ const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN
 // rejections still uncounted) and the error is returned. A later call then
 // recounts the same rejections and reaches the same give-ups, so a hook
 // that writes an idempotent record per give-up writes it exactly once.
-func (s *Store) CountRejections(ctx context.Context, flightID string, maxAttempts int,
-	beforeCommit func(ctx context.Context, gaveUp []GiveUp) error) (CountResult, error) {
-	return s.CountRejectionsUpTo(ctx, flightID, maxAttempts, 0, "", beforeCommit)
-}
-
-// CountRejectionsUpTo is CountRejections for the first maxTiles tiles (in
-// tile_id order) after the tile ID after ("" for the first) that have
-// uncounted rejections; maxTiles 0 means all of them. It counted every tile
-// there was after after when len(result.Attempts) < maxTiles; otherwise
-// result.Last is the after of the next chunk. Each call is one
-// transaction: a caller that must write a record per give-up before the
-// commit (the flight data recorder, whose ring holds only so many) bounds
-// with maxTiles what one commit depends on, and passes the cursor so that
-// each chunk costs the same however many came before it
+//
+// A caller that must write a record per give-up before the commit (the
+// flight data recorder, whose ring holds only so many) bounds with
+// maxTiles what one commit depends on, and passes the cursor so that each
+// chunk costs the same however many came before it
 // (BenchmarkCountRejectionsChunked). A rejection recorded behind the
-// cursor meanwhile is counted by the next count, as one recorded just after
-// the last chunk would be.
+// cursor meanwhile is counted by the next count, as one recorded just
+// after the last chunk would be.
 func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAttempts, maxTiles int, after string,
 	beforeCommit func(ctx context.Context, gaveUp []GiveUp) error) (CountResult, error) {
 	if err := ValidateFlightID(flightID); err != nil {

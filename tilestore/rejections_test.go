@@ -10,14 +10,37 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
+// reject records rejections of ids under op as a run records the tiles it
+// turns away before sending: a claim whose Pick rejects them. It fails the
+// test unless every ID was a candidate and so was rejected.
 func reject(t testing.TB, s *tilestore.Store, op string, reason string, ids ...string) {
 	t.Helper()
-	rs := make([]tilestore.Rejection, len(ids))
-	for i, id := range ids {
-		rs[i] = tilestore.Rejection{OpID: op, TileID: id, Reason: reason, Message: reason + " in " + op}
-	}
-	if err := s.RecordRejections(context.Background(), rs); err != nil {
+	ctx := context.Background()
+	var flight string
+	var tiles int
+	if err := s.Pool().QueryRow(ctx, `SELECT min(f.flight_id), count(*) FROM tiles f
+		WHERE f.flight_id = (SELECT min(flight_id) FROM tiles WHERE tile_id = ANY($1))`, ids).Scan(&flight, &tiles); err != nil {
 		t.Fatal(err)
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: flight, Limit: max(tiles, 1), OpID: op,
+		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			var rs []tilestore.Rejection
+			for _, c := range cands {
+				if want[c.ID] {
+					rs = append(rs, tilestore.Rejection{OpID: op, TileID: c.ID, Reason: reason, Message: reason + " in " + op})
+				}
+			}
+			return tilestore.Batch{}, rs
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rejections) != len(want) {
+		t.Fatalf("claim %s rejected %d of %d tiles %v: the others were no candidates", op, len(c.Rejections), len(want), ids)
 	}
 }
 
@@ -31,14 +54,14 @@ func TestCountRejectionsCountsEachRejectionExactlyOnce(t *testing.T) {
 	reject(t, s, "op-2", "too_dark", ids[0])
 	reject(t, s, "op-9", "bad_tile", other[0]) // another flight: not counted here
 
-	res, err := s.CountRejections(ctx, "F1", 10, nil)
+	res, err := s.CountRejectionsUpTo(ctx, "F1", 10, 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Counted != 3 || res.Attempts[ids[0]] != 2 || res.Attempts[ids[1]] != 1 || len(res.Attempts) != 2 || len(res.GaveUp) != 0 {
 		t.Fatalf("result = %+v, want 3 counted, attempts {t0:2 t1:1}, no give-ups", res)
 	}
-	again, err := s.CountRejections(ctx, "F1", 10, nil)
+	again, err := s.CountRejectionsUpTo(ctx, "F1", 10, 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +90,7 @@ func TestCountRejectionsKeepsTheNewestRejectionsReason(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `UPDATE upload_rejections SET rejected_at = now() - interval '1 minute' WHERE op_id = 'op-1'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CountRejections(ctx, "F1", 10, nil); err != nil {
+	if _, err := s.CountRejectionsUpTo(ctx, "F1", 10, 0, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	got := readTile(t, s, ids[0])
@@ -81,13 +104,17 @@ func TestCountRejectionsGivesUpAtTheBudgetInTheSameTransaction(t *testing.T) {
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 4)
-	setStatusSQL(t, s, "rejected", ids[3]) // not uploadable: never "gives up"
 	reject(t, s, "op-1", "bad_tile", ids[0], ids[1], ids[3])
 	reject(t, s, "op-2", "bad_tile", ids[0], ids[3])
 	reject(t, s, "op-3", "bad_tile", ids[0], ids[3])
+	setStatusSQL(t, s, "rejected", ids[3]) // not uploadable: never "gives up"
+	// A batch claimed before the count gives tile 0 up, answered after.
+	if err := journal(ctx, s, batchOf("op-4", "F1", ids[:1]), tilestore.Claim{}); err != nil {
+		t.Fatal(err)
+	}
 
 	var seen []tilestore.GiveUp
-	res, err := s.CountRejections(ctx, "F1", 3, func(ctx context.Context, gaveUp []tilestore.GiveUp) error {
+	res, err := s.CountRejectionsUpTo(ctx, "F1", 3, 0, "", func(ctx context.Context, gaveUp []tilestore.GiveUp) error {
 		seen = gaveUp
 		// Another connection must not see the increment or the give-up yet:
 		// both commit together, after this hook.
@@ -124,9 +151,12 @@ func TestCountRejectionsGivesUpAtTheBudgetInTheSameTransaction(t *testing.T) {
 
 	// A later rejection of a tile that already gave up is counted, but it
 	// does not give up again.
-	reject(t, s, "op-4", "bad_tile", ids[0])
+	if err := s.SettleBatch(ctx, tilestore.Settlement{OpID: "op-4", HTTPStatus: 200,
+		Rejections: []tilestore.Rejection{{OpID: "op-4", TileID: ids[0], Reason: "bad_tile"}}}); err != nil {
+		t.Fatal(err)
+	}
 	calls := 0
-	res, err = s.CountRejections(ctx, "F1", 3, func(context.Context, []tilestore.GiveUp) error { calls++; return nil })
+	res, err = s.CountRejectionsUpTo(ctx, "F1", 3, 0, "", func(context.Context, []tilestore.GiveUp) error { calls++; return nil })
 	if err != nil || res.Counted != 1 || len(res.GaveUp) != 0 || calls != 0 {
 		t.Errorf("recount = %+v, %v, hook calls %d; want 1 counted, no give-up, no hook", res, err, calls)
 	}
@@ -139,7 +169,7 @@ func TestCountRejectionsRollsBackEverythingWhenTheHookFails(t *testing.T) {
 	ids := seedFlight(t, s, "F1", 2)
 	reject(t, s, "op-1", "bad_tile", ids...)
 	hookErr := errors.New("fdr disk full")
-	_, err := s.CountRejections(ctx, "F1", 1, func(context.Context, []tilestore.GiveUp) error { return hookErr })
+	_, err := s.CountRejectionsUpTo(ctx, "F1", 1, 0, "", func(context.Context, []tilestore.GiveUp) error { return hookErr })
 	if !errors.Is(err, hookErr) {
 		t.Fatalf("err = %v, want the hook's error", err)
 	}
@@ -153,7 +183,7 @@ func TestCountRejectionsRollsBackEverythingWhenTheHookFails(t *testing.T) {
 	}
 	// The next run reaches the same give-ups.
 	var seen []tilestore.GiveUp
-	res, err := s.CountRejections(ctx, "F1", 1, func(_ context.Context, g []tilestore.GiveUp) error { seen = g; return nil })
+	res, err := s.CountRejectionsUpTo(ctx, "F1", 1, 0, "", func(_ context.Context, g []tilestore.GiveUp) error { seen = g; return nil })
 	if err != nil || res.Counted != 2 || len(seen) != 2 || seen[0].TileID != ids[0] || seen[1].TileID != ids[1] {
 		t.Errorf("retry = %+v, %v, hook saw %+v; want both tiles given up", res, err, seen)
 	}
@@ -162,7 +192,7 @@ func TestCountRejectionsRollsBackEverythingWhenTheHookFails(t *testing.T) {
 func TestCountRejectionsRefusesAZeroBudget(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	if _, err := s.CountRejections(testCtx(t), "F1", 0, nil); err == nil {
+	if _, err := s.CountRejectionsUpTo(testCtx(t), "F1", 0, 0, "", nil); err == nil {
 		t.Error("maxAttempts 0 accepted")
 	}
 }
@@ -180,7 +210,7 @@ func TestConcurrentCountRejectionsCountEachRejectionOnce(t *testing.T) {
 	counted := make(chan int, callers)
 	for range callers {
 		wg.Go(func() {
-			res, err := s.CountRejections(ctx, "F1", 100, nil)
+			res, err := s.CountRejectionsUpTo(ctx, "F1", 100, 0, "", nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -215,7 +245,7 @@ func TestCountRejectionsNumbersEachGiveUpAfterARequeue(t *testing.T) {
 	for gen := 1; gen <= 3; gen++ {
 		reject(t, s, fmt.Sprintf("op-%d", gen), "bad_tile", ids[0])
 		var hooked []tilestore.GiveUp
-		res, err := s.CountRejections(ctx, "F1", 1, func(_ context.Context, g []tilestore.GiveUp) error { hooked = g; return nil })
+		res, err := s.CountRejectionsUpTo(ctx, "F1", 1, 0, "", func(_ context.Context, g []tilestore.GiveUp) error { hooked = g; return nil })
 		if err != nil {
 			t.Fatal(err)
 		}

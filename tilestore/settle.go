@@ -97,7 +97,7 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 
 	// Relaxed durability: a settlement lost in a crash leaves the batch open,
 	// and the next run settles it again from the provider's replay. Not when
-	// it records rejections: CountRejections may write a durable give-up
+	// it records rejections: CountRejectionsUpTo may write a durable give-up
 	// record from them before its own commit, and a recount after a crash
 	// must find the same rejections, not whatever a later answer says.
 	opts := settleRelaxedTx
@@ -230,43 +230,4 @@ func checkMembers(opID string, members, uploaded, rejected []string) (map[string
 		return nil, &NonMemberError{OpID: opID, IDs: outside}
 	}
 	return up, nil
-}
-
-// RecordRejections records rejections the client decided itself (a blob
-// missing or corrupt), to be counted like the provider's. Recording the
-// same (OpID, TileID) again is a no-op. An unknown tile changes nothing and
-// returns an *UnknownTilesError.
-func (s *Store) RecordRejections(ctx context.Context, rs []Rejection) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	ops := make([]string, len(rs))
-	ids := make([]string, len(rs))
-	reasons := make([]string, len(rs))
-	messages := make([]string, len(rs))
-	for i, r := range rs {
-		if err := validateRejection(r); err != nil {
-			return fmt.Errorf("record rejections: %w", err)
-		}
-		ops[i], ids[i], reasons[i], messages[i] = r.OpID, r.TileID, r.Reason, r.Message
-	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var unknown []string
-		if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT u.id), '{}') FROM unnest($1::text[]) AS u(id)
-			WHERE NOT EXISTS (SELECT 1 FROM tiles t WHERE t.tile_id = u.id)`, ids).Scan(&unknown); err != nil {
-			return err
-		}
-		if len(unknown) > 0 {
-			return &UnknownTilesError{IDs: unknown}
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO upload_rejections (op_id, tile_id, reason, message)
-			SELECT u.op_id, u.tile_id, u.reason, nullif(u.message, '')
-			  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(op_id, tile_id, reason, message)
-			ON CONFLICT (op_id, tile_id) DO NOTHING`, ops, ids, reasons, messages)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("record %d rejections: %w", len(rs), err)
-	}
-	return nil
 }

@@ -103,37 +103,6 @@ func TestSettleBatchNamingNonMembersChangesNothing(t *testing.T) {
 	}
 }
 
-func TestRecordRejectionsIgnoresDuplicatesAndRefusesUnknownTiles(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := testCtx(t)
-	ids := seedFlight(t, s, "F1", 2)
-	rs := []tilestore.Rejection{
-		{OpID: "local-1", TileID: ids[0], Reason: "blob_missing"},
-		{OpID: "local-1", TileID: ids[0], Reason: "blob_missing"},
-		{OpID: "local-1", TileID: ids[1], Reason: "blob_corrupt", Message: "sha256 differs"},
-	}
-	if err := s.RecordRejections(ctx, rs); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RecordRejections(ctx, rs[:1]); err != nil {
-		t.Fatal(err)
-	}
-	if n := countRows(t, s, `SELECT count(*) FROM upload_rejections`); n != 2 {
-		t.Errorf("%d rejection rows, want 2", n)
-	}
-	err := s.RecordRejections(ctx, []tilestore.Rejection{
-		{OpID: "local-2", TileID: ids[1], Reason: "blob_missing"},
-		{OpID: "local-2", TileID: "ghost", Reason: "blob_missing"},
-	})
-	if !errors.Is(err, tilestore.ErrTileNotFound) {
-		t.Fatalf("err = %v, want ErrTileNotFound", err)
-	}
-	if n := countRows(t, s, `SELECT count(*) FROM upload_rejections WHERE op_id = 'local-2'`); n != 0 {
-		t.Errorf("a refused call recorded %d rows", n)
-	}
-}
-
 // A failure at the last step (marking the batch settled) must undo the
 // earlier ones: no tile uploaded, no rejection recorded.
 func TestSettleBatchIsAtomicWhenALaterStatementFails(t *testing.T) {

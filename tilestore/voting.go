@@ -63,21 +63,3 @@ func (s *Store) MarkUploaded(ctx context.Context, ids []string) (int, error) {
 	}
 	return n, nil
 }
-
-// UpdateVotingStatus records the navigation system's vote (pending, trusted
-// or rejected) for tiles, and returns how many changed. Uploaded tiles keep
-// their status. uploaded and upload_giveup are refused here: only a
-// provider's answer (MarkUploaded, SettleBatch) or the attempt budget
-// (CountRejections) sets them.
-func (s *Store) UpdateVotingStatus(ctx context.Context, ids []string, st VotingStatus) (int, error) {
-	switch st {
-	case StatusPending, StatusTrusted, StatusRejected:
-	default:
-		return 0, fmt.Errorf("update voting status: %q is not a vote (pending, trusted or rejected)", st)
-	}
-	n, err := s.setStatus(ctx, ids, st)
-	if err != nil {
-		return 0, fmt.Errorf("set %d tiles %s: %w", len(ids), st, err)
-	}
-	return n, nil
-}

@@ -37,30 +37,3 @@ func TestMarkUploadedMarksOnceAndRefusesUnknownTiles(t *testing.T) {
 		t.Errorf("tile 3 is %s after a refused call, want pending", st)
 	}
 }
-
-func TestUpdateVotingStatusRecordsVotesButNeverUnuploads(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := testCtx(t)
-	ids := seedFlight(t, s, "F1", 3)
-	if _, err := s.MarkUploaded(ctx, ids[2:]); err != nil {
-		t.Fatal(err)
-	}
-	n, err := s.UpdateVotingStatus(ctx, ids, tilestore.StatusRejected)
-	if err != nil || n != 2 {
-		t.Fatalf("UpdateVotingStatus = %d, %v; want 2", n, err)
-	}
-	for i, want := range []string{"rejected", "rejected", "uploaded"} {
-		if st := readTile(t, s, ids[i]).Status; st != want {
-			t.Errorf("tile %d is %s, want %s", i, st, want)
-		}
-	}
-	for _, st := range []tilestore.VotingStatus{tilestore.StatusUploaded, tilestore.StatusUploadGiveup, "bogus"} {
-		if _, err := s.UpdateVotingStatus(ctx, ids[:1], st); err == nil {
-			t.Errorf("UpdateVotingStatus accepted %q", st)
-		}
-	}
-	if _, err := s.UpdateVotingStatus(ctx, []string{"ghost"}, tilestore.StatusTrusted); !errors.Is(err, tilestore.ErrTileNotFound) {
-		t.Errorf("unknown tile: err = %v", err)
-	}
-}

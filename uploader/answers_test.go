@@ -79,8 +79,8 @@ func TestWrongTokenIsRefusedAtCapabilities(t *testing.T) {
 	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.Token = "wrong-token-value" })
 	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ft"})
 	var pe *uploader.ProviderError
-	if !errors.As(err, &pe) || pe.Status != 401 || pe.Retryable() {
-		t.Fatalf("err = %v, want a final 401 *ProviderError", err)
+	if !errors.As(err, &pe) || pe.Status != 401 {
+		t.Fatalf("err = %v, want a 401 *ProviderError", err)
 	}
 	if strings.Contains(err.Error(), "wrong-token-value") {
 		t.Fatalf("error leaks the token: %v", err)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tilectl/tilectl/operation"
 )
 
 // stepClock is a fake clock whose Sleep moves time forward at once.
@@ -125,7 +127,7 @@ func TestBreakerGivesUpAtTheOutageLimit(t *testing.T) {
 
 func TestBreakerOffWithNegativeThreshold(t *testing.T) {
 	t.Parallel()
-	b := newBreaker(BreakerOptions{FailureThreshold: -1}, time.Now, sleepCtx)
+	b := newBreaker(BreakerOptions{FailureThreshold: -1}, time.Now, operation.Sleep)
 	for range 100 {
 		a, _ := b.acquire(context.Background())
 		b.record(a, false)

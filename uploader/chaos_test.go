@@ -41,7 +41,7 @@ func TestUploadUnderFaultsStoresEveryTileExactlyOnce(t *testing.T) {
 		}
 		// A rejected tile is claimed again once its rejection is counted,
 		// as the decorator counts between its calls.
-		if _, err := c.Store.CountRejections(testCtx(t), "fc", 100, nil); err != nil {
+		if _, err := c.Store.CountRejectionsUpTo(testCtx(t), "fc", 100, 0, "", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

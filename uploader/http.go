@@ -40,7 +40,6 @@ type Store interface {
 	SettleBatch(ctx context.Context, s tilestore.Settlement) error
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
 	DeferBatch(ctx context.Context, opID string, wait time.Duration) (time.Time, error)
-	RecordRejections(ctx context.Context, rs []tilestore.Rejection) error
 	AtBudget(ctx context.Context, flightID string, maxAttempts int) ([]string, error)
 	AmbiguousPending(ctx context.Context, flightID string, unclearReasons []string) ([]tilestore.Tile, time.Time, error)
 	MarkUploaded(ctx context.Context, ids []string) (int, error)
@@ -102,8 +101,7 @@ type HTTPOptions struct {
 	UserAgent string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// Sleep waits between resends. Default: a timer that ends early with
-	// ctx's error.
+	// Sleep waits between resends. Default: operation.Sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Breaker tunes the circuit breaker that all of this uploader's
 	// requests share (one uploader serves one run).
@@ -252,7 +250,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		u.now = time.Now
 	}
 	if u.sleep == nil {
-		u.sleep = sleepCtx
+		u.sleep = operation.Sleep
 	}
 	u.breaker = newBreaker(opts.Breaker, u.now, u.sleep)
 	u.jitter, u.rand = opts.Jitter, opts.Rand
@@ -296,20 +294,6 @@ func buildClient(c *http.Client, insecure bool, timeout time.Duration) *http.Cli
 	// redirects. The 3xx is handed back and treated as an error.
 	out.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &out
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // ConfirmFlightState returns nil when the flight is on_ground, a

@@ -80,9 +80,9 @@ func TestBadBlobsAreLocalFailuresThatAreNotSentNotCountedAndStayPending(t *testi
 	}
 	// Nothing is recorded for the decorator to count: the provider never
 	// saw these tiles, so they keep their whole budget and stay pending.
-	cr, err := c.Store.CountRejections(testCtx(t), "fb", 1, nil)
+	cr, err := c.Store.CountRejectionsUpTo(testCtx(t), "fb", 1, 0, "", nil)
 	if err != nil || cr.Counted != 0 || len(cr.GaveUp) != 0 {
-		t.Fatalf("CountRejections = %+v, %v; want nothing to count", cr, err)
+		t.Fatalf("CountRejectionsUpTo = %+v, %v; want nothing to count", cr, err)
 	}
 	if n, _, err := c.Store.PendingSummary(testCtx(t), "fb"); err != nil || n != 3 {
 		t.Fatalf("pending = %d, %v; want the 3 bad-blob tiles", n, err)
@@ -357,5 +357,28 @@ func TestABlobThisMachineCannotOpenStopsTheRunWithoutSpendingAnAttempt(t *testin
 	}
 	if n != 0 {
 		t.Fatalf("%d rejections recorded for a local problem, want 0", n)
+	}
+}
+
+// A dry run forms its batches as a run's claims do: pick among the next
+// batch-size pending tiles, so a tile rejected as too large leaves its
+// claim's batch one tile short, and the dry run says so.
+func TestDryRunCountsTheBatchesARealRunSends(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
+	c := providertest.NewClient(t, "fd")
+	c.AddTiles(t, "fd", 3, 1024, 21)
+	c.AddTilesFrom(t, "fd", 3, 1, 70000, 22) // over the fake's max_tile_bytes of 64 KiB
+	c.AddTilesFrom(t, "fd", 4, 3, 1024, 23)
+	u, _ := newUploader(t, hs.URL, c, nil)
+	dry, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fd", BatchSize: 2, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fd", BatchSize: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if sent := len(f.received()); dry.Batches != sent || sent != 4 {
+		t.Fatalf("dry run said %d batches, the run sent %d; want 4 each", dry.Batches, sent)
 	}
 }

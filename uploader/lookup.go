@@ -128,7 +128,7 @@ func (u *HTTPTileUploader) lookUpTiles(ctx context.Context, flightID string, til
 // the run-ending error.
 func (u *HTTPTileUploader) lookUp(ctx context.Context, flightID string, tl tilestore.Tile) (held, error) {
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
-	a := u.do(ctx, http.MethodGet, path, "", nil, nil, func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
+	a := u.do(ctx, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
 	switch {
 	case a.cancelled:
 		return heldUnknown, a.failure("", "look up tile "+tl.ID)

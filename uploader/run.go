@@ -4,22 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 
 	"github.com/tilectl/tilectl/tilestore"
 )
-
-// candidate is a group of pending tiles a dry run sized for one batch.
-type candidate struct {
-	tiles    []tilestore.Tile
-	tooLarge []unfit
-}
-
-// unfit is a tile that cannot fit the provider's limits, and why.
-type unfit struct {
-	tile tilestore.Tile
-	why  string
-}
 
 // UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
 func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error) {
@@ -195,99 +184,73 @@ func (u *HTTPTileUploader) pass(ctx context.Context, req Request, lim limits, t 
 	return u.sendPending(ctx, req, lim, t, due)
 }
 
-// produce pages the pending tiles in tile_id order and cuts them into
-// candidates that fit the provider's limits, leaving out the tiles in skip.
-func (u *HTTPTileUploader) produce(ctx context.Context, flightID string, lim limits, skip map[string]bool, ch chan<- candidate) error {
-	var cur candidate
-	var curBytes int64 = bodyOverhead
-	flush := func() bool {
-		if len(cur.tiles) == 0 && len(cur.tooLarge) == 0 {
-			return true
-		}
-		select {
-		case ch <- cur:
-		case <-ctx.Done():
-			return false
-		}
-		cur, curBytes = candidate{}, bodyOverhead
-		return true
-	}
-	for tl, err := range pendingTiles(ctx, u.store, flightID, pageSize) {
-		if err != nil {
-			return fmt.Errorf("page pending tiles of flight %s: %w", flightID, err)
-		}
-		if skip[tl.ID] {
-			continue
-		}
-		// A tile that cannot fit is never sent: no batch could carry it.
-		cost := tl.SizeBytes + partOverhead(tl)
-		switch {
-		case tl.SizeBytes > lim.tileBytes:
-			cur.tooLarge = append(cur.tooLarge, unfit{tl, fmt.Sprintf(
-				"%d bytes is over the provider's max_tile_bytes of %d", tl.SizeBytes, lim.tileBytes)})
-			continue
-		case bodyOverhead+cost > lim.bytes:
-			cur.tooLarge = append(cur.tooLarge, unfit{tl, fmt.Sprintf(
-				"%d bytes (%d with its request framing) is over the provider's max_batch_bytes of %d even alone in a batch",
-				tl.SizeBytes, bodyOverhead+cost, lim.bytes)})
-			continue
-		}
-		if len(cur.tiles) > 0 && (len(cur.tiles) >= lim.tiles || curBytes+cost > lim.bytes) {
-			if !flush() {
-				return ctx.Err()
-			}
-		}
-		cur.tiles = append(cur.tiles, tl)
-		curBytes += cost
-	}
-	if !flush() {
-		return ctx.Err()
-	}
-	return ctx.Err()
-}
-
-// dryRun pages and sizes exactly as a real run would and reports the
-// batches and bytes it would send; a tile whose blob is missing or of the
-// wrong size is reported as a local failure instead (its sha256 is checked
-// only when a real run reads it to send). It sends and changes nothing.
+// dryRun pages and sizes as a real run would and reports the batches and
+// bytes it would send: each batch is pick's choice among the next
+// lim.tiles pending tiles (a claim's candidates), the tiles pick leaves
+// coming first in the next. A tile whose blob is missing or of the wrong
+// size is reported as a local failure instead (its sha256 is checked only
+// when a real run reads it to send). It sends and changes nothing.
 func (u *HTTPTileUploader) dryRun(ctx context.Context, req Request, lim limits, t *tally) (UploadBatchReport, error) {
-	ch := make(chan candidate)
-	var pending int
-	var batches int
+	next, stop := iter.Pull2(pendingTiles(ctx, u.store, req.FlightID, pageSize))
+	defer stop()
+	var cands []tilestore.Tile
+	var pending, batches int
 	var bytes int64
-	var cerr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for c := range ch {
-			pending += len(c.tooLarge)
-			sent := false
-			for _, tl := range c.tiles {
-				if cerr != nil {
-					break
-				}
-				lf, err := CheckBlob(u.blobs, tl, CheckSize)
-				switch {
-				case err != nil:
-					cerr = err
-				case lf != nil:
-					u.localFailure(t, *lf)
-				default:
-					pending++
-					bytes += tl.SizeBytes
-					sent = true
-				}
-			}
-			if sent {
-				batches++
+	var err error
+	for more := true; err == nil; {
+		for more && len(cands) < lim.tiles {
+			tl, perr, ok := next()
+			switch {
+			case !ok:
+				more = false
+			case perr != nil:
+				more, err = false, fmt.Errorf("page pending tiles of flight %s: %w", req.FlightID, perr)
+			default:
+				cands = append(cands, tl)
 			}
 		}
-	}()
-	err := u.produce(ctx, req.FlightID, lim, nil, ch)
-	close(ch)
-	<-done
+		if err != nil || len(cands) == 0 {
+			break
+		}
+		b, rs := pick(req.FlightID, "", cands, lim)
+		pending += len(rs) // a real run rejects them without sending
+		rejected := make(map[string]bool, len(rs))
+		for _, r := range rs {
+			rejected[r.TileID] = true
+		}
+		member := make(map[string]bool, len(b.TileIDs))
+		for _, id := range b.TileIDs {
+			member[id] = true
+		}
+		var left []tilestore.Tile
+		sent := false
+		for _, tl := range cands {
+			switch {
+			case rejected[tl.ID] || err != nil:
+				continue
+			case !member[tl.ID]:
+				left = append(left, tl)
+				continue
+			}
+			lf, cerr := CheckBlob(u.blobs, tl, CheckSize)
+			switch {
+			case cerr != nil:
+				err = cerr
+			case lf != nil:
+				u.localFailure(t, *lf)
+			default:
+				pending++
+				bytes += tl.SizeBytes
+				sent = true
+			}
+		}
+		if sent {
+			batches++
+		}
+		cands = left
+	}
 	if err == nil {
-		err = cerr
+		err = ctx.Err()
 	}
 	rep := t.report(u.now(), pending, err)
 	rep.Batches, rep.Bytes = batches, bytes

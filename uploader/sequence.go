@@ -121,7 +121,7 @@ func (u *HTTPTileUploader) syncStream(ctx context.Context, s sequenceStore, clie
 // number for the client.
 func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint64, error) {
 	path := "/v1/clients/" + url.PathEscape(client) + "/state"
-	a := u.do(ctx, http.MethodGet, path, "", nil, nil, func(b []byte) bool {
+	a := u.do(ctx, http.MethodGet, path, "", func(b []byte) bool {
 		return json.Unmarshal(b, &operation.ClientStateResponse{}) == nil
 	})
 	if a.err == nil && (a.status == http.StatusNotFound || a.status == http.StatusMethodNotAllowed) {

@@ -127,16 +127,17 @@ type answer struct {
 
 func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
 
-// do runs method path with the contract's retry rules. body is nil for GETs;
-// onAttempt runs before every attempt of a body request (the journal's
-// NoteSend) and stops the exchange if it fails.
-func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string, body *batchBody,
-	onAttempt func(context.Context) error, accept func([]byte) bool) answer {
-	return u.doExchange(&exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}, method, path, body, onAttempt)
+// do runs method path, a request without a body, with the contract's retry
+// rules.
+func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string, accept func([]byte) bool) answer {
+	return u.doExchange(&exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}, method, path, nil, nil)
 }
 
-// doExchange is do with the exchange made by the caller (the capabilities
-// probe sets its short fuse).
+// doExchange runs method path on an exchange the caller made (the
+// capabilities probe sets its short fuse; a batch send sets its tiles and
+// sequence). body is nil for a request without one; onAttempt runs before
+// every attempt of a body request (the journal's NoteSend) and stops the
+// exchange if it fails.
 func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *batchBody, onAttempt func(context.Context) error) answer {
 	runCtx, opID := ex.runCtx, ex.opID
 	// A batch already on the wire is allowed to finish when the run is

@@ -272,17 +272,6 @@ func statusHint(status int, code string) string {
 	return ""
 }
 
-// Retryable reports whether a later run may succeed without anyone changing
-// anything: no answer, 409, 429 and 5xx are; 401, 403, 404, 413 and 422
-// need a person (a token, a batch size, a new batch).
-func (e *ProviderError) Retryable() bool {
-	switch {
-	case e.Status == 0, e.Status == 409, e.Status == 429, e.Status >= 500:
-		return true
-	}
-	return false
-}
-
 // ErrNoSequencing: a client ID is configured but the provider does not
 // offer strict client sequencing.
 var ErrNoSequencing = errors.New("the provider does not offer strict client sequencing")

@@ -15,7 +15,6 @@ var Targets = []Target{
 	{Issue: "#3", What: "replay of a sealed outcome (allocs)", Bench: "BenchmarkMemoryReplay", Metric: "allocs/op", Unit: "allocs/op"},
 	{Issue: "#3", What: "Postgres admit+seal, 8 clients (durable)", Bench: "BenchmarkPGAdmitSeal", Metric: "ops/s", Unit: "ops/s", AtLeast: 4000},
 	{Issue: "#3", What: "  same run: single-row commits/s (ceiling = half)", Bench: "BenchmarkPGBaselineCommit", Metric: "commits/s", Unit: "commits/s"},
-	{Issue: "#3", What: "  Postgres admit+seal, volatile idem (relaxed)", Bench: "BenchmarkPGAdmitSealRelaxed", Metric: "ops/s", Unit: "ops/s"},
 	// #4 uploader end to end against the reference provider.
 	{Issue: "#4", What: "end-to-end throughput, 0% faults", Bench: "BenchmarkEndToEnd/tilectl", Metric: "MB/s", Unit: "MB/s", AtLeast: 0.8, Baseline: "BenchmarkEndToEnd/baseline"},
 	{Issue: "#4", What: "end-to-end throughput, 20% faults", Bench: "BenchmarkEndToEndFaults20/tilectl", Metric: "MB/s", Unit: "MB/s", AtLeast: 0.8, Baseline: "BenchmarkEndToEndFaults20/baseline"},

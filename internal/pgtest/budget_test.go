@@ -40,15 +40,11 @@ func TestRejectionsOverBudgetCountsARequeuedTilesBudgetFromItsBase(t *testing.T)
 	op := 0
 	reject := func(id string, times int) {
 		t.Helper()
-		var rs []tilestore.Rejection
 		for range times {
 			op++
-			rs = append(rs, tilestore.Rejection{OpID: fmt.Sprintf("op-%d", op), TileID: id, Reason: "invalid_tile", Message: "bad"})
+			rejectUnsent(t, ctx, s, flight, fmt.Sprintf("op-%d", op), id, "invalid_tile", "bad")
 		}
-		if err := s.RecordRejections(ctx, rs); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.CountRejections(ctx, flight, budget, nil); err != nil {
+		if _, err := s.CountRejectionsUpTo(ctx, flight, budget, 0, "", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,5 +66,26 @@ func TestRejectionsOverBudgetCountsARequeuedTilesBudgetFromItsBase(t *testing.T)
 	if !maps.Equal(over, want) {
 		t.Fatalf("over budget: %v, want %v (requeued-ok was rejected %d times after its requeue, within its fresh budget)",
 			over, want, budget)
+	}
+}
+
+// rejectUnsent records tile id's rejection under op as a run records a
+// tile it turns away before sending: a claim whose Pick rejects it.
+func rejectUnsent(t testing.TB, ctx context.Context, s *tilestore.Store, flight, op, id, reason, message string) {
+	t.Helper()
+	c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: flight, Limit: 1000, OpID: op,
+		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			for _, c := range cands {
+				if c.ID == id {
+					return tilestore.Batch{}, []tilestore.Rejection{{OpID: op, TileID: id, Reason: reason, Message: message}}
+				}
+			}
+			return tilestore.Batch{}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rejections) != 1 {
+		t.Fatalf("claim %s found no tile %s to reject", op, id)
 	}
 }

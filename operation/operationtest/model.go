@@ -13,7 +13,7 @@ import (
 )
 
 // RunModel drives a store through random interleavings of admit,
-// duplicate, conflict, seal, fail, release, abandon, cancel, wait,
+// duplicate, conflict, seal, fail, release, abandon, wait,
 // crash-and-restart and expire from several goroutines, and checks every
 // answer against a reference model. Operations on one key are serialised
 // by a per-key lock so the model can predict each answer exactly; keys run
@@ -144,8 +144,6 @@ func (m *model) worker(rng *rand.Rand, steps int) {
 			}
 		case r < 38:
 			m.conflict(m.pickKey(rng), rng.IntN(2) == 0)
-		case r < 45:
-			m.cancel(m.pickKey(rng))
 		case r < 52:
 			m.attach(m.pickKey(rng), time.Duration(rng.IntN(3))*time.Millisecond)
 		case r < 56:

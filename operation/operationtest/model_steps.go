@@ -135,28 +135,6 @@ func (m *model) abandon(p pending) {
 	})
 }
 
-func (m *model) cancel(k *mkey) {
-	m.withKey(k, func(tbl *operation.Table) {
-		rec, err := tbl.Cancel(context.Background(), operation.Key{Scope: "model", OpID: k.id})
-		if k.state == operation.StateAbsent || (k.dead && errors.Is(err, operation.ErrNotFound)) {
-			if !errors.Is(err, operation.ErrNotFound) {
-				m.fail(k, "cancel of absent: %v, want ErrNotFound", err)
-			}
-			return
-		}
-		if err != nil {
-			m.fail(k, "cancel: %v", err)
-			return
-		}
-		if k.state == operation.StateLive && !k.pol.Persist {
-			k.state = operation.StateReleased
-		}
-		if rec.State != k.state {
-			m.fail(k, "after cancel: store %s", rec.State)
-		}
-	})
-}
-
 func (m *model) lookup(k *mkey) {
 	m.withKey(k, func(tbl *operation.Table) {
 		st, _, err := tbl.Lookup(context.Background(), operation.Key{Scope: "model", OpID: k.id})
@@ -171,8 +149,7 @@ func (m *model) lookup(k *mkey) {
 }
 
 // attach starts a duplicate that waits for a live non-idem operation
-// outside the key lock, racing the owner's seal, cancels and other
-// duplicates. A non-idem ID that exists is never admitted again, so the
+// outside the key lock, racing the owner's seal and other duplicates. A non-idem ID that exists is never admitted again, so the
 // waiter must never become an owner.
 func (m *model) attach(k *mkey, wait time.Duration) {
 	m.withKey(k, func(tbl *operation.Table) {

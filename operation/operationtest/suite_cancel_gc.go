@@ -3,41 +3,11 @@ package operationtest
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tilectl/tilectl/operation"
 )
-
-func key(r operation.Request) operation.Key { return operation.Key{Scope: r.Scope, OpID: r.OpID} }
-
-func testCancelExplicitVolatile(t *testing.T, e *env) {
-	ctx := context.Background()
-	r := req("op-cancel-vol-01", volatileIdem)
-	owner := e.mustOwn(r)
-	rec, err := e.table.Cancel(ctx, key(r))
-	if err != nil || rec.State != operation.StateReleased {
-		t.Fatalf("cancel: %v %v, want released", rec.State, err)
-	}
-	if _, err := owner.Seal(ctx, outcome(200, "late", false)); !errors.Is(err, operation.ErrNotOwner) {
-		t.Fatalf("seal after cancel: %v, want ErrNotOwner", err)
-	}
-}
-
-func testCancelExplicitPersist(t *testing.T, e *env) {
-	ctx := context.Background()
-	r := req("op-cancel-per-01", persistNonIdem)
-	owner := e.mustOwn(r)
-	rec, err := e.table.Cancel(ctx, key(r))
-	if err != nil || rec.State != operation.StateLive {
-		t.Fatalf("cancel of persist op: %v %v, want still live", rec.State, err)
-	}
-	want := outcome(200, "done", false)
-	e.seal(owner, want)
-	assertOutcome(t, e.mustReplay(r), want)
-}
 
 func testCancelImplicitVolatile(t *testing.T, e *env) {
 	r := req("op-drop-vol-0001", volatileNonIdem)
@@ -61,47 +31,6 @@ func testCancelImplicitPersist(t *testing.T, e *env) {
 	want := outcome(200, "still ran", false)
 	e.seal(owner, want)
 	assertOutcome(t, e.mustReplay(r), want)
-}
-
-// testCancelRace races an explicit cancel against the owner's seal: exactly
-// one transition wins and every later attempt observes that one.
-func testCancelRace(t *testing.T, e *env) {
-	ctx := context.Background()
-	const n = 40
-	sealedWins, cancelWins := 0, 0
-	for i := range n {
-		r := req(fmt.Sprintf("op-race-%08d", i), volatileNonIdem)
-		owner := e.mustOwn(r)
-		var wg sync.WaitGroup
-		var sealErr, cancelErr error
-		var cancelRec operation.Record
-		wg.Add(2)
-		go func() { defer wg.Done(); _, sealErr = owner.Seal(ctx, outcome(200, "sealed", false)) }()
-		go func() { defer wg.Done(); cancelRec, cancelErr = e.table.Cancel(ctx, key(r)) }()
-		wg.Wait()
-		if cancelErr != nil {
-			t.Fatalf("cancel: %v", cancelErr)
-		}
-		switch {
-		case sealErr == nil:
-			sealedWins++
-			if cancelRec.State != operation.StateSealed {
-				t.Fatalf("seal won but cancel reported %s", cancelRec.State)
-			}
-			assertOutcome(t, e.mustReplay(r), outcome(200, "sealed", false))
-		case errors.Is(sealErr, operation.ErrNotOwner):
-			cancelWins++
-			if cancelRec.State != operation.StateReleased {
-				t.Fatalf("cancel won but reported %s", cancelRec.State)
-			}
-			if _, err := e.begin(r); !operation.IsIndeterminate(err) {
-				t.Fatalf("after cancel won: %v, want indeterminate", err)
-			}
-		default:
-			t.Fatalf("seal: %v", sealErr)
-		}
-	}
-	t.Logf("seal won %d, cancel won %d of %d races", sealedWins, cancelWins, n)
 }
 
 func testGCTTL(t *testing.T, e *env) {

@@ -193,7 +193,7 @@ func (r *run) wire(ctx context.Context) error {
 			Cooldown:         r.cfg.Upload.BreakerCooldown, MaxCooldown: r.cfg.Upload.BreakerMaxCooldown,
 			OutageLimit: r.cfg.Upload.OutageLimit, OnChange: r.breakerChanged,
 		},
-		Jitter:       r.retry.JitterKind(),
+		Jitter:       r.retry.Jitter,
 		ResendBudget: float64(offIfZero(r.cfg.Upload.ResendBudget)),
 		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
 		ClientID:     r.cfg.Upload.ClientID,
@@ -549,7 +549,7 @@ func (r *run) logSchedule() error {
 		MaxAttempts:    uploader.DefaultMaxResends + 1,
 		AttemptTimeout: r.cfg.Upload.RequestTimeout,
 		Deadline:       operation.MaxHintDelay,
-		Backoff:        uploader.TransportBackoff(r.retry.JitterKind()),
+		Backoff:        uploader.TransportBackoff(r.retry.Jitter),
 	}.Validate()
 	if err != nil {
 		r.log.Warn().Err(err).Msg("cannot bound the retry schedule")
@@ -573,7 +573,7 @@ func (r *run) logSchedule() error {
 		AttemptTimeout: request,
 		Deadline:       r.cfg.Upload.Deadline,
 		Margin:         margin,
-		Backoff:        operation.Backoff{Base: r.retry.BackoffBase, Cap: r.retry.BackoffCap, Jitter: r.retry.JitterKind()},
+		Backoff:        operation.Backoff{Base: r.retry.BackoffBase, Cap: r.retry.BackoffCap, Jitter: r.retry.Jitter},
 	}
 	worst, err := sched.Validate()
 	switch {

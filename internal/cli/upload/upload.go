@@ -26,6 +26,7 @@ import (
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/cli/factory"
 	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/tilestore"
 )
@@ -211,7 +212,7 @@ func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Conf
 		MaxPerTileAttempts: cfg.Retry.MaxPerTileAttempts,
 		BackoffBase:        cfg.Retry.BackoffBase,
 		BackoffCap:         cfg.Retry.BackoffCap,
-		Jitter:             retrydecorator.Jitter(cfg.Retry.Jitter),
+		Jitter:             operation.JitterKind(cfg.Retry.Jitter),
 	}
 	if err := rc.Validate(); err != nil {
 		return cfg, rc, err
