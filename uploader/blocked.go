@@ -199,6 +199,14 @@ func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *t
 	for {
 		h, err := u.heldWork(ctx, req.FlightID)
 		if err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The deadline came during the look: the wait ends as it
+				// would in the pause, with what the last look saw held.
+				if all := last.all(); all.Tiles > 0 {
+					t.setHeld(&all)
+				}
+				return nil, true, nil
+			}
 			return nil, false, err
 		}
 		switch {
