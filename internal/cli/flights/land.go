@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +13,7 @@ import (
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/cli/factory"
 	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/whoami"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -63,7 +62,7 @@ type LandOptions struct {
 
 // NewCmdLand is `flights land F`.
 func NewCmdLand(f *factory.Factory, runF func(context.Context, *LandOptions) error) *cobra.Command {
-	opts := &LandOptions{IO: f.IOStreams, Config: f.Config, User: osUser, Host: hostName,
+	opts := &LandOptions{IO: f.IOStreams, Config: f.Config, User: whoami.User, Host: whoami.Host,
 		Store: func(ctx context.Context) (LandStore, error) { return f.Store(ctx) }}
 	cmd := &cobra.Command{
 		Use:   "land F",
@@ -135,21 +134,4 @@ func LandRun(ctx context.Context, opts *LandOptions) error {
 		"'tilectl upload-pending' now sends its pending tiles\n",
 		l.FlightID, l.PreviousState, l.LandedAt.UTC().Format(time.RFC3339), who, host, LandedKind)
 	return nil
-}
-
-func osUser() string {
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	if n := os.Getenv("USER"); n != "" {
-		return n
-	}
-	return "unknown"
-}
-
-func hostName() string {
-	if h, err := os.Hostname(); err == nil {
-		return h
-	}
-	return "unknown"
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/cli/factory"
 	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/whoami"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -137,7 +137,7 @@ func RequeueRun(ctx context.Context, opts *RequeueOptions) error {
 		return fmt.Errorf("open the flight data recorder %s: %w", cfg.FDRPath, err)
 	}
 	defer rec.Close()
-	who, host := osUser(), hostName()
+	who, host := whoami.User(), whoami.Host()
 	rs, err := store.Requeue(ctx, opts.FlightID, opts.TileIDs, opts.AllGivenUp, func(ctx context.Context, rs []tilestore.Requeued) error {
 		for _, r := range rs {
 			if _, err := rec.Append(ctx, fdr.Entry{Kind: RequeueKind, Durable: true,
@@ -164,21 +164,4 @@ func RequeueRun(ctx context.Context, opts *RequeueOptions) error {
 	fmt.Fprintf(opts.IO.Out, "requeued %s of flight %s; run 'tilectl upload-pending --flight %s' to send them\n",
 		iostreams.Count(len(rs), "tile", "tiles"), opts.FlightID, opts.FlightID)
 	return nil
-}
-
-func osUser() string {
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	if n := os.Getenv("USER"); n != "" {
-		return n
-	}
-	return "unknown"
-}
-
-func hostName() string {
-	if h, err := os.Hostname(); err == nil {
-		return h
-	}
-	return "unknown"
 }
