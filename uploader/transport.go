@@ -387,6 +387,13 @@ func (ex *exchange) schedule(adv operation.Advice) bool {
 		ex.announce, ex.deferred = false, true
 		return false
 	}
+	if !ok && adv.Status == 0 {
+		// No answer came (a broken connection, a lost answer): the wait
+		// is tilectl's own backoff, not the provider's advice.
+		ex.giveUp = fmt.Errorf("no answer from the provider, and the next resend's backoff of %s goes past the run's deadline or the %s cap: giving this request up",
+			d.Round(time.Millisecond), ex.u.maxDelay)
+		return false
+	}
 	if !ok {
 		ex.giveUp = fmt.Errorf("provider asks to wait %s before resending (status %d), beyond the %s cap or the run's deadline: giving this request up",
 			d.Round(time.Second), adv.Status, ex.u.maxDelay)

@@ -1,0 +1,46 @@
+package uploader_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// TestABrokenConnectionNearTheDeadlineIsNotBlamedOnTheProvidersAdvice: a
+// connection that breaks after the provider stored a batch is resent
+// after tilectl's own backoff; when that backoff no longer fits the run's
+// deadline, the error says so (the connection, tilectl's wait), not that
+// the provider asked for a wait, and the batch stays open under its key.
+func TestABrokenConnectionNearTheDeadlineIsNotBlamedOnTheProvidersAdvice(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, nil)
+	d := &dropAnswers{inner: p.Server.Handler()}
+	d.on.Store(true)
+	hs := httptest.NewServer(d)
+	t.Cleanup(hs.Close)
+	c := providertest.NewClient(t, "fd")
+	c.AddTiles(t, "fd", 4, 256, 1)
+	u, _ := newUploader(t, hs.URL, c, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel()
+	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fd"})
+	if err == nil {
+		t.Fatal("a run whose every answer is lost ended without an error")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "provider asks to wait") || strings.Contains(msg, "status 0") {
+		t.Errorf("error %q blames the provider's advice for tilectl's own backoff after a broken connection", msg)
+	}
+	if !strings.Contains(msg, "deadline") {
+		t.Errorf("error %q does not say the run's deadline is what ends the resends", msg)
+	}
+	open, oerr := c.Store.OpenBatches(context.Background(), "fd")
+	if oerr != nil || len(open) == 0 {
+		t.Errorf("open batches after the run: %d (%v), want the batch kept open under its key", len(open), oerr)
+	}
+}
