@@ -165,7 +165,10 @@ func TestARunRenewsNoLeaseAfterReleasingThem(t *testing.T) {
 	c := providertest.NewClient(t, "fx")
 	c.AddTiles(t, "fx", 4, 512, 67)
 	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
-	store := &releaseWatch{Store: c.Store.ForRun(tilestore.Run{Lease: 30 * time.Millisecond})}
+	// A lease short enough that renewals (every third of it) fall in the
+	// window ReleaseLeases holds open, long enough that a loaded machine
+	// does not lose it mid-run.
+	store := &releaseWatch{Store: c.Store.ForRun(tilestore.Run{Lease: 150 * time.Millisecond})}
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
 	if _, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fx"}); err != nil {
 		t.Fatal(err)
