@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tilectl/tilectl/fdr/fdrtest"
+	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -36,7 +37,7 @@ func TestARunKeepsItsDeadlineAndHoldsNoRowLocksWhileAnotherProcessHoldsTheFDRLoc
 	if _, err := st.Pool().Exec(ctx, `UPDATE tiles SET upload_attempts = 1 WHERE tile_id = $1`, bad); err != nil {
 		t.Fatal(err)
 	}
-	rejectUnsent(t, ctx, st, fl, "op-old", bad, "invalid_tile", "bad")
+	providertest.RejectUnsent(t, ctx, st, fl, "op-old", bad, "invalid_tile", "bad")
 	cfg := defaultConfig()
 	cfg.MaxPerTileAttempts = 2
 	u := New(idleInner(fl), st, ring, zerolog.Nop(), &fakeClock{now: t0}, cfg, Hooks{})
@@ -120,7 +121,7 @@ func TestAGiveUpReachedAgainAfterACrashAndOneMoreRejectionHasOneRecord(t *testin
 	// A run that counts nothing (--no-retry) records one more rejection
 	// of the tile: it now has two uncounted, and the next count gives it
 	// up at 3 attempts instead of 2.
-	rejectUnsent(t, ctx, st, fl, "op-no-retry", bad, "invalid_tile", "bad again")
+	providertest.RejectUnsent(t, ctx, st, fl, "op-no-retry", bad, "invalid_tile", "bad again")
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: fl})
 	if err != nil {
 		t.Fatal(err)
@@ -130,26 +131,5 @@ func TestAGiveUpReachedAgainAfterACrashAndOneMoreRejectionHasOneRecord(t *testin
 	}
 	if got := rec.count(t, GiveUpKind); got != 1 {
 		t.Errorf("%d give-up records for one give-up, want 1", got)
-	}
-}
-
-// rejectUnsent records tile id's rejection under op as a run records a
-// tile it turns away before sending: a claim whose Pick rejects it.
-func rejectUnsent(t testing.TB, ctx context.Context, s *tilestore.Store, flight, op, id, reason, message string) {
-	t.Helper()
-	c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: flight, Limit: 1000, OpID: op,
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			for _, c := range cands {
-				if c.ID == id {
-					return tilestore.Batch{}, []tilestore.Rejection{{OpID: op, TileID: id, Reason: reason, Message: message}}
-				}
-			}
-			return tilestore.Batch{}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(c.Rejections) != 1 {
-		t.Fatalf("claim %s found no tile %s to reject", op, id)
 	}
 }

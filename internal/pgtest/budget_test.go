@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
+	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -42,7 +43,7 @@ func TestRejectionsOverBudgetCountsARequeuedTilesBudgetFromItsBase(t *testing.T)
 		t.Helper()
 		for range times {
 			op++
-			rejectUnsent(t, ctx, s, flight, fmt.Sprintf("op-%d", op), id, "invalid_tile", "bad")
+			providertest.RejectUnsent(t, ctx, s, flight, fmt.Sprintf("op-%d", op), id, "invalid_tile", "bad")
 		}
 		if _, err := s.CountRejectionsUpTo(ctx, flight, budget, 0, "", nil); err != nil {
 			t.Fatal(err)
@@ -66,26 +67,5 @@ func TestRejectionsOverBudgetCountsARequeuedTilesBudgetFromItsBase(t *testing.T)
 	if !maps.Equal(over, want) {
 		t.Fatalf("over budget: %v, want %v (requeued-ok was rejected %d times after its requeue, within its fresh budget)",
 			over, want, budget)
-	}
-}
-
-// rejectUnsent records tile id's rejection under op as a run records a
-// tile it turns away before sending: a claim whose Pick rejects it.
-func rejectUnsent(t testing.TB, ctx context.Context, s *tilestore.Store, flight, op, id, reason, message string) {
-	t.Helper()
-	c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: flight, Limit: 1000, OpID: op,
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			for _, c := range cands {
-				if c.ID == id {
-					return tilestore.Batch{}, []tilestore.Rejection{{OpID: op, TileID: id, Reason: reason, Message: message}}
-				}
-			}
-			return tilestore.Batch{}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(c.Rejections) != 1 {
-		t.Fatalf("claim %s found no tile %s to reject", op, id)
 	}
 }

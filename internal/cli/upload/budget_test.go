@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -21,7 +22,7 @@ func TestNoRetryDoesNotSendTilesAlreadyAtTheirBudget(t *testing.T) {
 	if _, err := r.store.Pool().Exec(ctx, `UPDATE tiles SET upload_attempts = $2 WHERE tile_id = $1`, atBudget, budget-1); err != nil {
 		t.Fatal(err)
 	}
-	rejectUnsent(t, ctx, r.store, "F1", "0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000", atBudget, "decode_error", "an earlier run's answer, not yet counted")
+	providertest.RejectUnsent(t, ctx, r.store, "F1", "0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000", atBudget, "decode_error", "an earlier run's answer, not yet counted")
 
 	res := r.run(func(o *Options) { o.FlightID, o.NoRetry = "F1", true }, "no-retry")
 	if res.code != exitcode.Partial {
@@ -38,26 +39,5 @@ func TestNoRetryDoesNotSendTilesAlreadyAtTheirBudget(t *testing.T) {
 	if res.code != exitcode.Partial || r.status(atBudget) != "upload_giveup" || r.prov.Carried()[atBudget] != 0 {
 		t.Errorf("retrying run: exit %d, tile %s %s after %d sends; want exit 3, upload_giveup, never sent",
 			res.code, atBudget, r.status(atBudget), r.prov.Carried()[atBudget])
-	}
-}
-
-// rejectUnsent records tile id's rejection under op as a run records a
-// tile it turns away before sending: a claim whose Pick rejects it.
-func rejectUnsent(t testing.TB, ctx context.Context, s *tilestore.Store, flight, op, id, reason, message string) {
-	t.Helper()
-	c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: flight, Limit: 1000, OpID: op,
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			for _, c := range cands {
-				if c.ID == id {
-					return tilestore.Batch{}, []tilestore.Rejection{{OpID: op, TileID: id, Reason: reason, Message: message}}
-				}
-			}
-			return tilestore.Batch{}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(c.Rejections) != 1 {
-		t.Fatalf("claim %s found no tile %s to reject", op, id)
 	}
 }
