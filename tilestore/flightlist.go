@@ -69,8 +69,7 @@ func (s *Store) FlightOverviews(ctx context.Context) ([]FlightOverview, error) {
 		&runID, &host, &pid, &started, &run.FinishedAt, &run.Outcome, &run.ExitCode}, func() error {
 		if len(out) == 0 || out[len(out)-1].FlightID != id {
 			fo := FlightOverview{FlightID: id, State: FlightState(state), RecordedAt: recorded,
-				ByStatus: map[VotingStatus]int64{StatusPending: 0, StatusTrusted: 0, StatusRejected: 0,
-					StatusUploaded: 0, StatusUploadGiveup: 0}}
+				ByStatus: zeroCounts()}
 			if runID != nil {
 				// Copies: the scan targets are reused for the next row.
 				lr := UploadRun{RunID: *runID, FlightID: id, Host: *host, PID: *pid, StartedAt: *started,

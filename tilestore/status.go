@@ -32,9 +32,7 @@ SELECT f.flight_id, f.state, t.voting_status, count(t.tile_id)
 	var n int64
 	_, err = pgx.ForEachRow(rows, []any{&id, &state, &status, &n}, func() error {
 		if len(out) == 0 || out[len(out)-1].FlightID != id {
-			out = append(out, FlightCounts{FlightID: id, State: FlightState(state), ByStatus: map[VotingStatus]int64{
-				StatusPending: 0, StatusTrusted: 0, StatusRejected: 0, StatusUploaded: 0, StatusUploadGiveup: 0,
-			}})
+			out = append(out, FlightCounts{FlightID: id, State: FlightState(state), ByStatus: zeroCounts()})
 		}
 		if status != nil {
 			out[len(out)-1].ByStatus[VotingStatus(*status)] = n

@@ -28,6 +28,18 @@ const (
 	StatusUploadGiveup VotingStatus = "upload_giveup"
 )
 
+// VotingStatuses are every status, in the order tilectl shows them.
+var VotingStatuses = []VotingStatus{StatusPending, StatusTrusted, StatusRejected, StatusUploaded, StatusUploadGiveup}
+
+// zeroCounts is a count for every status, each 0.
+func zeroCounts() map[VotingStatus]int64 {
+	m := make(map[VotingStatus]int64, len(VotingStatuses))
+	for _, s := range VotingStatuses {
+		m[s] = 0
+	}
+	return m
+}
+
 // Uploadable reports whether tiles in this status are sent to the provider:
 // pending and trusted are; rejected (by the vote), uploaded and upload_giveup
 // are not.

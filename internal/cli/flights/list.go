@@ -60,12 +60,6 @@ type LastRun struct {
 	ExitCode   *int       `json:"exit_code"`
 }
 
-// statuses in display order.
-var statuses = []tilestore.VotingStatus{
-	tilestore.StatusPending, tilestore.StatusTrusted, tilestore.StatusRejected,
-	tilestore.StatusUploaded, tilestore.StatusUploadGiveup,
-}
-
 // NewCmdList is `flights list [-o text|json]`.
 func NewCmdList(f *factory.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
 	opts := &ListOptions{IO: f.IOStreams, Now: f.Now,
@@ -120,7 +114,7 @@ func buildList(fos []tilestore.FlightOverview, now time.Time) ListReport {
 		fl := Flight{FlightID: fo.FlightID, State: string(fo.State), RecordedAt: fo.RecordedAt.UTC(),
 			AgeSeconds: max(0, int64(now.Sub(fo.RecordedAt)/time.Second)), Counts: map[string]int64{},
 			CacheBytes: fo.CacheBytes}
-		for _, s := range statuses {
+		for _, s := range tilestore.VotingStatuses {
 			fl.Counts[string(s)] = fo.ByStatus[s]
 			fl.Total += fo.ByStatus[s]
 		}
@@ -147,7 +141,7 @@ func printList(io *iostreams.IOStreams, r ListReport) error {
 	fmt.Fprintln(tw, "FLIGHT\tSTATE\tPENDING\tTRUSTED\tREJECTED\tUPLOADED\tGIVEN UP\tCACHE\tLAST RUN\tAGE")
 	for _, f := range r.Flights {
 		fmt.Fprintf(tw, "%s\t%s", f.FlightID, f.State)
-		for _, s := range statuses {
+		for _, s := range tilestore.VotingStatuses {
 			fmt.Fprintf(tw, "\t%d", f.Counts[string(s)])
 		}
 		fmt.Fprintf(tw, "\t%s\t%s\t%s\n", iostreams.HumanBytes(f.CacheBytes), lastRun(f.LastRun),

@@ -110,12 +110,6 @@ type GiveUp struct {
 	GaveUpAt    time.Time `json:"gave_up_at"`
 }
 
-// statuses in display order.
-var statuses = []tilestore.VotingStatus{
-	tilestore.StatusPending, tilestore.StatusTrusted, tilestore.StatusRejected,
-	tilestore.StatusUploaded, tilestore.StatusUploadGiveup,
-}
-
 // NewCmdStatus is `status [--flight F] [-o table|json]`.
 func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Store: func(ctx context.Context) (Store, error) { return f.Store(ctx) }}
@@ -198,7 +192,7 @@ func build(counts []tilestore.FlightCounts, gus []tilestore.GiveUp) Report {
 	r := Report{Flights: []Flight{}, GiveUps: []GiveUp{}}
 	for _, fc := range counts {
 		fl := Flight{FlightID: fc.FlightID, State: string(fc.State), Counts: map[string]int64{}, Runs: []UploadRun{}}
-		for _, s := range statuses {
+		for _, s := range tilestore.VotingStatuses {
 			fl.Counts[string(s)] = fc.ByStatus[s]
 			fl.Total += fc.ByStatus[s]
 		}
@@ -235,7 +229,7 @@ func printTable(io *iostreams.IOStreams, r Report) error {
 	fmt.Fprintln(tw, "FLIGHT\tSTATE\tPENDING\tTRUSTED\tREJECTED\tUPLOADED\tGIVEN UP\tTOTAL")
 	for _, f := range r.Flights {
 		fmt.Fprintf(tw, "%s\t%s", f.FlightID, f.State)
-		for _, s := range statuses {
+		for _, s := range tilestore.VotingStatuses {
 			fmt.Fprintf(tw, "\t%d", f.Counts[string(s)])
 		}
 		fmt.Fprintf(tw, "\t%d\n", f.Total)
