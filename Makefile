@@ -67,7 +67,7 @@ lint:
 # The unit, integration, short chaos and security tests, then every fuzz
 # target briefly (FUZZTIME each: an execution count, see scripts/fuzz.sh).
 test: lint
-	@scripts/pgbouncer.sh
+	@scripts/test-packages.sh
 	@$(call with_pg,$(GO) test -race -count=1 -timeout 20m $(PKGS))
 	@FUZZTIME=$${FUZZTIME:-20000x} scripts/fuzz.sh
 

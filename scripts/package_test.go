@@ -60,7 +60,7 @@ func TestTheREADMEShowsTheSystemdUnitsThePackageInstalls(t *testing.T) {
 // units; the unpacked binary runs, the pages render and the units verify.
 func TestThePackageHoldsTheBinaryManPagesCompletionsAndUnits(t *testing.T) {
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
-		t.Skip("dpkg-deb is not installed: the .deb cannot be built here")
+		t.Fatal("dpkg-deb is not installed, so the .deb cannot be built: apt-get install dpkg (make test installs it)")
 	}
 	root := repoRoot(t)
 	dist := t.TempDir()
