@@ -52,14 +52,11 @@ type result struct {
 
 func (s *station) run(args ...string) result {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, s.bin, args...)
+	cmd := exec.Command(s.bin, args...)
 	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	_ = cmd.Run()
-	if ctx.Err() != nil {
+	if took := testbin.RunFor(s.t, cmd, 2*time.Minute); took >= 2*time.Minute {
 		s.t.Fatalf("tilectl %s: timed out", strings.Join(args, " "))
 	}
 	return result{exit: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
