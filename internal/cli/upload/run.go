@@ -407,7 +407,19 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		// Once the database is gone, every read below fails the same way:
 		// the run's error says so once, not each of them again.
 		quiet := databaseLost(err)
-		held, _, herr := uploader.HeldWork(cctx, r.store, r.locks, r.store.Run(), id)
+		// A real run that ended without an error took its last look at who
+		// holds the flight as it ended: the report has what it saw (nil:
+		// nobody). A dry run or a failed run may not have looked, and asks.
+		var held uploader.Held
+		var herr error
+		switch {
+		case err == nil && !r.opts.DryRun:
+			if rep.Held != nil {
+				held = *rep.Held
+			}
+		default:
+			held, _, herr = uploader.HeldWork(cctx, r.store, r.locks, r.store.Run(), id)
+		}
 		if n, gerr := r.rejectedNowGivenUp(cctx, rep); gerr == nil {
 			rep.GivenUp = max(rep.GivenUp, n)
 		} else if !quiet {
