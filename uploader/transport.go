@@ -268,13 +268,10 @@ func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error
 	}
 	retry, cerr := ex.decide(resp, err)
 	if !retry || ex.attempts > ex.u.resends {
-		if retry && ex.announce {
-			// Out of resends, but this answer's wait is journaled: the
-			// batch waits apart (dueBatches) or stays open for a later
-			// run, like any advised wait that does not fit the exchange.
-			// A wait for one batch is not a failure of the run; the run's
-			// resend budget and breaker still bound how often it goes.
-			ex.announce, ex.deferred = false, true
+		if retry && ex.deferJournaled() {
+			// Out of resends, but this answer's wait is journaled. The
+			// run's resend budget and breaker still bound how often the
+			// batch goes.
 			return false, nil
 		}
 		return retry, cerr // retryablehttp stops at RetryMax by itself
@@ -381,10 +378,7 @@ func (ex *exchange) schedule(adv operation.Advice) bool {
 		remaining = dl.Sub(ex.u.now())
 	}
 	d, ok := adv.Bound(ex.u.maxDelay, remaining)
-	if !ok && ex.announce {
-		// The provider's wait is journaled: the batch waits apart
-		// (dueBatches), and this worker goes on with other work.
-		ex.announce, ex.deferred = false, true
+	if !ok && ex.deferJournaled() {
 		return false
 	}
 	if !ok && adv.Status == 0 {
@@ -400,6 +394,18 @@ func (ex *exchange) schedule(adv operation.Advice) bool {
 		return false
 	}
 	ex.wait = d
+	return true
+}
+
+// deferJournaled reports whether this exchange's last answer asked for a
+// wait that is journaled as the batch's not-before; if so the batch waits
+// apart (dueBatches) or stays open for a later run instead of failing the
+// exchange: a wait for one batch is not a failure of the run.
+func (ex *exchange) deferJournaled() bool {
+	if !ex.announce {
+		return false
+	}
+	ex.announce, ex.deferred = false, true
 	return true
 }
 
