@@ -249,15 +249,9 @@ func TestOneBatchsAdviceDoesNotCutTheWaitsOfOtherBatches(t *testing.T) {
 
 func TestAdviceBeyondTheCapWaitsApartWithinTheDeadline(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	first := ""
+	first := &firstKey{}
 	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
-		mu.Lock()
-		if first == "" {
-			first = b.Key
-		}
-		advised := b.Key == first && b.Attempt == 1
-		mu.Unlock()
+		advised := first.is(b.Key) && b.Attempt == 1
 		if advised {
 			w.Header().Set("Retry-After", "2")
 			operation.WriteError(w, 429, operation.CodeRateLimited, "2 s, please", nil, nil)
@@ -280,9 +274,9 @@ func TestAdviceBeyondTheCapWaitsApartWithinTheDeadline(t *testing.T) {
 	var advisedAt, resentAt, lastOther time.Time
 	for _, b := range got {
 		switch {
-		case b.Key == first && b.Attempt == 1:
+		case first.is(b.Key) && b.Attempt == 1:
 			advisedAt = b.At
-		case b.Key == first:
+		case first.is(b.Key):
 			resentAt = b.At
 		default:
 			lastOther = b.At
@@ -338,15 +332,9 @@ func TestAdviceOnTheLastResendWaitsApartInsteadOfFailingTheRun(t *testing.T) {
 
 func TestADueBatchCutOffByTheDeadlineStaysOpenWithoutFailingTheRun(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	first := ""
+	first := &firstKey{}
 	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
-		mu.Lock()
-		if first == "" {
-			first = b.Key
-		}
-		advised := b.Key == first
-		mu.Unlock()
+		advised := first.is(b.Key)
 		switch {
 		case advised && b.Attempt == 1:
 			w.Header().Set("Retry-After", "1")
@@ -374,8 +362,8 @@ func TestADueBatchCutOffByTheDeadlineStaysOpenWithoutFailingTheRun(t *testing.T)
 	if rep.Accepted != 8 || rep.Pending != 4 {
 		t.Fatalf("report %+v; want the other 8 tiles uploaded and the cut-off batch's 4 pending", rep)
 	}
-	if open := openBatches(t, c, "fd"); len(open) != 1 || open[0].OpID != first {
-		t.Fatalf("open batches %+v, want the cut-off batch %s", open, first)
+	if open := openBatches(t, c, "fd"); len(open) != 1 || open[0].OpID != first.get() {
+		t.Fatalf("open batches %+v, want the cut-off batch %s", open, first.get())
 	}
 }
 
@@ -400,15 +388,9 @@ func (s *failingOpenStore) OpenBatches(context.Context, string) ([]tilestore.Bat
 
 func TestAFailureOfADueBatchStopsTheRunPromptly(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	first := ""
+	first := &firstKey{}
 	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
-		mu.Lock()
-		if first == "" {
-			first = b.Key
-		}
-		advised := b.Key == first
-		mu.Unlock()
+		advised := first.is(b.Key)
 		if advised {
 			w.Header().Set("Retry-After", "1")
 			operation.WriteError(w, 503, operation.CodeUnavailable, "wait 1 second", nil, nil)
@@ -439,4 +421,28 @@ func TestAFailureOfADueBatchStopsTheRunPromptly(t *testing.T) {
 	if late > 0 {
 		t.Fatalf("%d new batches went out more than 1s after the due batch failed; a run-level failure stops claiming at once", late)
 	}
+}
+
+// firstKey remembers the first batch key it is asked about: the batch a
+// test singles out. It is safe for concurrent use.
+type firstKey struct {
+	mu  sync.Mutex
+	key string
+}
+
+// is reports whether key is the first key asked about.
+func (f *firstKey) is(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.key == "" {
+		f.key = key
+	}
+	return key == f.key
+}
+
+// get is the first key asked about ("" before any).
+func (f *firstKey) get() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.key
 }
