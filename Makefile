@@ -26,7 +26,7 @@ help:
 	@echo "make build       bin/tilectl (and bin/tileprovider)"
 	@echo "make test        gofmt check, go vet, go test -race against PostgreSQL"
 	@echo "make man         man pages for every command in man/ (MANDIR=)"
-	@echo "make package     dist/tilectl_<version>_<arch>.deb: binary, man pages, completions, systemd units"
+	@echo "make dist        dist/tilectl_<version>_<arch>.deb: binary, man pages, completions, systemd units, example config (also make package)"
 	@echo "make demo        migrate, import testdata/tiles as flight demo-1, show status"
 	@echo "make bench       every benchmark, then the table of performance targets"
 	@echo "make lint        gofmt -l, go vet, go mod tidy -diff, no conflict markers"
@@ -50,9 +50,10 @@ man:
 	rm -rf $(MANDIR)
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/mangen -version $(VERSION) $(MANDIR)
 
-# The .deb (scripts/package.sh): /usr/bin/tilectl, the man pages, bash, zsh
-# and fish completions, the systemd service and timer of packaging/systemd.
-# make dist is the same.
+# The .deb (scripts/package.sh, built with nfpm from tools/go.mod):
+# /usr/bin/tilectl, the man pages, bash, zsh and fish completions, the
+# systemd service and timer of packaging/systemd and the example
+# /etc/tilectl/config.yaml. make dist is the same.
 package:
 	@VERSION=$(VERSION) COMMIT=$(COMMIT) GO=$(GO) scripts/package.sh
 dist: package
@@ -62,6 +63,7 @@ lint:
 		echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) mod tidy -diff
+	cd tools && $(GO) mod tidy -diff
 	@scripts/conflict-markers.sh
 
 # The unit, integration, short chaos and security tests, then every fuzz

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# make package: build dist/tilectl_<version>_<arch>.deb with dpkg-deb from a
-# staged tree: /usr/bin/tilectl, a man page per command, completions for
-# bash, zsh and fish where each shell looks for them, and the systemd
-# service and timer of packaging/systemd (the README shows them as they
-# are). The package creates the tilectl user; it enables no unit.
+# make package: build dist/tilectl_<version>_<arch>.deb with nfpm (a Go
+# packager, pinned in tools/go.mod, so building needs neither dpkg nor
+# root): /usr/bin/tilectl, a man page per command, completions for bash,
+# zsh and fish where each shell looks for them, the systemd service and
+# timer of packaging/systemd (the README shows them as they are) and the
+# example /etc/tilectl/config.yaml. packaging/nfpm.yaml lists the contents.
+# The package creates the tilectl user; it enables no unit.
 #
 #   VERSION   version to stamp (default: git describe); a leading v is
 #             dropped and anything that is not a Debian version made one
@@ -40,64 +42,41 @@ if [[ $debversion == *-* ]]; then debversion=${debversion/-/+}; fi
 debversion=${debversion//-/.}
 debversion=${debversion//[^A-Za-z0-9.+~]/.}
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-root=$work/root
-install -d "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/man/man1" \
-	"$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
-	"$root/usr/share/fish/vendor_completions.d" "$root/usr/lib/systemd/system" \
-	"$root/usr/lib/sysusers.d" "$root/usr/lib/tmpfiles.d" "$root/usr/share/doc/tilectl"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/man" "$stage/completions"
 
 # Built static (CGO_ENABLED=0), so the package depends on no library.
 if [ -n "${TILECTL_BIN:-}" ]; then
-	install -m 0755 "$TILECTL_BIN" "$root/usr/bin/tilectl"
+	install -m 0755 "$TILECTL_BIN" "$stage/tilectl"
 else
 	ldflags="-s -w -X main.version=$VERSION -X main.commit=$COMMIT"
-	CGO_ENABLED=0 GOOS=linux GOARCH=$goarch $GO build -trimpath -ldflags "$ldflags" -o "$root/usr/bin/tilectl" ./cmd/tilectl
+	CGO_ENABLED=0 GOOS=linux GOARCH=$goarch $GO build -trimpath -ldflags "$ldflags" -o "$stage/tilectl" ./cmd/tilectl
 fi
-gen=$root/usr/bin/tilectl # generates the completions
+gen=$stage/tilectl # generates the completions
 if [ "$goarch" != "$hostarch" ]; then
-	gen=$work/tilectl-host
+	gen=$stage/tilectl-host
 	CGO_ENABLED=0 $GO build -o "$gen" ./cmd/tilectl
 fi
 
-$GO run ./cmd/mangen -version "$VERSION" "$work/man" 2>/dev/null
-for page in "$work"/man/*.1; do
-	gzip -9n <"$page" >"$root/usr/share/man/man1/$(basename "$page").gz"
+$GO run ./cmd/mangen -version "$VERSION" "$stage/man.src" 2>/dev/null
+for page in "$stage"/man.src/*.1; do
+	gzip -9n <"$page" >"$stage/man/$(basename "$page").gz"
 done
-"$gen" completion bash >"$root/usr/share/bash-completion/completions/tilectl"
-"$gen" completion zsh >"$root/usr/share/zsh/vendor-completions/_tilectl"
-"$gen" completion fish >"$root/usr/share/fish/vendor_completions.d/tilectl.fish"
+"$gen" completion bash >"$stage/completions/tilectl.bash"
+"$gen" completion zsh >"$stage/completions/_tilectl"
+"$gen" completion fish >"$stage/completions/tilectl.fish"
+gzip -9n <README.md >"$stage/README.md.gz"
 
-install -m 0644 packaging/systemd/tilectl-upload.service packaging/systemd/tilectl-upload.timer "$root/usr/lib/systemd/system/"
-install -m 0644 packaging/deb/sysusers.conf "$root/usr/lib/sysusers.d/tilectl.conf"
-install -m 0644 packaging/deb/tmpfiles.conf "$root/usr/lib/tmpfiles.d/tilectl.conf"
-install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$root/DEBIAN/"
-gzip -9n <README.md >"$root/usr/share/doc/tilectl/README.md.gz"
-
-size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
-cat >"$root/DEBIAN/control" <<CONTROL
-Package: tilectl
-Version: $debversion
-Architecture: $debarch
-Maintainer: tilectl maintainers <tilectl@localhost>
-Installed-Size: $size
-Section: utils
-Priority: optional
-Recommends: bash-completion
-Suggests: postgresql
-Homepage: https://github.com/tilectl/tilectl
-Description: upload drone map tiles to a satellite provider, exactly once
- tilectl imports a flight's map tiles into a local cache and uploads them to
- a satellite provider over an unreliable link, so that each tile arrives
- exactly once. It keeps its journal in PostgreSQL. The package ships the
- tilectl-upload service and timer (not enabled), man pages and shell
- completions.
-CONTROL
-
-# Same inputs, same bytes: files dated SOURCE_DATE_EPOCH, owned by root.
-find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+# Same inputs, same bytes: nfpm dates every file SOURCE_DATE_EPOCH.
 mkdir -p "$DIST"
+# nfpm expands variables in the package's fields but not in file paths.
+sed "s|\${STAGE}|$stage|g" packaging/nfpm.yaml >"$stage/nfpm.yaml"
+GOARCH=$goarch DEB_VERSION=$debversion \
+	$GO tool -modfile=tools/go.mod nfpm package --config "$stage/nfpm.yaml" --packager deb --target "$DIST" >&2
 deb=$DIST/tilectl_${debversion}_${debarch}.deb
-dpkg-deb --root-owner-group -Zgzip --build "$root" "$deb" >/dev/null
+if [ ! -f "$deb" ]; then
+	echo "package: nfpm did not write $deb" >&2
+	exit 1
+fi
 echo "$deb"

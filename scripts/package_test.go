@@ -56,11 +56,22 @@ func TestTheREADMEShowsTheSystemdUnitsThePackageInstalls(t *testing.T) {
 }
 
 // make package's script builds a .deb holding the binary, a man page per
-// command, completions where bash, zsh and fish look for them, and the
-// units; the unpacked binary runs, the pages render and the units verify.
-func TestThePackageHoldsTheBinaryManPagesCompletionsAndUnits(t *testing.T) {
-	if _, err := exec.LookPath("dpkg-deb"); err != nil {
-		t.Fatal("dpkg-deb is not installed, so the .deb cannot be built: apt-get install dpkg (make test installs it)")
+// command, completions where bash, zsh and fish look for them, the units
+// and the example config (a conffile); installed with dpkg -i, the binary
+// runs, the pages render and the units verify, and dpkg --purge removes
+// every file it installed.
+func TestThePackageInstallsRunsAndRemovesCleanly(t *testing.T) {
+	for _, tool := range []string{"dpkg", "dpkg-deb", "dpkg-query"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed, so the .deb cannot be checked: apt-get install dpkg (make test installs it)", tool)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("installing the package needs root: run the tests as root, as CI does")
+	}
+	if st, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "tilectl").Output(); err == nil &&
+		strings.Contains(string(st), "installed") && !strings.Contains(string(st), "not-installed") {
+		t.Fatalf("a tilectl package is installed on this machine (%s); the test would replace it: dpkg --purge tilectl first", st)
 	}
 	root := repoRoot(t)
 	dist := t.TempDir()
@@ -81,6 +92,9 @@ func TestThePackageHoldsTheBinaryManPagesCompletionsAndUnits(t *testing.T) {
 	if v := dpkgDeb(t, "-f", deb, "Version"); v != testbin.Version+"+4.gabcdef0" {
 		t.Errorf("control Version %q", v)
 	}
+	if r := dpkgDeb(t, "-f", deb, "Recommends"); !strings.Contains(r, "bash-completion") {
+		t.Errorf("control Recommends %q, want bash-completion", r)
+	}
 
 	listing := dpkgDeb(t, "-c", deb)
 	files := map[string]bool{}
@@ -91,6 +105,7 @@ func TestThePackageHoldsTheBinaryManPagesCompletionsAndUnits(t *testing.T) {
 	}
 	want := []string{
 		"/usr/bin/tilectl",
+		"/etc/tilectl/config.yaml",
 		"/usr/share/bash-completion/completions/tilectl",
 		"/usr/share/zsh/vendor-completions/_tilectl",
 		"/usr/share/fish/vendor_completions.d/tilectl.fish",
@@ -108,23 +123,49 @@ func TestThePackageHoldsTheBinaryManPagesCompletionsAndUnits(t *testing.T) {
 			t.Errorf("the package has no %s; it holds:\n%s", p, listing)
 		}
 	}
-
 	x := t.TempDir()
-	dpkgDeb(t, "-x", deb, x)
-	if b, err := exec.Command(filepath.Join(x, "usr/bin/tilectl"), "--version").Output(); err != nil ||
-		!strings.Contains(string(b), testbin.Version) {
-		t.Errorf("the packaged tilectl --version: %v %q", err, b)
+	dpkgDeb(t, "-e", deb, x)
+	if b, err := os.ReadFile(filepath.Join(x, "conffiles")); err != nil || strings.TrimSpace(string(b)) != "/etc/tilectl/config.yaml" {
+		t.Errorf("conffiles %q (%v), want /etc/tilectl/config.yaml", b, err)
 	}
-	if man, err := exec.LookPath("man"); err == nil {
-		c := exec.Command(man, "--warnings", "-l", "-P", "cat", filepath.Join(x, "usr/share/man/man1/tilectl-upload-pending.1.gz"))
-		c.Env = append(os.Environ(), "MANWIDTH=100")
-		var errOut bytes.Buffer
-		c.Stderr = &errOut
-		if b, err := c.Output(); err != nil || errOut.Len() > 0 || !strings.Contains(string(b), "tilectl upload-pending") {
-			t.Errorf("man -l tilectl-upload-pending.1.gz: %v\n%s\n%s", err, errOut.String(), b)
+
+	mustRun(t, "dpkg", "-i", deb)
+	installed := strings.Fields(mustRun(t, "dpkg-query", "-L", "tilectl"))
+	t.Cleanup(func() { // a failed check must not leave the package behind
+		_ = exec.Command("dpkg", "--purge", "tilectl").Run()
+	})
+	if b, err := exec.Command("/usr/bin/tilectl", "--version").Output(); err != nil || !strings.Contains(string(b), testbin.Version) {
+		t.Errorf("the installed /usr/bin/tilectl --version: %v %q", err, b)
+	}
+	c := exec.Command("man", "--warnings", "-P", "cat", "tilectl-upload-pending")
+	c.Env = append(os.Environ(), "MANWIDTH=100", "MANPATH=/usr/share/man")
+	var errOut bytes.Buffer
+	c.Stderr = &errOut
+	if b, err := c.Output(); err != nil || errOut.Len() > 0 || !strings.Contains(string(b), "tilectl upload-pending") {
+		t.Errorf("man tilectl-upload-pending, installed: %v\n%s\n%s", err, errOut.String(), b)
+	}
+	verifyUnits(t, "/")
+
+	mustRun(t, "dpkg", "--purge", "tilectl")
+	for _, p := range installed {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.IsDir() { // directories shared with other packages stay
+			continue
 		}
+		t.Errorf("%s is still there after dpkg --purge tilectl", p)
 	}
-	verifyUnits(t, x)
+	if _, err := os.Stat("/etc/tilectl/config.yaml"); err == nil {
+		t.Error("/etc/tilectl/config.yaml is still there after dpkg --purge tilectl")
+	}
+}
+
+func mustRun(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	b, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, b)
+	}
+	return string(b)
 }
 
 // verifyUnits runs systemd-analyze verify on the unpacked units, the

@@ -2,7 +2,7 @@
 # Make sure the programs the tests drive are installed: pgbouncer (the
 # scale-out tests start it in front of the test Postgres), the shells and
 # the bash-completion package (the completion tests press TAB in them),
-# and dpkg-deb (the package test builds the .deb). Installs the missing
+# and dpkg (the package test inspects, installs and purges the .deb). Installs the missing
 # Debian packages when possible (root with apt-get); otherwise fails
 # loudly. It never lets the tests skip.
 set -euo pipefail
@@ -14,7 +14,7 @@ have() {
 	case "$1" in
 	pgbouncer) command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || [ -x /usr/local/sbin/pgbouncer ] ;;
 	bash-completion) [ -f /usr/share/bash-completion/bash_completion ] ;;
-	dpkg) command -v dpkg-deb >/dev/null 2>&1 ;;
+	dpkg) command -v dpkg-deb >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1 ;;
 	*) command -v "$1" >/dev/null 2>&1 ;;
 	esac
 }
