@@ -58,8 +58,7 @@ func TestChecksumsMatchEveryEmbeddedMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := sha256.Sum256(b)
-		got := hex.EncodeToString(h[:])
+		got := statementsSum(b)
 		want, listed := sums[name]
 		switch {
 		case !listed:
@@ -71,6 +70,35 @@ func TestChecksumsMatchEveryEmbeddedMigration(t *testing.T) {
 	}
 	for name := range sums {
 		t.Errorf("checksums.txt lists %s but no such migration is embedded: %s", name, appendOnly)
+	}
+}
+
+// statementsSum is the sha256 of a migration's statements: the file without
+// its comment lines ("--" after optional blanks) and blank lines, each line
+// without trailing blanks. What a migration does to a database can never
+// change once released; what its comments say can be corrected.
+func statementsSum(b []byte) string {
+	h := sha256.New()
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimRight(line, " \t\r")
+		if t := strings.TrimLeft(line, " \t"); t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		h.Write([]byte(line))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Comments do not count, statements do: a changed comment keeps the sum,
+// a changed statement does not.
+func TestStatementsSumIgnoresCommentsOnly(t *testing.T) {
+	base := statementsSum([]byte("-- why\nALTER TABLE t ADD COLUMN c int;\n"))
+	if got := statementsSum([]byte("-- why, said better\n\n  -- and more\nALTER TABLE t ADD COLUMN c int;  \n")); got != base {
+		t.Error("a comment-only change altered the sum")
+	}
+	if got := statementsSum([]byte("-- why\nALTER TABLE t ADD COLUMN c bigint;\n")); got == base {
+		t.Error("a changed statement kept the sum")
 	}
 }
 
