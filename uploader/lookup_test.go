@@ -72,8 +72,8 @@ func TestTileTheProviderHoldsIsNotSentAgainUnderANewKey(t *testing.T) {
 	}
 }
 
-// Issue 12 meets issue 9 item 10: run A's batch fails (its key expired)
-// while run B works on the same flight. B's claims must not send A's tiles
+// Two runs share a flight: run A's batch fails (its key expired) while
+// run B works on the same flight. B's claims must not send A's tiles
 // under a new key without asking the provider first: this provider stores a
 // tile again under every new key. The next run asks, and marks them uploaded.
 func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {

@@ -29,8 +29,8 @@ var coverage = map[string]bool{
 // TestChaosShortKeepsEveryInvariant runs a two-round soak (about 40 tiles)
 // with faults, SIGKILLs, a broken database connection, database restarts
 // and provider crashes mid-batch, one of the two rounds with a client ID
-// (strict client sequencing), and fails on any violation (the budget
-// invariant of issue 9 item 1 and the sequencing invariants among them). When every fault did not land
+// (strict client sequencing), and fails on any violation (the per-tile
+// budget and the sequencing invariants among them). When every fault did not land
 // mid-run (timing: a quick run is over before it comes), it runs another
 // two-round soak with the next seed, up to three, and fails when none of
 // them had every fault land. SEED=n repeats a failing run.

@@ -264,7 +264,7 @@ func (c *checker) checkRound(f roundFacts) {
 // checkBudget: for each tile, the distinct keys whose answer rejected it
 // (the provider's sealed answer for any journaled batch, settled or not,
 // and local rejections) are at most the budget. A tile at its budget is
-// never sent again (issue 9 item 1). The soak never runs tiles requeue:
+// never sent again. The soak never runs tiles requeue:
 // a requeued tile gets a new budget, so a soak that requeues must count
 // only the keys after the tile's last requeue.
 func (c *checker) checkBudget(f roundFacts, members map[string]map[string]bool) {

@@ -81,7 +81,7 @@ func BenchmarkImport10k(b *testing.B) {
 // BenchmarkImport16KiB10k: ImportRun in this process over 10,000 distinct
 // tiles of 16 KiB as a new flight each iteration, with the largest Go heap
 // seen (sampled every 5 ms): the one to profile (-cpuprofile). The target
-// rows of issue #11 come from the real binary (BenchmarkImportProcess).
+// rows come from the real binary (BenchmarkImportProcess).
 func BenchmarkImport16KiB10k(b *testing.B) {
 	dir := b.TempDir()
 	writeNoiseTiles(b, dir, 10_000, 16<<10)

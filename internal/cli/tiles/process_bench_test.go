@@ -27,8 +27,8 @@ import (
 // reports the process's rate (tiles/s, start to exit) and peak resident
 // set (MB-peak, the kernel's Maxrss of the tilectl process, started from a
 // small launcher so that the benchmark's own memory is not counted; see
-// launch). Issue #11: at least 5,000 tiles/s at 10,000 tiles, and memory
-// flat in the tile count. TILECTL_BENCH_IMPORT_TILES replaces 100,000.
+// launch). The targets (internal/benchreport): at least 5,000 tiles/s at
+// 10,000 tiles, and memory flat in the tile count. TILECTL_BENCH_IMPORT_TILES replaces 100,000.
 //
 // Creating files is most of an import's cost, and how much it costs
 // depends on the filesystem and on what else runs on the machine, so each
