@@ -32,6 +32,11 @@
 //   - A persist operation is never released, is Sealed only once durable,
 //     and after a restart (Table.Recover) is Sealed or Indeterminate, never
 //     Absent.
+//   - A Live record is not left Live for good by a process that lives on:
+//     an admission whose answer the store lost, or an owner whose Abandon
+//     could not reach the store, is ended (as Recover would) at the key's
+//     next Begin, Lookup or GC. Nothing else takes a Live record over: a
+//     running operation has no lease to expire.
 //   - A record is replayed for Retention after it leaves Live and kept
 //     GCMargin longer, answering ErrExpired; Live records are never
 //     collected; with TableOptions.IssuedAt (e.g. UUIDv7IssuedAt), an ID

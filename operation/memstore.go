@@ -100,7 +100,7 @@ func (s *MemoryStore) Admit(ctx context.Context, a Admission) (Record, bool, err
 	if m == nil {
 		m = &memRecord{rec: Record{
 			Key: a.Key, Method: a.Method, Fingerprint: a.Fingerprint, Policy: a.Policy,
-			State: StateLive, Gen: 1, ExpiresAt: a.ExpiresAt, UpdatedAt: a.Now,
+			State: StateLive, Gen: 1, Token: a.Token, ExpiresAt: a.ExpiresAt, UpdatedAt: a.Now,
 		}, next: sh.recs[h]}
 		sh.recs[h] = m
 		return m.rec, true, nil
@@ -108,7 +108,7 @@ func (s *MemoryStore) Admit(ctx context.Context, a Admission) (Record, bool, err
 	r := &m.rec
 	if (r.State == StateReleased || r.State == StateIndeterminate) && r.Policy.Idem &&
 		r.Method == a.Method && r.Fingerprint == a.Fingerprint && r.ExpiresAt.After(a.Now) {
-		r.State, r.Gen, r.Outcome = StateLive, r.Gen+1, nil
+		r.State, r.Gen, r.Token, r.Outcome = StateLive, r.Gen+1, a.Token, nil
 		r.ExpiresAt, r.UpdatedAt = a.ExpiresAt, a.Now
 		return *r, true, nil
 	}

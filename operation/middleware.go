@@ -207,11 +207,12 @@ func runOwner(ctx context.Context, t *Table, o MiddlewareOptions, tk *Ticket, ne
 const finishRetryFor = 30 * time.Second
 
 // untilStored runs an owner's Seal or Abandon until the store takes it,
-// ErrNotOwner says another decided, or finishRetryFor passes. An owner
-// that gave up at the first store error (a database restart) left its
-// record Live in a process that lives on, and every resend of the key was
-// answered 409 IDEMPOTENCY_PROCESSING until the process restarted: found by
-// the chaos soak's database restarts.
+// ErrNotOwner says another decided, or finishRetryFor passes, so that a
+// database restart does not end an execution as Indeterminate that could
+// have been sealed. An Abandon still failing then leaves the record to
+// the table, which ends it at the key's next look (Table.Begin, Lookup,
+// GC): a record left Live in a process that lives on would have every
+// resend of the key answered 409 IDEMPOTENCY_PROCESSING.
 func untilStored(ctx context.Context, finish func(context.Context) error) error {
 	deadline := time.Now().Add(finishRetryFor)
 	delay := 20 * time.Millisecond

@@ -21,6 +21,11 @@ CREATE TABLE IF NOT EXISTS operation_records (
     CONSTRAINT operation_records_sealed_check CHECK ((state = 'sealed') = (outcome_status IS NOT NULL))
 );
 
+-- Which admission made a row live (operation.Record.Token). ALTER rather
+-- than a column of the CREATE above, so that EnsureSchema also adds it to
+-- a table that lacks it.
+ALTER TABLE operation_records ADD COLUMN IF NOT EXISTS admission_token BIGINT NOT NULL DEFAULT 0;
+
 -- GC deletes finished records by expiry. Recover (once per start) scans
 -- the table instead of keeping an index on live rows that every seal would
 -- have to update.

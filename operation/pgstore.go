@@ -62,7 +62,7 @@ func NewPGStore(pool *pgxpool.Pool) *PGStore {
 	return &PGStore{pool: pool, PollMin: 2 * time.Millisecond, PollMax: 100 * time.Millisecond}
 }
 
-const pgCols = `scope, op_id, method, fingerprint, persist, idem, state, gen,
+const pgCols = `scope, op_id, method, fingerprint, persist, idem, state, gen, admission_token,
 	outcome_status, outcome_header, outcome_body, outcome_failure, expires_at, updated_at`
 
 func scanRecord(row pgx.Row) (Record, error) {
@@ -70,13 +70,14 @@ func scanRecord(row pgx.Row) (Record, error) {
 		r       Record
 		state   string
 		gen     int64
+		token   int64
 		status  *int32
 		header  []byte
 		body    []byte
 		failure *bool
 	)
 	err := row.Scan(&r.Scope, &r.OpID, &r.Method, &r.Fingerprint, &r.Policy.Persist, &r.Policy.Idem,
-		&state, &gen, &status, &header, &body, &failure, &r.ExpiresAt, &r.UpdatedAt)
+		&state, &gen, &token, &status, &header, &body, &failure, &r.ExpiresAt, &r.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, ErrNotFound
 	}
@@ -86,7 +87,7 @@ func scanRecord(row pgx.Row) (Record, error) {
 	if r.State, err = parseState(state); err != nil {
 		return Record{}, err
 	}
-	r.Gen = uint64(gen)
+	r.Gen, r.Token = uint64(gen), uint64(token)
 	if status != nil {
 		out := &Outcome{Status: int(*status), Body: body, Failure: failure != nil && *failure}
 		if len(header) > 0 && string(header) != "null" {
@@ -117,10 +118,10 @@ func (s *PGStore) Get(ctx context.Context, k Key) (Record, error) {
 // serialise on the row: the losers re-check the WHERE against the winner's
 // Live row and return nothing.
 const admitSQL = `INSERT INTO operation_records AS r
-	(scope, op_id, method, fingerprint, persist, idem, state, gen, expires_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'live', 1, $7, $8)
+	(scope, op_id, method, fingerprint, persist, idem, state, gen, admission_token, expires_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'live', 1, $9, $7, $8)
 ON CONFLICT (scope, op_id) DO UPDATE SET
-	state = 'live', gen = r.gen + 1, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
+	state = 'live', gen = r.gen + 1, admission_token = EXCLUDED.admission_token, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
 WHERE r.state IN ('released', 'indeterminate') AND r.idem
 	AND r.method = EXCLUDED.method AND r.fingerprint = EXCLUDED.fingerprint
 	AND r.expires_at > EXCLUDED.updated_at
@@ -133,7 +134,7 @@ func (s *PGStore) Admit(ctx context.Context, a Admission) (Record, bool, error) 
 	// so one more round settles it.
 	for range 3 {
 		rec, err := scanRecord(s.pool.QueryRow(ctx, admitSQL, a.Scope, a.OpID, a.Method, a.Fingerprint,
-			a.Policy.Persist, a.Policy.Idem, a.ExpiresAt, a.Now))
+			a.Policy.Persist, a.Policy.Idem, a.ExpiresAt, a.Now, int64(a.Token)))
 		if err == nil {
 			return rec, true, nil
 		}

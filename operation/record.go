@@ -89,7 +89,12 @@ type Record struct {
 	// Gen counts admissions of this key. An owner holds one generation; a
 	// transition by a stale generation (an owner fenced by release, crash
 	// or a newer owner) is refused with ErrNotOwner.
-	Gen     uint64
+	Gen uint64
+	// Token names the admission that made the record Live (a Table mints
+	// a random one per attempt; 0: none), so a table can tell an admission
+	// whose answer it lost, and so owns without a ticket, from anyone
+	// else's.
+	Token   uint64
 	Outcome *Outcome // set when State == StateSealed
 	// ExpiresAt is when a non-live record stops being replayable: the
 	// retention window measured from its last transition. Live records

@@ -19,7 +19,8 @@ type Store interface {
 	// new Live record with owner == true when the key is absent, or when
 	// its record is Released or Indeterminate, a.Policy.Idem holds for the
 	// stored record, the method and fingerprint match, and it has not
-	// expired (ExpiresAt after a.Now); a reopened record gets Gen+1.
+	// expired (ExpiresAt after a.Now); a reopened record gets Gen+1. The
+	// Live record carries a.Token.
 	// Otherwise it changes nothing and returns the current record with
 	// owner == false. Concurrent Admits of one key produce one owner.
 	Admit(ctx context.Context, a Admission) (rec Record, owner bool, err error)
@@ -47,6 +48,9 @@ type Admission struct {
 	Method      string
 	Fingerprint string
 	Policy      Policy
+	// Token is stored on the Live record (Record.Token), on a new one and
+	// on a reopened one alike.
+	Token uint64
 	// Now is the admission time (UpdatedAt of the new record, and the
 	// instant a reopened record must not have expired at).
 	Now time.Time

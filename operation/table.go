@@ -42,11 +42,13 @@ type Table struct {
 	margin    time.Duration
 	now       func() time.Time
 	issuedAt  func(string) (time.Time, bool)
+	stranded  *strandings
 }
 
 // NewTable returns a Table over s.
 func NewTable(s Store, o TableOptions) *Table {
-	t := &Table{store: s, retention: o.Retention, margin: o.GCMargin, now: o.Now, issuedAt: o.IssuedAt}
+	t := &Table{store: s, retention: o.Retention, margin: o.GCMargin, now: o.Now, issuedAt: o.IssuedAt,
+		stranded: newStrandings()}
 	if t.retention <= 0 {
 		t.retention = DefaultRetention
 	}
@@ -114,14 +116,20 @@ func (t *Table) Begin(ctx context.Context, r Request) (*Ticket, error) {
 	// (TestAnAdmissionAClientLeftDuringIsOwnedNotOrphaned). Waiting for a
 	// live duplicate still ends with ctx.
 	actx := context.WithoutCancel(ctx)
+	token := newToken()
 	for round := 0; round < maxBeginRounds; round++ {
 		now := t.now()
-		rec, owner, err := t.admit(actx, r, now)
+		rec, owner, err := t.admit(actx, r, now, token)
 		if err != nil {
 			return nil, err
 		}
 		if owner {
 			return &Ticket{t: t, rec: rec, owner: true}, nil
+		}
+		if ended, err := t.endStranded(actx, rec); err != nil {
+			return nil, err
+		} else if ended {
+			continue
 		}
 		if rec.State != StateLive && !now.Before(rec.ExpiresAt) {
 			return nil, ErrExpired
@@ -150,7 +158,7 @@ func (t *Table) Begin(ctx context.Context, r Request) (*Ticket, error) {
 
 // admit is Store.Admit, except that an ID recognised as minted before the
 // retry window is looked up instead of admitted: absent, it has expired.
-func (t *Table) admit(ctx context.Context, r Request, now time.Time) (Record, bool, error) {
+func (t *Table) admit(ctx context.Context, r Request, now time.Time, token uint64) (Record, bool, error) {
 	k := r.key()
 	if at, ok := t.issuedAt(r.OpID); ok && now.Sub(at) >= t.retention {
 		rec, err := t.store.Get(ctx, k)
@@ -162,19 +170,21 @@ func (t *Table) admit(ctx context.Context, r Request, now time.Time) (Record, bo
 		}
 		if rec.State == StateLive || now.Before(rec.ExpiresAt) {
 			// Still inside its window: a normal admission applies.
-			return t.storeAdmit(ctx, r, now)
+			return t.storeAdmit(ctx, r, now, token)
 		}
 		return rec, false, nil
 	}
-	return t.storeAdmit(ctx, r, now)
+	return t.storeAdmit(ctx, r, now, token)
 }
 
-func (t *Table) storeAdmit(ctx context.Context, r Request, now time.Time) (Record, bool, error) {
+func (t *Table) storeAdmit(ctx context.Context, r Request, now time.Time, token uint64) (Record, bool, error) {
 	rec, owner, err := t.store.Admit(ctx, Admission{
-		Key: r.key(), Method: r.Method, Fingerprint: r.Fingerprint, Policy: r.Policy,
+		Key: r.key(), Method: r.Method, Fingerprint: r.Fingerprint, Policy: r.Policy, Token: token,
 		Now: now, ExpiresAt: now.Add(t.retention),
 	})
 	if err != nil {
+		// The admission may have committed all the same.
+		t.strand(r.key(), token)
 		return Record{}, false, fmt.Errorf("admit operation %s: %w", r.key(), err)
 	}
 	return rec, owner, nil
@@ -214,6 +224,13 @@ func (t *Table) Lookup(ctx context.Context, k Key) (State, Record, error) {
 	if err != nil {
 		return 0, Record{}, fmt.Errorf("look up operation %s: %w", k, err)
 	}
+	if ended, err := t.endStranded(ctx, rec); err != nil {
+		return 0, Record{}, err
+	} else if ended {
+		if rec, err = t.store.Get(ctx, k); err != nil {
+			return 0, Record{}, fmt.Errorf("look up operation %s: %w", k, err)
+		}
+	}
 	if rec.State != StateLive && !now.Before(rec.ExpiresAt) {
 		return StateExpired, rec, nil
 	}
@@ -233,13 +250,15 @@ func (t *Table) Recover(ctx context.Context) (int, error) {
 }
 
 // GC deletes records that expired more than GCMargin ago. Live records are
-// kept whatever their age (retry.gc.live-protected).
+// kept whatever their age (retry.gc.live-protected). It first ends the
+// records this table stranded (see strandings).
 func (t *Table) GC(ctx context.Context) (int, error) {
+	serr := t.endAllStranded(ctx)
 	n, err := t.store.GC(ctx, t.now().Add(-t.margin))
 	if err != nil {
-		return 0, fmt.Errorf("collect operation records: %w", err)
+		return 0, errors.Join(fmt.Errorf("collect operation records: %w", err), serr)
 	}
-	return n, nil
+	return n, serr
 }
 
 // CollectEvery runs GC on every tick until ctx ends (pass a

@@ -75,6 +75,10 @@ func (tk *Ticket) finish(ctx context.Context, to State, out Outcome) (Record, er
 		return rec, ErrNotOwner
 	}
 	if err != nil {
+		if to != StateSealed {
+			// Giving up is how an owner ends: the table ends it later.
+			tk.t.strand(tk.rec.Key, tk.rec.Token)
+		}
 		return rec, fmt.Errorf("%s operation %s: %w", verb(to), tk.rec.Key, err)
 	}
 	tk.rec = rec

@@ -54,6 +54,7 @@ var cases = []suiteCase{
 	{"retry.gc.fail-closed", testGCFailClosed},
 	{"retry.outcome.indeterminate.distinct", testIndeterminateDistinct},
 	{"retry.owner.fenced", testStaleOwnerFenced},
+	{"table.admission.token", testAdmissionToken},
 }
 
 func testAbsent(t *testing.T, e *env) {

@@ -182,3 +182,31 @@ func assertOutcome(t *testing.T, got, want operation.Outcome) {
 			got.Status, got.Body, got.Failure, got.Header, want.Status, want.Body, want.Failure, want.Header)
 	}
 }
+
+// testAdmissionToken: the Live record carries the token of the admission
+// that made it Live, new or reopened, and Get returns it, so a table can
+// recognise an admission whose answer it lost.
+func testAdmissionToken(t *testing.T, e *env) {
+	ctx := context.Background()
+	now := e.clock.Now()
+	a := operation.Admission{Key: operation.Key{OpID: "op-token-000001"}, Method: "m", Fingerprint: "f",
+		Policy: volatileIdem, Token: 11, Now: now, ExpiresAt: now.Add(retention)}
+	rec, owner, err := e.store.Admit(ctx, a)
+	if err != nil || !owner || rec.Token != 11 {
+		t.Fatalf("admit: owner %v token %d %v; want owner with token 11", owner, rec.Token, err)
+	}
+	a.Token = 12
+	if rec, owner, err := e.store.Admit(ctx, a); err != nil || owner || rec.Token != 11 {
+		t.Fatalf("second admit of a live key: owner %v token %d %v; want the first admission's record", owner, rec.Token, err)
+	}
+	if _, err := e.store.Finish(ctx, a.Key, 1, operation.Finish{To: operation.StateReleased, ExpiresAt: now.Add(retention), Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	a.Token = 13
+	if rec, owner, err := e.store.Admit(ctx, a); err != nil || !owner || rec.Gen != 2 || rec.Token != 13 {
+		t.Fatalf("reopen: owner %v gen %d token %d %v; want owner of gen 2 with token 13", owner, rec.Gen, rec.Token, err)
+	}
+	if rec, err := e.store.Get(ctx, a.Key); err != nil || rec.Token != 13 {
+		t.Fatalf("get: token %d %v, want 13", rec.Token, err)
+	}
+}
