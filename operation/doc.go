@@ -1,62 +1,18 @@
-// Package operation is the generic operation-ID core shared by the client
-// (tilectl's uploader) and servers (the reference provider): the retry state
-// machine (its rules: docs/conformance.md), the Idempotency-Key rules of
-// docs/provider-api.md, strict
-// client sequencing, and the retry advice that reads the API's error bodies.
+// Package operation is what tilectl's uploader needs of the operation-ID
+// rules of docs/provider-api.md: the wire names and bodies, and the retry
+// advice that reads a server's answers. It holds no server state; the
+// reference provider's operation table, which applies the same rules on
+// the server side, is package provider/optable, which imports this one
+// for the wire.
 //
-// # Server side
-//
-// A Table is the operation table over a Store (MemoryStore, or PGStore on
-// Postgres after EnsureSchema). Table.Begin decides what one attempt of an
-// operation does:
-//
-//	tk, err := table.Begin(ctx, operation.Request{Scope: caller, OpID: id,
-//		Method: "upload", Fingerprint: fp, Policy: pol, Wait: 2 * time.Second})
-//	switch {
-//	case err != nil: // ErrConflict, ErrExpired, ErrProcessing, *IndeterminateError
-//	case tk.Owner(): // run it once, then tk.Seal / tk.Release / tk.Abandon
-//	default:         // tk.Outcome(): the sealed outcome, replayed
-//	}
-//
-// What it promises (each rule is named in docs/conformance.md with its test):
-//   - IDs are scoped by caller, and bound at admission to a method and a
-//     payload fingerprint; a mismatch is ErrConflict and never executes.
-//   - At most one execution owner per ID at a time: duplicates of a Live
-//     operation attach and wait for its outcome (channels in MemoryStore,
-//     a backoff poll in PGStore) or get ErrProcessing.
-//   - Sealed is absorbing and replays byte for byte, failures included.
-//   - Released (volatile) and Indeterminate operations run again only if
-//     the method is idem; otherwise Begin fails closed with
-//     *IndeterminateError, a type distinct from any sealed failure,
-//     transport error or cancellation.
-//   - A persist operation is never released, is Sealed only once durable,
-//     and after a restart (Table.Recover) is Sealed or Indeterminate, never
-//     Absent.
-//   - A record is replayed for Retention after it leaves Live and kept
-//     GCMargin longer, answering ErrExpired; Live records are never
-//     collected; with TableOptions.IssuedAt (e.g. UUIDv7IssuedAt), an ID
-//     minted before the window with no record left is also ErrExpired,
-//     never admitted as new.
-//
-// Stores: MemoryStore keeps records for the life of the process (sharded
-// maps; duplicates wait on channels). PGStore keeps them in
-// operation_records (EnsureSchema); admit and every transition are one
-// statement and one synchronous commit, so a persist operation is never
-// reported Sealed before its outcome is durable; duplicates wait by
-// polling the row with backoff (see PGStore for why not LISTEN/NOTIFY).
-// Table.Recover runs once at start; Table.GC (or CollectEvery) collects.
-//
-// IdempotencyMiddleware and OperationStateHandler put the table on HTTP;
-// Sequencer, SequenceMiddleware and ClientStateHandler do strict client
-// sequencing (one sequence per batch, gaps rejected, duplicates replayed
-// from a bounded cache).
-//
-// # Client side
-//
-// What tilectl's uploader uses: NewID mints IDs (UUIDv7);
-// ParseIdempotencyKey validates them; Advise, ParseRetryAfter and
-// ParseRetryExtension turn a server's answer into retry advice; Backoff and
-// Schedule bound the waits; RetryBudget limits resends across a run. The
-// attempt loop itself is the uploader's (retryablehttp with the contract's
-// CheckRetry), so this package has none.
+// NewID mints IDs (UUIDv7); ParseIdempotencyKey validates them. The
+// Idempotency-Key and strict-sequencing headers, StateResponse (GET
+// /v1/operations/{op_id}) and ClientStateResponse (GET
+// /v1/clients/{client_id}/state) are the wire's names and bodies;
+// ErrorBody, the Code constants, ParseErrorBody and WriteError are its
+// error envelope. Advise, ParseRetryAfter and ParseRetryExtension turn a
+// server's answer into retry advice; Backoff and Schedule bound the
+// waits; RetryBudget limits resends across a run; Sleep waits on a
+// context. The attempt loop itself is the uploader's (retryablehttp with
+// the contract's CheckRetry), so this package has none.
 package operation

@@ -3,7 +3,7 @@
 // contract over real HTTP.
 //
 // It promises: a tile is stored at most once per (flight, tile_id) with the
-// bytes its manifest checksums; batches run under operation.IdempotencyMiddleware
+// bytes its manifest checksums; batches run under optable.IdempotencyMiddleware
 // (persist, idem), so a resent key replays its sealed answer byte for byte;
 // every injected fault is drawn from a seeded RNG and counted, so a chaos
 // run is repeatable and auditable through /debug/ledger and /metrics.
@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider/optable"
 )
 
 // Limits are what GET /v1/capabilities advertises and what the server
@@ -60,7 +61,7 @@ type Config struct {
 	// Retention is how long a key is replayed. Default 24h.
 	Retention time.Duration
 	// GCEvery is how often operation records that expired more than
-	// Retention ago are deleted (operation.Table.GC), so the table does not
+	// Retention ago are deleted (optable.Table.GC), so the table does not
 	// grow without bound; a key older than Retention is still answered
 	// 422 IDEMPOTENCY_EXPIRED after its record is gone, by its UUIDv7
 	// time. Default 1m; negative: never (tests that collect by hand).
@@ -71,7 +72,7 @@ type Config struct {
 	// sequencing replays for a committed number from memory; after them a
 	// resend is answered from the operation table for its key, or 409
 	// ALREADY_COMMITTED when the table does not know the key. Zero:
-	// operation's defaults (10,000 outcomes, 5 minutes).
+	// optable's defaults (10,000 outcomes, 5 minutes).
 	SequenceCacheSize int
 	SequenceCacheTTL  time.Duration
 	Faults            FaultConfig
@@ -84,7 +85,7 @@ type Config struct {
 	// live): tests use it to hold a batch in progress.
 	BeforeRun func(opID string)
 	// WaitLive is how long a resend of a batch in progress waits for its
-	// answer before 409 IDEMPOTENCY_PROCESSING; 0 = operation's default,
+	// answer before 409 IDEMPOTENCY_PROCESSING; 0 = optable's default,
 	// negative = answer 409 at once.
 	WaitLive time.Duration
 	// SkipFsync skips fsync of tile files and commits tile records without
@@ -99,8 +100,8 @@ type Server struct {
 	limits  Limits
 	pool    *pgxpool.Pool
 	tiles   *tileStore
-	table   *operation.Table
-	seq     *operation.Sequencer
+	table   *optable.Table
+	seq     *optable.Sequencer
 	faults  *injector
 	metrics *metrics
 	log     zerolog.Logger
@@ -144,10 +145,10 @@ func New(cfg Config) (*Server, error) {
 	// older than retention_seconds, and is refused rather than run as new
 	// (docs/provider-api.md). The price: a client whose clock is behind by more
 	// than Retention has its new keys refused as expired.
-	s.table = operation.NewTable(operation.NewPGStore(cfg.Pool), operation.TableOptions{
-		Retention: cfg.Retention, Now: cfg.Now, IssuedAt: operation.UUIDv7IssuedAt})
+	s.table = optable.NewTable(optable.NewPGStore(cfg.Pool), optable.TableOptions{
+		Retention: cfg.Retention, Now: cfg.Now, IssuedAt: optable.UUIDv7IssuedAt})
 	if cfg.StrictSequencing {
-		s.seq = operation.NewSequencer(operation.NewPGSequenceStore(cfg.Pool), operation.SequencerOptions{
+		s.seq = optable.NewSequencer(optable.NewPGSequenceStore(cfg.Pool), optable.SequencerOptions{
 			CacheSize: cfg.SequenceCacheSize, CacheTTL: cfg.SequenceCacheTTL, Now: cfg.Now})
 	}
 	if len(cfg.AllowedFlights) > 0 {
@@ -213,10 +214,10 @@ func (s *Server) Handler() http.Handler {
 	auth := s.authenticate
 	mux.Handle("GET /v1/capabilities", s.route("capabilities", auth(http.HandlerFunc(s.capabilities))))
 	mux.Handle("POST /v1/flights/{flight_id}/tiles:batch", s.route("tiles.batch", auth(s.batchChain())))
-	mux.Handle("GET /v1/operations/{op_id}", s.route("operations.get", auth(operation.OperationStateHandler(s.table, callerOf))))
+	mux.Handle("GET /v1/operations/{op_id}", s.route("operations.get", auth(optable.OperationStateHandler(s.table, callerOf))))
 	mux.Handle("GET /v1/flights/{flight_id}/tiles/{tile_id}", s.route("tiles.get", auth(http.HandlerFunc(s.getTile))))
 	if s.seq != nil {
-		mux.Handle("GET /v1/clients/{client_id}/state", s.route("clients.state", auth(operation.ClientStateHandler(s.seq, callerOf))))
+		mux.Handle("GET /v1/clients/{client_id}/state", s.route("clients.state", auth(optable.ClientStateHandler(s.seq, callerOf))))
 	}
 	mux.Handle("GET /debug/ledger", s.route("debug.ledger", auth(http.HandlerFunc(s.ledger))))
 	// Behind the token like /debug/ledger: the counters name routes,
@@ -234,15 +235,15 @@ func (s *Server) Handler() http.Handler {
 // the batch handler.
 func (s *Server) batchChain() http.Handler {
 	var h http.Handler = http.HandlerFunc(s.batch)
-	h = operation.IdempotencyMiddleware(s.table, operation.MiddlewareOptions{
+	h = optable.IdempotencyMiddleware(s.table, optable.MiddlewareOptions{
 		Method:      "tiles.batch",
-		Policy:      operation.Policy{Persist: true, Idem: true},
+		Policy:      optable.Policy{Persist: true, Idem: true},
 		Scope:       callerOf,
 		Fingerprint: s.fingerprint,
 		WaitLive:    s.cfg.WaitLive,
 	})(h)
 	if s.seq != nil {
-		h = operation.SequenceMiddleware(s.seq, callerOf, s.table)(h)
+		h = optable.SequenceMiddleware(s.seq, callerOf, s.table)(h)
 	}
 	h = s.limitBody(h)
 	if s.cfg.AfterSeal != nil {

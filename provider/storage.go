@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider/optable"
 )
 
 const providerSchema = `
@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS provider_op_fingerprints (
 // EnsureSchema creates the operation table's schema and the provider's own
 // tables if they are missing. It is safe to call on every start.
 func EnsureSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := operation.EnsureSchema(ctx, pool); err != nil {
+	if err := optable.EnsureSchema(ctx, pool); err != nil {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

@@ -268,6 +268,9 @@ func statusHint(status int, code string) string {
 		return "the batch's key is past the provider's retention; see docs/operations.md"
 	case code == "IDEMPOTENCY_CONFLICT":
 		return "the provider holds this key for a different body; see docs/operations.md"
+	case code == "IDEMPOTENCY_PROCESSING":
+		return "the provider holds this batch's key as still processing; the batch stays open and the next run " +
+			"resends it under the same key (if every run ends here, see docs/operations.md)"
 	}
 	return ""
 }

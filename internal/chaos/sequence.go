@@ -13,7 +13,7 @@ import (
 // unsequenced round must see no difference), and every other round, by
 // seed, runs upload-pending with a client ID of its own and --concurrency
 // 1. The sequences are read from both sides' own tables: the provider's
-// client_sequences (package operation, PGSequenceStore) and tilectl's
+// client_sequences (package optable, PGSequenceStore) and tilectl's
 // upload_client_sequences (migration 0010).
 
 // Invariant names of sequencing.
