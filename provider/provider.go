@@ -241,6 +241,7 @@ func (s *Server) batchChain() http.Handler {
 		Scope:       callerOf,
 		Fingerprint: s.fingerprint,
 		WaitLive:    s.cfg.WaitLive,
+		Log:         s.log,
 	})(h)
 	if s.seq != nil {
 		h = optable.SequenceMiddleware(s.seq, callerOf, s.table)(h)

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tilectl/tilectl/operation"
 )
 
@@ -46,6 +48,10 @@ type MiddlewareOptions struct {
 	// dependency). Default: 429 and every 5xx. A non-idem method seals
 	// whatever its handler answered: running it again is not allowed.
 	Transient func(status int) bool
+	// Log receives an error line whenever the operation table's store
+	// fails under a request (an admission, a seal or an abandon), with the
+	// key: the client sees only 500 INTERNAL_ERROR. Default: discarded.
+	Log zerolog.Logger
 }
 
 func (o MiddlewareOptions) withDefaults() MiddlewareOptions {
@@ -126,7 +132,7 @@ func serveIdempotent(t *Table, o MiddlewareOptions, next http.Handler, w http.Re
 		Scope: o.Scope(r), OpID: key, Method: method, Fingerprint: fp, Policy: o.Policy, Wait: o.WaitLive,
 	})
 	if err != nil {
-		writeBeginError(w, r, err)
+		writeBeginError(w, r, err, o.Log.With().Str("op_id", key).Logger())
 		return
 	}
 	if !tk.Owner() {
@@ -136,7 +142,7 @@ func serveIdempotent(t *Table, o MiddlewareOptions, next http.Handler, w http.Re
 	runOwner(r.Context(), t, o, tk, next, w, r)
 }
 
-func writeBeginError(w http.ResponseWriter, r *http.Request, err error) {
+func writeBeginError(w http.ResponseWriter, r *http.Request, err error, log zerolog.Logger) {
 	var ie *IndeterminateError
 	switch {
 	case errors.Is(err, ErrConflict):
@@ -155,6 +161,7 @@ func writeBeginError(w http.ResponseWriter, r *http.Request, err error) {
 	case r.Context().Err() != nil:
 		// The client is gone; nobody reads an answer.
 	default:
+		log.Error().Err(err).Msg("admitting the operation failed; answered 500")
 		operation.WriteError(w, http.StatusInternalServerError, operation.CodeInternalError, "operation table unavailable", nil, nil)
 	}
 }
@@ -167,6 +174,12 @@ func runOwner(ctx context.Context, t *Table, o MiddlewareOptions, tk *Ticket, ne
 	}
 	// Ownership must end even if the client is gone.
 	finishCtx := context.WithoutCancel(ctx)
+	log := o.Log.With().Str("op_id", tk.Record().OpID).Logger()
+	abandon := func() {
+		if err := untilStored(finishCtx, tk.Abandon); err != nil && !errors.Is(err, ErrNotOwner) {
+			log.Error().Err(err).Msg("abandoning the operation failed; the table ends it at the key's next look")
+		}
+	}
 	rec := newRecorder()
 	finished := false
 	defer func() {
@@ -184,12 +197,13 @@ func runOwner(ctx context.Context, t *Table, o MiddlewareOptions, tk *Ticket, ne
 	}
 	if o.Policy.Idem && o.Transient(out.Status) {
 		// Not an outcome worth keeping: free the ID so the retry runs again.
-		_ = untilStored(finishCtx, tk.Abandon)
+		abandon()
 		writeOutcome(w, out, false)
 		return
 	}
 	if err := untilStored(finishCtx, func(ctx context.Context) error { _, err := tk.Seal(ctx, out); return err }); err != nil && !errors.Is(err, ErrNotOwner) {
-		_ = untilStored(finishCtx, tk.Abandon)
+		log.Error().Err(err).Msg("recording the operation's outcome failed; answered 500")
+		abandon()
 		operation.WriteError(w, http.StatusInternalServerError, operation.CodeInternalError, "the outcome could not be recorded", nil, nil)
 		return
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/optable"
 	"github.com/tilectl/tilectl/provider/optable/optabletest"
@@ -43,6 +45,25 @@ type mwServer struct {
 	gate    chan struct{}
 	started chan struct{}
 	status  int
+	logs    lockedBuffer // the middleware's log, JSON lines
+}
+
+// lockedBuffer is a bytes.Buffer the server's goroutines write to at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func newMWServer(t *testing.T, store optable.Store, pol optable.Policy, wait time.Duration) *mwServer {
@@ -81,6 +102,7 @@ func (s *mwServer) mux(pol optable.Policy, wait time.Duration) *http.ServeMux {
 	mw := optable.IdempotencyMiddleware(s.table, optable.MiddlewareOptions{
 		Method: "upload-batch", Policy: pol, WaitLive: wait,
 		Scope: func(r *http.Request) string { return r.Header.Get("X-Caller") },
+		Log:   zerolog.New(&s.logs),
 	})
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/batch", mw(h))

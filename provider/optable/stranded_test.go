@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -58,6 +59,9 @@ func TestAnAdmissionWhoseAnswerWasLostDoesNotHoldTheKey(t *testing.T) {
 	}
 	if n := s.runs.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times for an attempt that owned nothing", n)
+	}
+	if l := s.logs.String(); !strings.Contains(l, `"op_id":"`+key+`"`) || !strings.Contains(l, "admitting the operation failed") {
+		t.Errorf("the 500 for a failed admission left no log line naming the key; log:\n%s", l)
 	}
 	for i := 1; i <= 3; i++ {
 		a := s.post(key, `{"n":1}`)
