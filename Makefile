@@ -32,7 +32,7 @@ help:
 	@echo "make lint        gofmt -l, go vet, go mod tidy -diff, no conflict markers"
 	@echo "make fuzz-short  a short run of every fuzz target"
 	@echo "make stress      the mass give-up tests at full size (150,000 and 40,000 give-ups)"
-	@echo "make chaos       seeded soak: faults, SIGKILLs, DB breaks and restarts, provider crashes (SEED= ROUNDS= TILES= FAULT_RATE=)"
+	@echo "make chaos       seeded soak: faults, SIGKILLs, DB breaks and restarts, provider crashes (SEED= ROUNDS= TILES= FAULT_RATE=; DOC=docs/chaos.md records the run)"
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tilectl ./cmd/tilectl
@@ -99,8 +99,9 @@ SEED ?=
 ROUNDS ?= 10
 TILES ?= 60
 FAULT_RATE ?= 0.3
+DOC ?=
 chaos:
-	@SEED=$(SEED) ROUNDS=$(ROUNDS) TILES=$(TILES) FAULT_RATE=$(FAULT_RATE) $(GO) run ./cmd/tilechaos
+	@SEED=$(SEED) ROUNDS=$(ROUNDS) TILES=$(TILES) FAULT_RATE=$(FAULT_RATE) DOC=$(DOC) $(GO) run ./cmd/tilechaos
 
 # The mass give-up tests at full size (make test runs them at a tenth):
 # 150,000 give-ups into the default ring, 40,000 into a 256 KiB one.
