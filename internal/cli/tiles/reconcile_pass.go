@@ -401,7 +401,6 @@ func missingBlobs(ctx context.Context, cfg *config.Config, store *tilestore.Stor
 	return out
 }
 
-
 // offIfZero maps a configured 0 ("off") to the uploader's negative "off"
 // (its 0 means "default").
 func offIfZero(n int) int {
