@@ -131,11 +131,15 @@ func (r *reconciler) lookupClient(ctx context.Context, cfg *config.Config, store
 	if err != nil {
 		return nil, fmt.Errorf("open the blob cache %s (%s): %w", cfg.CacheDir, cfg.Source("cache_dir"), err)
 	}
+	tlsConf, err := cfg.ProviderTLS(time.Now())
+	if err != nil {
+		return nil, exitcode.UsageError(err)
+	}
 	// Lookups are many and small: the resend budget is the run's own
 	// (one token per lookup and a fifth more), as for batches.
 	u, err := uploader.NewHTTP(uploader.HTTPOptions{
 		BaseURL: cfg.ProviderURL, Token: cfg.ProviderToken.Reveal(), Store: store, Blobs: blobs, Logger: log,
-		HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: cfg.Upload.InsecureSkipVerify,
+		HTTPClient: r.opts.HTTPClient, TLS: tlsConf, InsecureSkipVerify: cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: cfg.Upload.RequestTimeout, FirstContactTimeout: cfg.Upload.FirstContactTimeout,
 		UserAgent: "tilectl/" + r.opts.Version,
 		Breaker: uploader.BreakerOptions{
