@@ -32,6 +32,17 @@ type Config struct {
 	// ProviderToken is the bearer token sent to the provider. Default: unset.
 	// It is redacted in every printed, logged or marshalled form.
 	ProviderToken Secret `yaml:"provider_token"`
+	// ProviderCAFile is a PEM bundle of CA certificates trusted for the
+	// provider's TLS certificate in addition to the system roots (a
+	// provider behind a private CA). Default: unset (system roots only).
+	ProviderCAFile string `yaml:"provider_ca_file"`
+	// ProviderClientCert is a PEM certificate (chain) presented to a
+	// provider that asks for a client certificate (mutual TLS); set with
+	// ProviderClientKey. Default: unset.
+	ProviderClientCert string `yaml:"provider_client_cert"`
+	// ProviderClientKey is the PEM private key of ProviderClientCert. Its
+	// path is shown (config view), never its contents. Default: unset.
+	ProviderClientKey string `yaml:"provider_client_key"`
 	// FDRPath is the flight data recorder's ring file.
 	// Default: <CacheDir>/fdr.ring (filled in by Complete).
 	FDRPath string `yaml:"fdr_path"`

@@ -128,6 +128,9 @@ func (c *Config) Validate() error {
 			fmt.Sprintf("must be at least retry.backoff_base (%s)", c.Retry.BackoffBase))
 	}
 	oneOf("retry.jitter", c.Retry.Jitter, "none", "full", "equal", "decorrelated")
+	if _, err := c.ProviderTLS(time.Now()); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

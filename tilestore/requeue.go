@@ -100,7 +100,7 @@ func (s *Store) Requeue(ctx context.Context, flightID string, ids []string, all 
 		if err != nil {
 			return err
 		}
-		slices.SortFunc(out, func(a, b Requeued) int { return strings.Compare(a.TileID, b.TileID) })
+		sortRequeued(out)
 		if len(out) > 0 && beforeCommit != nil {
 			if err := beforeCommit(ctx, out); err != nil {
 				return fmt.Errorf("before commit (nothing was requeued): %w", err)
@@ -112,4 +112,8 @@ func (s *Store) Requeue(ctx context.Context, flightID string, ids []string, all 
 		return nil, fmt.Errorf("requeue tiles of flight %s: %w", flightID, err)
 	}
 	return out, nil
+}
+
+func sortRequeued(rs []Requeued) {
+	slices.SortFunc(rs, func(a, b Requeued) int { return strings.Compare(a.TileID, b.TileID) })
 }

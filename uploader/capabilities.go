@@ -154,3 +154,10 @@ func redactedEndpoint(base *url.URL, path string) string {
 	e.Path += path
 	return e.Redacted()
 }
+
+// Capabilities asks the provider for its capabilities: the first contact
+// of a command that sends no batch (tiles reconcile), bounded by
+// HTTPOptions.FirstContactTimeout so a wrong URL fails fast.
+func (u *HTTPTileUploader) Capabilities(ctx context.Context) (Capabilities, error) {
+	return u.capabilities(ctx)
+}

@@ -70,6 +70,10 @@ type HTTPOptions struct {
 	// HTTPClient, if set, is used as is (tests); its CheckRedirect is
 	// replaced by one that refuses redirects. Default: a pooled client.
 	HTTPClient *http.Client
+	// TLS, if set, is the default client's TLS settings: extra CA roots
+	// and a client certificate (config.Config.ProviderTLS). Default: Go's
+	// (the system roots, no client certificate).
+	TLS *tls.Config
 	// InsecureSkipVerify turns TLS certificate checks off (logs a warning).
 	// It applies to the default client only: an HTTPClient brings its own
 	// TLS settings.
@@ -267,22 +271,32 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 	if u.budget, err = operation.NewRetryBudget(initial, ratio, max(10*initial, 100)); err != nil {
 		return nil, fmt.Errorf("new HTTP uploader: %w", err)
 	}
-	u.client = buildClient(opts.HTTPClient, opts.InsecureSkipVerify, u.timeout)
+	u.client = buildClient(opts.HTTPClient, opts.TLS, opts.InsecureSkipVerify, u.timeout)
 	if opts.InsecureSkipVerify {
 		u.log.Warn().Str("provider", base.Redacted()).Msg("TLS certificate verification is OFF for the provider (--insecure-skip-verify)")
 	}
 	return u, nil
 }
 
-func buildClient(c *http.Client, insecure bool, timeout time.Duration) *http.Client {
+// buildClient is the uploader's client: c as given, or a clone of
+// net/http's default transport (so the standard proxy variables apply:
+// Proxy is http.ProxyFromEnvironment) with tlsConf's roots and client
+// certificate.
+func buildClient(c *http.Client, tlsConf *tls.Config, insecure bool, timeout time.Duration) *http.Client {
 	var out http.Client
 	if c != nil {
 		out = *c
 	} else {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 16
+		if tlsConf != nil {
+			tr.TLSClientConfig = tlsConf.Clone()
+		}
 		if insecure {
-			tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the operator asked for it, and is warned
+			if tr.TLSClientConfig == nil {
+				tr.TLSClientConfig = &tls.Config{}
+			}
+			tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // the operator asked for it, and is warned
 		}
 		out.Transport = tr
 	}

@@ -120,41 +120,89 @@ func (u *HTTPTileUploader) lookUpTiles(ctx context.Context, flightID string, til
 	return same, notHeld, unknown, nil
 }
 
-// lookUp asks the provider whether it holds tl's bytes. Only a 200 naming
-// the tile with its sha256 (and its size, when both are known) means held;
-// the contract's 404 TILE_NOT_FOUND or other bytes mean not held; anything
-// else is unknown, a 404 without that code included (a gateway's, or a
-// server that does not route lookups: the run says so once). 401/403 are
-// the run-ending error.
+// lookUp asks the provider whether it holds tl's bytes (LookUpTile): held
+// with the same bytes, not held (absent or other bytes: the batch's answer
+// will say what the provider makes of ours), or no clear answer.
 func (u *HTTPTileUploader) lookUp(ctx context.Context, flightID string, tl tilestore.Tile) (held, error) {
+	l, err := u.LookUpTile(ctx, flightID, tl)
+	switch {
+	case err != nil:
+		return heldUnknown, err
+	case l.Verdict == Holds:
+		return heldSame, nil
+	case l.Verdict == Lacks || l.Verdict == HoldsOther:
+		return heldNot, nil
+	}
+	return heldUnknown, nil
+}
+
+// Verdict is what the provider's answer to a tile lookup says about a tile.
+type Verdict string
+
+// Verdicts of LookUpTile.
+const (
+	Holds      Verdict = "holds"       // a 200 naming the tile with the same sha256 (and size, when both are known)
+	Lacks      Verdict = "lacks"       // the contract's 404 TILE_NOT_FOUND
+	HoldsOther Verdict = "holds_other" // a 200 naming the tile with another sha256 or size
+	Unclear    Verdict = "unclear"     // anything else: no answer, a 5xx after resends, a 404 that is not the contract's
+)
+
+// Lookup is the provider's answer about one tile.
+type Lookup struct {
+	Verdict Verdict
+	// SHA256 and Size are what the provider holds (Holds, HoldsOther).
+	SHA256 string
+	Size   int64
+	// Status is the last HTTP status (0: no answer came).
+	Status int
+	// Strained: the answer took resends (429, 503, a timeout, a broken
+	// connection), or none came: the provider is under load, and a caller
+	// pacing many lookups eases off.
+	Strained bool
+}
+
+// LookUpTile asks the provider (GET /v1/flights/{flight_id}/tiles/{tile_id})
+// whether it holds tl, resending on the contract's retryable answers under
+// the run's breaker and retry budget as every request does. Only a 200
+// naming the tile with its sha256 is Holds; the contract's 404
+// TILE_NOT_FOUND is Lacks; a 404 without that code is Unclear (a
+// gateway's, or a server that does not route lookups: said once per
+// uploader). 401, 403 and a cancelled ctx are the error.
+func (u *HTTPTileUploader) LookUpTile(ctx context.Context, flightID string, tl tilestore.Tile) (Lookup, error) {
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
 	a := u.do(ctx, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
+	l := Lookup{Verdict: Unclear, Status: a.status, Strained: a.attempts > 1 || a.timeouts > 0 || a.status == 0 || a.budgetSpent}
 	switch {
 	case a.cancelled:
-		return heldUnknown, a.failure("", "look up tile "+tl.ID)
+		return l, a.failure("", "look up tile "+tl.ID)
 	case a.err == nil && a.status == http.StatusNotFound:
 		if eb, err := operation.ParseErrorBody(a.body); err == nil && eb.Code() == operation.CodeTileNotFound {
-			return heldNot, nil
+			l.Verdict = Lacks
+			return l, nil
 		}
 		u.unrouted(&u.noLookups, "the provider does not answer tile lookups (GET /v1/flights/{flight_id}/tiles/{tile_id} "+
 			"answered 404 without TILE_NOT_FOUND, as a gateway or a server without the route does): a tile whose earlier "+
 			"key's outcome is unknown is not sent under a new key; it stays pending until the provider answers", a.status)
-		return heldUnknown, nil
+		return l, nil
 	case a.err == nil && (a.status == http.StatusUnauthorized || a.status == http.StatusForbidden):
-		return heldUnknown, a.failure("", "look up tile "+tl.ID)
+		return l, a.failure("", "look up tile "+tl.ID)
 	case a.err != nil || a.status != http.StatusOK || a.bodyErr != nil:
+		l.Strained = true
 		u.log.Warn().Str("tile_id", tl.ID).Int("status", a.status).Err(errors.Join(a.err, a.bodyErr)).Msg("tile lookup gave no clear answer")
-		return heldUnknown, nil
+		return l, nil
 	}
 	var rec tileRecord
 	if err := json.Unmarshal(a.body, &rec); err != nil || rec.TileID != tl.ID || rec.SHA256 == "" {
 		u.log.Warn().Str("tile_id", tl.ID).Msg("tile lookup answer does not name the tile and its sha256")
-		return heldUnknown, nil
+		return l, nil
 	}
+	l.SHA256, l.Size = rec.SHA256, rec.Size
 	if !strings.EqualFold(rec.SHA256, tl.SHA256) || (rec.Size > 0 && tl.SizeBytes > 0 && rec.Size != tl.SizeBytes) {
-		return heldNot, nil // other bytes: the batch's answer will say what the provider makes of ours
+		l.Verdict = HoldsOther
+		return l, nil
 	}
-	return heldSame, nil
+	l.Verdict = Holds
+	return l, nil
 }
 
 // unrouted logs msg once per uploader (one run) when flag is first set: a

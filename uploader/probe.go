@@ -2,6 +2,7 @@ package uploader
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,13 @@ func noAnswer(err error) string {
 	switch {
 	case errors.As(err, &dns):
 		return "the host name does not resolve (DNS); check the host in provider_url"
+	case errors.As(err, new(x509.UnknownAuthorityError)):
+		return "the provider's TLS certificate is signed by an authority this machine does not trust; " +
+			"if the provider is behind a private CA, name its PEM bundle with provider_ca_file " +
+			"(--provider-ca-file, TILECTL_PROVIDER_CA_FILE)"
+	case strings.Contains(err.Error(), "certificate required") || strings.Contains(err.Error(), "bad certificate"):
+		return "the provider refused the TLS handshake: it wants a client certificate it accepts; " +
+			"set provider_client_cert and provider_client_key (--provider-client-cert, --provider-client-key)"
 	case permanentTransport(err) || strings.Contains(err.Error(), "tls:"):
 		return "the TLS handshake failed; check the scheme (http/https) and the certificate"
 	case errors.As(err, &op) && strings.Contains(err.Error(), "connection refused"):

@@ -53,4 +53,6 @@ var Targets = []Target{
 	{Issue: "#12", What: "  2 processes on one flight, vs 1", Bench: "BenchmarkScaleOut/procs=2", Metric: "tiles/s", Baseline: "BenchmarkScaleOut/procs=1", Unit: "tiles/s"},
 	{Issue: "#12", What: "  4 processes on one flight, vs 1", Bench: "BenchmarkScaleOut/procs=4", Metric: "tiles/s", Baseline: "BenchmarkScaleOut/procs=1", Unit: "tiles/s"},
 	{Issue: "#12", What: "claim + settle cycles, 8 runs on one flight (Postgres)", Bench: "BenchmarkClaimBatch", Metric: "claims/s", Unit: "claims/s"},
+	// #22 a flight's life on the ground station.
+	{Issue: "#22", What: "`tiles reconcile` of 100,000 uploaded tiles, reference provider on loopback", Bench: "BenchmarkReconcile100k", Metric: "s", Unit: "s", AtMost: 60},
 }

@@ -42,6 +42,10 @@ var examples = map[string]string{
 		"  tilectl tiles requeue --flight F-2026-11-22 --tile F-2026-11-22-18-140000-90000 --reason 'provider fixed its decoder'\n\n" +
 		"  # every given-up tile of the flight, off a terminal\n" +
 		"  tilectl tiles requeue --flight F-2026-11-22 --all-given-up --reason 'provider outage over' --yes",
+	"tilectl tiles reconcile": "  # after a provider incident: does it still hold every uploaded tile, with the same bytes?\n" +
+		"  tilectl tiles reconcile --flight F-2026-11-22\n\n" +
+		"  # send again what it lost (the next upload-pending run does)\n" +
+		"  tilectl tiles reconcile --flight F-2026-11-22 --requeue -o json",
 	"tilectl flights":      "  tilectl flights list\n  tilectl flights land F-2026-11-22",
 	"tilectl flights list": "  tilectl flights list\n  tilectl flights list -o json | jq '.flights[] | {flight_id, cache_bytes}'",
 	"tilectl flights land": "  # the aircraft is on the ground: its tiles may now be uploaded\n" +
@@ -60,6 +64,7 @@ var enumFlags = map[string][]string{
 	"log-level": {"trace", "debug", "info", "warn", "error"},
 	"kind": {"c11.upload.giveup\ta tile given up after too many rejections",
 		"c11.upload.requeue\ta given-up tile moved back to pending",
+		"c11.upload.reconcile\tuploaded tiles the provider lacks moved back to pending by tiles reconcile",
 		"c11.flight.landed\ta flight set on_ground by flights land"},
 }
 

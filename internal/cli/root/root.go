@@ -26,6 +26,9 @@ var globalFlags = []struct{ name, key, usage string }{
 	{"database-url", "database_url", "PostgreSQL URL (env TILECTL_DATABASE_URL)"},
 	{"cache-dir", "cache_dir", "tile blob cache directory (env TILECTL_CACHE_DIR)"},
 	{"provider-url", "provider_url", "satellite provider base URL (env TILECTL_PROVIDER_URL)"},
+	{"provider-ca-file", "provider_ca_file", "PEM bundle of CA certificates trusted for the provider, besides the system roots (env TILECTL_PROVIDER_CA_FILE)"},
+	{"provider-client-cert", "provider_client_cert", "PEM client certificate for a provider that asks for one (env TILECTL_PROVIDER_CLIENT_CERT)"},
+	{"provider-client-key", "provider_client_key", "PEM private key of --provider-client-cert (env TILECTL_PROVIDER_CLIENT_KEY)"},
 }
 
 // New builds the root command on f.

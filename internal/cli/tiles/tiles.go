@@ -18,5 +18,6 @@ func NewCmdTiles(f *factory.Factory) *cobra.Command {
 	cmd.AddCommand(NewCmdImport(f, nil))
 	cmd.AddCommand(NewCmdVerify(f, nil))
 	cmd.AddCommand(NewCmdRequeue(f, nil))
+	cmd.AddCommand(NewCmdReconcile(f, nil))
 	return cmd
 }

@@ -181,9 +181,13 @@ func (r *run) wire(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open the blob cache %s: %w", r.cfg.CacheDir, err)
 	}
+	tlsConf, err := r.cfg.ProviderTLS(time.Now())
+	if err != nil {
+		return exitcode.UsageError(err)
+	}
 	inner, err := uploader.NewHTTP(uploader.HTTPOptions{
 		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
-		Logger: r.log, HTTPClient: r.opts.HTTPClient, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
+		Logger: r.log, HTTPClient: r.opts.HTTPClient, TLS: tlsConf, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, FirstContactTimeout: r.cfg.Upload.FirstContactTimeout,
 		UserAgent:      "tilectl/" + r.opts.Version,
 		CacheDirSource: r.cfg.Source("cache_dir").String(),
