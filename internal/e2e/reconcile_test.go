@@ -67,8 +67,9 @@ type lookupGate struct {
 	next    http.Handler
 	lookups atomic.Int64
 	served  atomic.Int64 // 503s served
-	fail503 func(n int64) bool
-	holdAt  int64 // hold every lookup past this many (0: never)
+	// fail503 and holdAt are set by a test while the rig's server runs.
+	fail503 atomic.Pointer[func(n int64) bool]
+	holdAt  atomic.Int64 // hold every lookup past this many (0: never)
 	gate    chan struct{}
 	once    sync.Once
 }
@@ -76,14 +77,14 @@ type lookupGate struct {
 func (g *lookupGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/tiles/") {
 		n := g.lookups.Add(1)
-		if g.holdAt > 0 && n > g.holdAt {
+		if at := g.holdAt.Load(); at > 0 && n > at {
 			select {
 			case <-g.gate:
 			case <-r.Context().Done():
 				return
 			}
 		}
-		if g.fail503 != nil && g.fail503(n) {
+		if f := g.fail503.Load(); f != nil && (*f)(n) {
 			g.served.Add(1)
 			w.Header().Set("Retry-After", "0")
 			w.Header().Set("Content-Type", "application/json")
@@ -264,7 +265,8 @@ func TestReconcileRetriesThroughProvider503sAndReportsNoFalseLacks(t *testing.T)
 	// An overloaded provider (just restored from a backup, say): every
 	// other one of its first 100 lookups is answered 503 (never five in a
 	// row, which would open the breaker as for an outage).
-	rg.gate.fail503 = func(n int64) bool { return n <= 100 && n%2 == 0 }
+	fail := func(n int64) bool { return n <= 100 && n%2 == 0 }
+	rg.gate.fail503.Store(&fail)
 	out := decodeReconcile(t, rg.run(2*time.Minute, "tiles", "reconcile", "--flight", "RC-2", "-o", "json"))
 	if got := rg.gate.served.Load(); got < 40 {
 		t.Fatalf("only %d 503s were served: the test did not strain the lookups", got)
@@ -283,7 +285,7 @@ func TestReconcileResumesAnInterruptedPassFromItsCheckpoint(t *testing.T) {
 	rg := newReconcileRig(t, "RC-3", n)
 	lost := rg.ids[10] // in the first page: found before the interrupt
 	rg.provExec(`DELETE FROM provider_tiles WHERE tile_id = $1`, lost)
-	rg.gate.holdAt = 1500 // the first page's lookups are answered, then the link stalls
+	rg.gate.holdAt.Store(1500) // the first page's lookups are answered, then the link stalls
 
 	out, errOut := newWatchedBuffer(), newWatchedBuffer()
 	cmd := rg.command("tiles", "reconcile", "--flight", "RC-3", "-o", "json")
