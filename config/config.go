@@ -64,10 +64,11 @@ type Config struct {
 
 // Upload tunes the HTTP uploader.
 type Upload struct {
-	// Concurrency is how many batches are in flight at once (1..64).
-	// Default: 4, or 1 when ClientID is set (strict sequencing allows one
-	// batch in flight; Complete fills it in).
-	Concurrency int `yaml:"concurrency"`
+	// Concurrency is how many batches are in flight at once: auto (the
+	// uploader decides from the round trips and throttling it measures,
+	// 1..256) or a fixed 1..256. Default: auto, or 1 when ClientID is set
+	// (strict sequencing allows one batch in flight; Complete fills it in).
+	Concurrency Concurrency `yaml:"concurrency"`
 	// BatchSize caps tiles per batch; 0 means the provider's max_batch_tiles.
 	// Default: 0.
 	BatchSize int `yaml:"batch_size"`
@@ -163,7 +164,7 @@ func Default(getenv func(string) string) *Config {
 		LogLevel:         "info",
 		LogFormat:        "auto",
 		Upload: Upload{
-			Concurrency:    4,
+			Concurrency:    ConcurrencyAuto,
 			BatchSize:      0,
 			Deadline:       30 * time.Minute,
 			RequestTimeout: 60 * time.Second,
@@ -212,7 +213,7 @@ func (c *Config) Complete() {
 	if c.FDRPath == "" {
 		c.FDRPath = filepath.Join(c.CacheDir, DefaultFDRFile)
 	}
-	if c.Upload.ClientID != "" && c.Source("upload.concurrency").Kind == SourceDefault {
+	if c.Upload.ClientID != "" && (c.Source("upload.concurrency").Kind == SourceDefault || c.Upload.Concurrency == ConcurrencyAuto) {
 		// One batch in flight: batch n runs only once n-1 is committed.
 		c.Upload.Concurrency = 1
 	}

@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -45,7 +44,7 @@ func TestDefaultsAreValidAndDocumented(t *testing.T) {
 		"fdr_capacity_bytes":             "4194304",
 		"log_level":                      "info",
 		"log_format":                     "auto",
-		"upload.concurrency":             "4",
+		"upload.concurrency":             "auto",
 		"upload.batch_size":              "0",
 		"provider_ca_file":               "",
 		"provider_client_cert":           "",
@@ -117,7 +116,7 @@ retry:
 		{"file duration", c.Upload.Deadline.String(), "5m0s"},
 		{"file nested", c.Retry.BackoffBase.String(), "3s"},
 		{"env over file", c.CacheDir, "/from/env"},
-		{"env over file (nested)", strconv.Itoa(c.Upload.Concurrency), "16"},
+		{"env over file (nested)", c.Upload.Concurrency.String(), "16"},
 		{"env over default (nested)", c.Retry.Jitter, "full"},
 		{"flag over env", c.ProviderURL, "http://flag:3"},
 		{"derived from final cache dir", c.FDRPath, "/from/env/fdr.ring"},
@@ -162,13 +161,13 @@ func TestUnknownKeyNamesKeyLineAndFile(t *testing.T) {
 
 func TestFileValueErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"int", "upload:\n  concurrency: lots\n", `line 2: upload.concurrency: want an integer, got "lots"`},
+		{"int", "upload:\n  concurrency: lots\n", `line 2: upload.concurrency: want auto or a number of batches from 1, got "lots"`},
 		{"duration without unit", "retry:\n  backoff_base: 2\n", `line 2: retry.backoff_base: want a duration such as 2s or 30m, got "2"`},
 		{"bool", "upload:\n  insecure_skip_verify: maybe\n", `upload.insecure_skip_verify: want true or false, got "maybe"`},
 		{"list for scalar", "log_level: [a]\n", "line 1: log_level: want a string, got a list"},
 		{"scalar for section", "upload: 3\n", "line 1: upload: want a mapping of keys, got a single value"},
 		{"top level list", "- a\n", "top level: want a mapping"},
-		{"null for int", "upload:\n  concurrency:\n", "upload.concurrency: want an integer, got nothing"},
+		{"null for int", "upload:\n  concurrency:\n", "upload.concurrency: want auto or a number of batches, got nothing"},
 		{"syntax", "a: [\n", "yaml:"},
 	}
 	for _, tc := range cases {
@@ -191,7 +190,7 @@ func TestEnvParseErrorsNameTheVariable(t *testing.T) {
 		t.Fatal("bad environment accepted")
 	}
 	for _, want := range []string{
-		`environment TILECTL_UPLOAD_CONCURRENCY: want an integer, got "four"`,
+		`environment TILECTL_UPLOAD_CONCURRENCY: want auto or a number of batches from 1, got "four"`,
 		`environment TILECTL_RETRY_BACKOFF_CAP: want a duration`,
 		`environment TILECTL_UPLOAD_INSECURE_SKIP_VERIFY: want true or false`,
 	} {
@@ -204,7 +203,7 @@ func TestEnvParseErrorsNameTheVariable(t *testing.T) {
 func TestEmptyFileChangesNothing(t *testing.T) {
 	for _, body := range []string{"", "# only a comment\n", "~\n", "upload:\n"} {
 		c := mustLoad(t, writeFile(t, body), nil)
-		if c.Upload.Concurrency != 4 || c.LogLevel != "info" {
+		if c.Upload.Concurrency != ConcurrencyAuto || c.LogLevel != "info" {
 			t.Errorf("file %q changed defaults: %+v", body, c)
 		}
 	}

@@ -35,8 +35,9 @@ func (c *Config) Fields() []Field {
 }
 
 var (
-	secretType   = reflect.TypeOf(Secret{})
-	durationType = reflect.TypeOf(time.Duration(0))
+	secretType      = reflect.TypeOf(Secret{})
+	durationType    = reflect.TypeOf(time.Duration(0))
+	concurrencyType = reflect.TypeOf(Concurrency(0))
 )
 
 // isSection reports whether t is a nested block of keys rather than a value.
@@ -112,6 +113,9 @@ func (f Field) Value() string {
 	if f.v.Type() == durationType {
 		return f.v.Interface().(time.Duration).String()
 	}
+	if f.v.Type() == concurrencyType {
+		return f.v.Interface().(Concurrency).String()
+	}
 	if strings.HasSuffix(f.Key, "_url") {
 		return redactURL(f.v.String())
 	}
@@ -130,6 +134,12 @@ func setString(v reflect.Value, s string) error {
 			return fmt.Errorf("want a duration such as 2s or 30m, got %q", s)
 		}
 		v.SetInt(int64(d))
+	case v.Type() == concurrencyType:
+		n, err := parseConcurrency(s)
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(n))
 	case v.Kind() == reflect.String:
 		v.SetString(s)
 	case v.Kind() == reflect.Bool:
@@ -155,6 +165,8 @@ func kindName(t reflect.Type) string {
 	switch {
 	case t == durationType:
 		return "a duration"
+	case t == concurrencyType:
+		return "auto or a number of batches"
 	case t == secretType || t.Kind() == reflect.String:
 		return "a string"
 	case t.Kind() == reflect.Bool:

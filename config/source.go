@@ -72,7 +72,17 @@ func (c *Config) Origin(key string) string {
 }
 
 // SetFrom assigns one field, as Set does, and records src as its source.
+// A value that does not parse is an error naming the key and src.
 func (c *Config) SetFrom(src Source, key, value string) error {
+	for _, f := range c.Fields() {
+		if f.Key == key {
+			if err := setString(f.v, value); err != nil {
+				return fmt.Errorf("%s (from %s): %w", key, src, err)
+			}
+			c.noteSource(key, src)
+			return nil
+		}
+	}
 	if err := c.Set(key, value); err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func (e *FieldError) Error() string {
 
 // Limits enforced by Validate.
 const (
-	MaxConcurrency      = 64
+	MaxConcurrency      = 256
 	MaxBatchSize        = 10000
 	MinFDRCapacityBytes = 64 << 10
 	MaxFDRCapacityBytes = 1 << 30
@@ -86,7 +86,9 @@ func (c *Config) Validate() error {
 	oneOf("log_level", c.LogLevel, "trace", "debug", "info", "warn", "error")
 	oneOf("log_format", c.LogFormat, "auto", "console", "json")
 
-	intRange("upload.concurrency", int64(c.Upload.Concurrency), 1, MaxConcurrency)
+	if c.Upload.Concurrency != ConcurrencyAuto && (c.Upload.Concurrency < 1 || c.Upload.Concurrency > MaxConcurrency) {
+		bad("upload.concurrency", c.Upload.Concurrency.String(), fmt.Sprintf("must be auto or 1..%d", MaxConcurrency))
+	}
 	if c.Upload.BatchSize < 0 || c.Upload.BatchSize > MaxBatchSize {
 		bad("upload.batch_size", fmt.Sprint(c.Upload.BatchSize),
 			fmt.Sprintf("must be 0 (the provider's maximum) or 1..%d", MaxBatchSize))

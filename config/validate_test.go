@@ -26,8 +26,8 @@ func TestValidateNamesFieldValueAndAllowed(t *testing.T) {
 		mutate func(c *Config)
 		want   string
 	}{
-		{"concurrency zero", func(c *Config) { c.Upload.Concurrency = 0 }, "upload.concurrency: must be 1..64, got 0"},
-		{"concurrency too high", func(c *Config) { c.Upload.Concurrency = 65 }, "upload.concurrency: must be 1..64, got 65"},
+		{"concurrency negative", func(c *Config) { c.Upload.Concurrency = -1 }, "upload.concurrency: must be auto or 1..256, got -1"},
+		{"concurrency too high", func(c *Config) { c.Upload.Concurrency = 257 }, "upload.concurrency: must be auto or 1..256, got 257"},
 		{"batch size negative", func(c *Config) { c.Upload.BatchSize = -1 }, "upload.batch_size: must be 0 (the provider's maximum) or 1..10000, got -1"},
 		{"deadline zero", func(c *Config) { c.Upload.Deadline = 0 }, "upload.deadline: must be a positive duration such as 2s, got 0s"},
 		{"request timeout negative", func(c *Config) { c.Upload.RequestTimeout = -time.Second }, "upload.request_timeout: must be a positive duration"},
@@ -65,7 +65,7 @@ func TestValidateNamesFieldValueAndAllowed(t *testing.T) {
 
 func TestValidateReportsEveryProblem(t *testing.T) {
 	c := validConfig()
-	c.Upload.Concurrency = 0
+	c.Upload.Concurrency = -1
 	c.LogLevel = "loud"
 	err := c.Validate()
 	if err == nil || !strings.Contains(err.Error(), "upload.concurrency") || !strings.Contains(err.Error(), "log_level") {

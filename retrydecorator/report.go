@@ -66,6 +66,9 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 	r.Resends += rep.Resends
 	r.Replayed += rep.Replayed
 	r.Timeouts += rep.Timeouts
+	if rep.Concurrency > 0 {
+		r.Concurrency = rep.Concurrency // the limit in force as the last call that sent ended
+	}
 	// What waits, and when the work left may go on, are the last call's.
 	r.Waiting, r.NextRetryAt = rep.Waiting, rep.NextRetryAt
 	a.addLocal(rep, false)

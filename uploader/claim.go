@@ -9,22 +9,46 @@ import (
 
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader/concurrency"
 )
 
-// sendPending runs req.Concurrency workers; each claims the flight's next
-// batch from the store (SELECT ... FOR UPDATE SKIP LOCKED, so workers of
-// this and of other processes take different tiles), verifies its blobs,
-// sends it and settles it, until nothing is left to claim.
+// gate is the limit on batches in flight: a worker holds a slot from its
+// claim to its batch's settlement. *concurrency.Controller (adaptive) and
+// *concurrency.Fixed implement it.
+type gate interface {
+	Acquire(ctx context.Context) (release func(), err error)
+	Limit() int
+}
+
+var (
+	_ gate = (*concurrency.Controller)(nil)
+	_ gate = (*concurrency.Fixed)(nil)
+)
+
+// gateFor is the limit a call's sends go through: one batch with a client
+// ID (strict sequencing: batch n runs only when n-1 is committed, so a
+// second batch in flight would be a gap), the fixed number asked, or the
+// uploader's adaptive limit.
+func (u *HTTPTileUploader) gateFor(req Request) gate {
+	switch {
+	case u.clientID != "":
+		return concurrency.NewFixed(1)
+	case req.Concurrency > 0:
+		return concurrency.NewFixed(req.Concurrency)
+	}
+	return u.adaptive
+}
+
+// sendPending runs workers that each take a slot of the call's gate,
+// claim the flight's next batch from the store (SELECT ... FOR UPDATE SKIP
+// LOCKED, so workers of this and of other processes take different tiles),
+// verify its blobs, send it and settle it, until nothing is left to claim.
+// A worker is started when the gate's limit rises above the workers there
+// are, up to the first that finds nothing left: an adaptive limit that
+// grows gets the workers to fill it, and no more claims run than slots.
 func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, t *tally, due *dueBatches) error {
-	workers := req.Concurrency
-	if workers <= 0 {
-		workers = defaultConcurrency
-	}
-	if u.clientID != "" {
-		// Strict sequencing: batch n runs only when n-1 is committed, so
-		// a second batch in flight would be a gap.
-		workers = 1
-	}
+	g := u.gateFor(req)
+	t.setGate(g)
 	// stop ends claiming on the first run-level error; batches already
 	// claimed finish (they are journaled) but no new one is claimed.
 	stopCtx, stop := context.WithCancel(ctx)
@@ -33,30 +57,50 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 		mu       sync.Mutex
 		firstErr error
 		wg       sync.WaitGroup
+		workers  int
+		drained  bool // a worker found nothing left: no more are started
 	)
 	var cur claimCursor // shared: each claim starts after the last tile any worker took
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			own := &ownCursor{}
-			for stopCtx.Err() == nil {
-				more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &cur, own, due)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					stop()
-					return
-				}
-				if !more {
-					return
-				}
-			}
-		}()
+	var worker func()
+	// more starts workers up to the gate's limit; mu is held.
+	more := func() {
+		for !drained && workers < g.Limit() {
+			workers++
+			wg.Go(worker)
+		}
 	}
+	worker = func() {
+		own := &ownCursor{}
+		for stopCtx.Err() == nil {
+			release, err := g.Acquire(stopCtx)
+			if err != nil {
+				return // the run ended
+			}
+			mu.Lock()
+			more()
+			mu.Unlock()
+			more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &cur, own, due)
+			release()
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				stop()
+				return
+			}
+			if !more {
+				mu.Lock()
+				drained = true
+				mu.Unlock()
+				return
+			}
+		}
+	}
+	mu.Lock()
+	more()
+	mu.Unlock()
 	wg.Wait()
 	if firstErr != nil {
 		return firstErr

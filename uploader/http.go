@@ -19,6 +19,7 @@ import (
 
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader/concurrency"
 )
 
 // Store is what the HTTP uploader needs from the tile store: the flight, the
@@ -130,6 +131,10 @@ type HTTPOptions struct {
 	// Client-Sequence journaled with it, one batch in flight at a time.
 	// The Store must then implement SequenceStore. Default: unset.
 	ClientID string
+	// MaxConcurrency bounds the adaptive limit on batches in flight that a
+	// Request with Concurrency 0 uses (concurrency.Controller). Default
+	// 256.
+	MaxConcurrency int
 	// Liveness, if set, proves at once whether another run of this machine
 	// holding the flight's open batches is alive (tilestore.RunLocks): a
 	// dead one's batches are adopted without waiting for their lease.
@@ -202,8 +207,12 @@ type HTTPTileUploader struct {
 	// lookup, or GET /v1/operations/{op_id}, with a 404 the contract does
 	// not give that route: the run has said so (unrouted).
 	noLookups, noOperations atomic.Bool
-	liveness                RunLiveness // HTTPOptions.Liveness; nil: leases decide
-	livenessWarned          atomic.Bool // a failed liveness check was logged
+	// adaptive is the limit on batches in flight of the runs that set no
+	// fixed one; it learns from every batch attempt and breaker opening,
+	// and carries what it learnt from one call to the next.
+	adaptive       *concurrency.Controller
+	liveness       RunLiveness // HTTPOptions.Liveness; nil: leases decide
+	livenessWarned atomic.Bool // a failed liveness check was logged
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)
@@ -256,7 +265,18 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 	if u.sleep == nil {
 		u.sleep = operation.Sleep
 	}
-	u.breaker = newBreaker(opts.Breaker, u.now, u.sleep)
+	u.adaptive = concurrency.New(concurrency.Options{Max: opts.MaxConcurrency, Now: u.now})
+	bo := opts.Breaker
+	onChange := bo.OnChange
+	bo.OnChange = func(e BreakerEvent) {
+		if e.State == BreakerOpen {
+			u.adaptive.Overloaded()
+		}
+		if onChange != nil {
+			onChange(e)
+		}
+	}
+	u.breaker = newBreaker(bo, u.now, u.sleep)
 	u.jitter, u.rand = opts.Jitter, opts.Rand
 	initial, ratio := opts.ResendBudget, opts.ResendRatio
 	if initial == 0 {

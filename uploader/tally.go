@@ -41,6 +41,16 @@ type tally struct {
 	// heldBy is the remaining work other runs held when the run stopped
 	// waiting for it (its deadline came); nil when none.
 	heldBy *Held
+	// gate is the limit on batches in flight of the sends (nil before
+	// the first): its limit goes with each settled batch and the report.
+	gate gate
+}
+
+// setGate records the gate the sends go through.
+func (t *tally) setGate(g gate) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gate = g
 }
 
 // setHeld records what other runs hold as the run waits (nil: nothing).
@@ -201,7 +211,11 @@ func (t *tally) settled(p BatchProgress, accepted, duplicate int, rejections []t
 		t.rep.Rejections = append(t.rep.Rejections, PerTileStatus{
 			TileID: r.TileID, Status: TileRejected, Reason: r.Reason, Message: r.Message, OpID: r.OpID})
 	}
+	g := t.gate
 	t.mu.Unlock()
+	if g != nil {
+		p.Concurrency = g.Limit()
+	}
 	if t.progress != nil {
 		t.progress(p)
 	}
@@ -251,6 +265,9 @@ func (t *tally) report(finished time.Time, pending int, err error) UploadBatchRe
 	r.LocalFailures = append([]LocalFailure(nil), t.rep.LocalFailures...)
 	r.Finished = finished
 	r.Pending = pending
+	if t.gate != nil {
+		r.Concurrency = t.gate.Limit()
+	}
 	if t.heldBy != nil && t.heldBy.Tiles > 0 {
 		b := *t.heldBy
 		r.Held = &b

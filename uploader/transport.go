@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/uploader/concurrency"
 )
 
 // exchange is one logical request (a batch, or a GET) and its resends.
@@ -79,6 +80,11 @@ type exchange struct {
 	// heard, when set, is called when an attempt gets an answer (any
 	// status): it stops the first contact's fuse.
 	heard func()
+	// batch: the exchange sends a batch, whose attempts the adaptive
+	// limit learns from; attemptStart is when the attempt on the wire
+	// began.
+	batch        bool
+	attemptStart time.Time
 }
 
 // attemptCtx returns ctx with a write trace of its own for one attempt.
@@ -206,6 +212,8 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		}
 	}()
 	u.budget.OnFirstAttempt()
+	ex.batch = body != nil
+	ex.attemptStart = u.now()
 	rc := &retryablehttp.Client{
 		HTTPClient:   u.client,
 		Logger:       leveled{u.log.With().Str("op_id", opID).Logger()},
@@ -215,7 +223,11 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
 		// retryablehttp hands each resend a fresh shallow copy of the
 		// request: give it its own write trace.
-		PrepareRetry: func(r *http.Request) error { *r = *r.WithContext(ex.attemptCtx(baseCtx)); return nil },
+		PrepareRetry: func(r *http.Request) error {
+			*r = *r.WithContext(ex.attemptCtx(baseCtx))
+			ex.attemptStart = u.now()
+			return nil
+		},
 	}
 	resp, err := rc.Do(req)
 	sends := ex.attempts + ex.replays()
@@ -265,6 +277,9 @@ func (ex *exchange) checkRetry(_ context.Context, resp *http.Response, err error
 	if ex.runCtx.Err() == nil {
 		ex.u.breaker.record(ex.adm, err == nil && resp.StatusCode < 500)
 		ex.adm.probe = false
+		if sig, ok := pathSignal(resp, err); ok && ex.batch {
+			ex.u.adaptive.Observe(concurrency.Sample{Start: ex.attemptStart, End: ex.u.now(), Signal: sig})
+		}
 	}
 	retry, cerr := ex.decide(resp, err)
 	if !retry || ex.attempts > ex.u.resends {
@@ -441,6 +456,24 @@ func readCapped(r io.Reader, limit int64) ([]byte, error) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// pathSignal is what an attempt's end says about the path to the provider,
+// for the adaptive limit: an answer's round trip, a throttle (429, 503), or
+// a timeout (no answer in time, or 504 from a gateway that waited for one).
+// A broken connection and other failures say nothing about load.
+func pathSignal(resp *http.Response, err error) (concurrency.Signal, bool) {
+	switch {
+	case err != nil:
+		return concurrency.TimedOut, isTimeout(err)
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable:
+		return concurrency.Overloaded, true
+	case resp.StatusCode == http.StatusGatewayTimeout:
+		return concurrency.TimedOut, true
+	case resp.StatusCode >= 500:
+		return 0, false
+	}
+	return concurrency.Answered, true
 }
 
 // permanentTransport errors will not change on a resend: a bad certificate.

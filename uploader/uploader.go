@@ -42,7 +42,9 @@ type Request struct {
 	FlightID string
 	// BatchSize caps tiles per batch; 0 means the provider's max_batch_tiles.
 	BatchSize int
-	// Concurrency is how many batches are in flight at once; 0 means 4.
+	// Concurrency is how many batches are in flight at once; 0 means
+	// adaptive (the uploader's concurrency.Controller decides from what it
+	// measures). With a client ID it is 1 whatever is asked.
 	Concurrency int
 	// DryRun reports what would be sent; nothing is sent or changed.
 	DryRun bool
@@ -86,6 +88,8 @@ type BatchProgress struct {
 	Replayed bool
 	Latency  time.Duration
 	Resends  int
+	// Concurrency is the limit on batches in flight when the batch settled.
+	Concurrency int
 }
 
 // SettlingProgress is the settling of the batches an earlier run left
@@ -161,6 +165,9 @@ type UploadBatchReport struct {
 	Replayed     int   `json:"replayed"` // answers with Idempotent-Replayed
 	Timeouts     int   `json:"timeouts"`
 	RetryCount   int   `json:"retry_count"` // decorator's in-call retries
+	// Concurrency is the limit on batches in flight as the call ended
+	// (adaptive or fixed; 0 when nothing was sent).
+	Concurrency int `json:"concurrency"`
 	Traffic
 	// NextRetryAt is when a later run may go on: set when all the work
 	// left waits (Blocked) or, by the retry decorator, when its in-call

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,9 @@ const (
 type Counts struct {
 	Accepted, Duplicate, Rejected, GivenUp int
 	Retries, Timeouts, Replayed            int
+	// Concurrency is the limit on batches in flight as the flight's run
+	// ended; the gauge keeps the highest of the run's flights.
+	Concurrency int
 }
 
 // Metrics is one run's collector. It is safe for concurrent use.
@@ -45,6 +49,9 @@ type Metrics struct {
 	timeouts prometheus.Counter
 	replayed prometheus.Counter
 	latency  prometheus.Histogram
+	conc     prometheus.Gauge
+	concMax  int
+	mu       sync.Mutex
 	sli      *sliSeries
 	flights  flightSeries
 }
@@ -75,7 +82,11 @@ func New() *Metrics {
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
 		}),
 	}
-	m.reg.MustRegister(m.tiles, m.retries, m.giveups, m.timeouts, m.replayed, m.latency)
+	m.conc = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tilectl_upload_concurrency",
+		Help: "Limit on batches in flight as the run's uploads ended (upload.concurrency: adaptive or fixed).",
+	})
+	m.reg.MustRegister(m.tiles, m.retries, m.giveups, m.timeouts, m.replayed, m.latency, m.conc)
 	m.sli = newSLISeries(m.reg)
 	m.flights = newFlightSeries(m.reg)
 	for _, o := range []string{OutcomeAccepted, OutcomeDuplicate, OutcomeRejected, OutcomeGivenUp} {
@@ -94,6 +105,10 @@ func (m *Metrics) Add(c Counts) {
 	m.retries.Add(float64(c.Retries))
 	m.timeouts.Add(float64(c.Timeouts))
 	m.replayed.Add(float64(c.Replayed))
+	m.mu.Lock()
+	m.concMax = max(m.concMax, c.Concurrency)
+	m.conc.Set(float64(m.concMax))
+	m.mu.Unlock()
 }
 
 // ObserveBatch records one settled batch's latency.

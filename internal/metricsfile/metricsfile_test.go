@@ -12,7 +12,8 @@ func TestWriteFileHasEverySeriesAndLeavesNoTempFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tilectl.prom")
 	m := New()
-	m.Add(Counts{Accepted: 7, Duplicate: 2, Rejected: 3, GivenUp: 1, Retries: 2, Timeouts: 4, Replayed: 5})
+	m.Add(Counts{Accepted: 7, Duplicate: 2, Rejected: 3, GivenUp: 1, Retries: 2, Timeouts: 4, Replayed: 5, Concurrency: 24})
+	m.Add(Counts{Concurrency: 9}) // a second flight: the gauge keeps the highest
 	m.ObserveBatch(300 * time.Millisecond)
 	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ func TestWriteFileHasEverySeriesAndLeavesNoTempFile(t *testing.T) {
 		`tilectl_giveups_total 1`,
 		`tilectl_timeouts_total 4`,
 		`tilectl_replayed_answers_total 5`,
+		`tilectl_upload_concurrency 24`,
 		`tilectl_batch_latency_seconds_bucket{le="0.5"} 1`,
 		`tilectl_batch_latency_seconds_count 1`,
 	} {

@@ -153,7 +153,7 @@ func TestEveryConfigFlagIsValidatedLikeItsConfigValue(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"upload-pending", "--concurrency", "300000"}, "upload.concurrency (from flag --concurrency): must be 1..64, got 300000"},
+		{[]string{"upload-pending", "--concurrency", "300000"}, "upload.concurrency (from flag --concurrency): must be auto or 1..256, got 300000"},
 		{[]string{"upload-pending", "--concurrency", "0"}, "--concurrency"},
 		{[]string{"upload-pending", "--batch-size", "10001"}, "upload.batch_size (from flag --batch-size)"},
 		{[]string{"upload-pending", "--batch-size", "-1"}, "--batch-size"},
@@ -176,7 +176,7 @@ func TestEveryConfigFlagIsValidatedLikeItsConfigValue(t *testing.T) {
 
 func TestInvalidEnvironmentValueErrorNamesTheVariable(t *testing.T) {
 	r := execute(t, map[string]string{"TILECTL_UPLOAD_CONCURRENCY": "300000"}, "status")
-	want := "upload.concurrency (from env TILECTL_UPLOAD_CONCURRENCY): must be 1..64, got 300000"
+	want := "upload.concurrency (from env TILECTL_UPLOAD_CONCURRENCY): must be auto or 1..256, got 300000"
 	if r.code != exitcode.Usage || !strings.Contains(r.errOut, want) {
 		t.Fatalf("exit %d, want 2 with %q; stderr %q", r.code, want, r.errOut)
 	}

@@ -76,7 +76,7 @@ func benchVsBaseline(b *testing.B, n, size int) {
 	cfg.ProviderURL = sink.URL
 	cfg.ProviderToken = config.NewSecret(providertest.Token)
 	cfg.FDRPath = filepath.Join(dir, "fdr.ring")
-	cfg.Upload.Concurrency = workers
+	cfg.Upload.Concurrency = config.Concurrency(workers)
 	cfg.Upload.BatchSize = batch
 	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 

@@ -112,7 +112,7 @@ func (r *run) upload(ctx context.Context) error {
 		return err
 	}
 	r.log.Info().Strs("flights", flights).Bool("dry_run", opts.DryRun).Bool("retry_decorator", r.decorate).
-		Dur("deadline", cfg.Upload.Deadline).Int("concurrency", cfg.Upload.Concurrency).
+		Dur("deadline", cfg.Upload.Deadline).Stringer("concurrency", cfg.Upload.Concurrency).
 		Int("batch_size", cfg.Upload.BatchSize).Str("run_id", r.store.Run().ID).Str("host", r.store.Run().Host).
 		Int("pid", r.store.Run().PID).Dur("lease", r.store.Run().Lease).Msg("upload-pending start")
 	if r.decorate && !opts.DryRun {
@@ -377,7 +377,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
-		Concurrency: r.cfg.Upload.Concurrency, DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle,
+		Concurrency: int(r.cfg.Upload.Concurrency), DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle,
 		Waiting: p.wait, Holding: p.holding}
 	// A run must not send a tile that the next count gives up: without the
 	// decorator nothing counts in this run, and with it another run sharing
@@ -442,7 +442,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 			Success: err == nil && pending != nil && *pending == 0 && rep.GivenUp == 0, Pending: pending,
 			NextRetryAt: rep.NextRetryAt})
 		r.metrics.Add(metricsfile.Counts{Accepted: rep.Accepted, Duplicate: rep.Duplicate, Rejected: rep.Rejected,
-			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed})
+			GivenUp: rep.GivenUp, Retries: rep.RetryCount, Timeouts: rep.Timeouts, Replayed: rep.Replayed,
+			Concurrency: rep.Concurrency})
 		r.metrics.AddTraffic(metricsfile.Traffic{Requests: rep.Requests, FirstAttempts: rep.FirstAttempts,
 			Resends: rep.Resends, ResendsRefused: rep.ResendsRefused, BreakerOpenings: rep.BreakerOpenings})
 		fs := flightSummary(rep, pending, pendingBytes, err, r.opts.DryRun)

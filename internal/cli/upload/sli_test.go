@@ -83,7 +83,7 @@ func TestSLIsOfAKnownRunMatchTheirDefinitions(t *testing.T) {
 		// a request on its own, so every request is the uploader's.
 		o.HTTPClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 		jsonOut(o)
-		o.FlightID, o.BatchSize, o.Concurrency, o.MetricsFile = "FS", 2, 1, metrics
+		o.FlightID, o.BatchSize, o.Concurrency, o.MetricsFile = "FS", 2, "1", metrics
 	}, "batch-size", "concurrency", "metrics-file")
 	if res.code != exitcode.OK {
 		t.Fatalf("exit %d (%v)\n%s", res.code, res.err, res.stderr)

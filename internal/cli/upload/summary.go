@@ -58,6 +58,9 @@ import (
 //	                    HTTP requests sent (resends and GETs included), those
 //	                    that were not resends, resends the retry budget
 //	                    refused, times the circuit breaker opened
+//	concurrency         the limit on batches in flight as the run ended
+//	                    (upload.concurrency auto: what it measured); in the
+//	                    totals the highest of the flights'; 0 when none sent
 //	sli                 the run's retry indicators (see SLI)
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
@@ -117,6 +120,10 @@ type Counts struct {
 	FirstAttempts     int    `json:"first_attempts"`
 	ResendsRefused    int    `json:"resends_refused"`
 	BreakerOpenings   int    `json:"breaker_openings"`
+	// Concurrency is the limit on batches in flight as the flight's run
+	// ended (upload.concurrency: adaptive or fixed); in the totals, the
+	// highest of the flights'. 0 when nothing was sent.
+	Concurrency int `json:"concurrency"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -139,6 +146,7 @@ func (c *Counts) add(o Counts) {
 	c.FirstAttempts += o.FirstAttempts
 	c.ResendsRefused += o.ResendsRefused
 	c.BreakerOpenings += o.BreakerOpenings
+	c.Concurrency = max(c.Concurrency, o.Concurrency)
 }
 
 // knownCounts are the counts of a run that counted what is left: none yet.
@@ -210,7 +218,7 @@ func flightSummary(rep uploader.UploadBatchReport, pending *int, pendingBytes *i
 			Bytes: rep.Bytes, Resends: rep.Resends, Replayed: rep.Replayed, Timeouts: rep.Timeouts,
 			LocalFailed: rep.LocalFailed,
 			Requests:    rep.Requests, FirstAttempts: rep.FirstAttempts, ResendsRefused: rep.ResendsRefused,
-			BreakerOpenings: rep.BreakerOpenings,
+			BreakerOpenings: rep.BreakerOpenings, Concurrency: rep.Concurrency,
 		},
 		HeldBy:      []uploader.Holder{},
 		NextRetryAt: rep.NextRetryAt,

@@ -56,7 +56,7 @@ type Options struct {
 	NoRetry            bool
 	DryRun             bool
 	StrictDeadline     bool
-	Concurrency        int
+	Concurrency        string
 	BatchSize          int
 	MaxInCallRetries   int
 	MaxPerTileAttempts int
@@ -126,7 +126,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.BoolVar(&opts.NoRetry, "no-retry", false, "run the bare uploader without the retry decorator (diagnostics)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "show what would be sent; send and change nothing")
 	fl.BoolVar(&opts.StrictDeadline, "strict-deadline", false, "refuse to start (exit 2) when the retries' worst case exceeds the deadline minus a 5% margin")
-	fl.IntVar(&opts.Concurrency, "concurrency", 0, "batches in flight at once (default from config upload.concurrency)")
+	fl.StringVar(&opts.Concurrency, "concurrency", "", "batches in flight at once: auto (measured from the link) or 1..256 (default from config upload.concurrency)")
 	fl.IntVar(&opts.BatchSize, "batch-size", 0, "tiles per batch, 0 = provider's max (default from config upload.batch_size)")
 	fl.IntVar(&opts.MaxInCallRetries, "max-in-call-retries", 0, "retries of a partial upload within this run (default from config retry.max_in_call_retries)")
 	fl.IntVar(&opts.MaxPerTileAttempts, "max-per-tile-attempts", 0, "rejections before a tile is given up (default from config retry.max_per_tile_attempts)")
@@ -171,7 +171,7 @@ var configFlags = []struct {
 	flag, key string
 	value     func(o *Options) string
 }{
-	{"concurrency", "upload.concurrency", func(o *Options) string { return strconv.Itoa(o.Concurrency) }},
+	{"concurrency", "upload.concurrency", func(o *Options) string { return o.Concurrency }},
 	{"batch-size", "upload.batch_size", func(o *Options) string { return strconv.Itoa(o.BatchSize) }},
 	{"deadline", "upload.deadline", func(o *Options) string { return o.Deadline.String() }},
 	{"lease", "upload.lease", func(o *Options) string { return o.Lease.String() }},

@@ -45,7 +45,7 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	wantKeys := []string{"outcome", "exit_code", "dry_run", "retry_decorator", "uploaded", "accepted", "duplicate",
 		"rejected", "rejected_tiles", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
 		"replayed", "timeouts", "next_retry_at", "error", "flights", "fdr",
-		"requests", "first_attempts", "resends_refused", "breaker_openings", "sli", "local_failed", "local_failures"}
+		"requests", "first_attempts", "resends_refused", "breaker_openings", "concurrency", "sli", "local_failed", "local_failures"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)
@@ -58,6 +58,9 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	if m["outcome"] != "success" || m["exit_code"] != 0.0 || m["uploaded"] != 12.0 || m["still_pending"] != 0.0 ||
 		m["retry_decorator"] != true || m["next_retry_at"] != nil || m["error"] != nil {
 		t.Errorf("summary %v, want success with 12 uploaded", m)
+	}
+	if c, _ := m["concurrency"].(float64); c < 1 {
+		t.Errorf("summary concurrency %v, want the limit in force (>= 1)", m["concurrency"])
 	}
 	fl := m["flights"].([]any)
 	if len(fl) != 1 || fl[0].(map[string]any)["flight_id"] != "F1" || fl[0].(map[string]any)["outcome"] != "success" {

@@ -1,0 +1,377 @@
+// Package concurrency decides how many batches an upload keeps in flight.
+//
+// Controller measures: it grows the limit while the batches' round-trip
+// time stays near the least it has seen (the link has room: more batches
+// in flight carry more bytes per second) and shrinks it when the round
+// trip rises (the batches queue at a bottleneck, which adds latency and no
+// throughput), as TCP Vegas does with packets. An overload signal (429,
+// 503, a timeout, the breaker opening) halves it at once, at most once per
+// round trip, as TCP's AIMD does on loss. It never stops adjusting: every
+// round trip is a decision, and the least round trip is measured afresh
+// every BaseWindow by draining the queue for two round trips, so a link
+// that changes (slower, faster, longer) is followed. Fixed is the same
+// gate with a limit that does not move.
+//
+// Both are safe for concurrent use and read time only through the clock
+// they are given.
+package concurrency
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// Signal is what a request's end says about the path.
+type Signal int
+
+const (
+	// Answered: the provider answered; the round trip counts.
+	Answered Signal = iota
+	// Overloaded: the provider or the path asks for less (429, 503, the
+	// breaker opening).
+	Overloaded
+	// TimedOut: no answer within the request timeout.
+	TimedOut
+)
+
+// Sample is one request's end: when it started, when it ended, and what
+// it said.
+type Sample struct {
+	Start, End time.Time
+	Signal     Signal
+}
+
+// Options tune a Controller. Zero fields take the stated defaults.
+type Options struct {
+	// Initial is the limit before anything is measured. Default 8.
+	Initial int
+	// Floor is the lowest limit a rising round trip alone brings it to;
+	// only overload signals go below it. Default 4.
+	Floor int
+	// Min and Max bound the limit. Defaults 1 and 256.
+	Min, Max int
+	// BaseWindow is how long the least round trip seen stands before it
+	// is measured again. Default 10s.
+	BaseWindow time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Options.
+const (
+	DefaultInitial    = 8
+	DefaultFloor      = 4
+	DefaultMin        = 1
+	DefaultMax        = 256
+	DefaultBaseWindow = 10 * time.Second
+)
+
+// decrease is the factor an overload signal multiplies the limit by.
+const decrease = 0.5
+
+// Near the limit an overload last cut, the limit grows by one every
+// ceilingStep; it forgets the ceiling after ceilingMemory without
+// overload, so a link or a provider that now allows more is found.
+const (
+	ceilingStep   = 2 * time.Second
+	ceilingMemory = 30 * time.Second
+	nearCeiling   = 0.9
+	rateWindow    = time.Second
+)
+
+type phase int
+
+const (
+	steady    phase = iota
+	draining        // the limit is halved until the queue it held has gone
+	measuring       // the least round trip of batches started now is the new base
+)
+
+// Controller is the adaptive limit. See the package comment.
+type Controller struct {
+	now             func() time.Time
+	min, max, floor float64
+	baseWindow      time.Duration
+
+	mu       sync.Mutex
+	limit    float64
+	inflight int
+	changed  chan struct{} // closed and replaced when a slot frees or the limit moves
+	// slowStart doubles the limit each round trip until the first queue
+	// or overload; afterwards it grows by its square root.
+	slowStart bool
+	// The current round: it ends with the first answer to a request that
+	// started after it began, one round trip later.
+	roundStart time.Time
+	n          int
+	sum        time.Duration
+	peak       int // most slots held at once in the round
+	srtt       time.Duration
+	base       time.Duration // least round trip seen, since baseAt
+	baseAt     time.Time
+	phase      phase
+	probeFrom  time.Time
+	probeMin   time.Duration
+	cutAt      time.Time
+	cuts       int
+	// ceiling is the limit an overload last set (0: none within
+	// ceilingMemory); near it the limit grows by one every ceilingStep, not per
+	// round trip: a provider that throttles by rate answers 429 to every
+	// batch beyond it, however short the round trip.
+	ceiling float64
+	grownAt time.Time
+	// answered are the ends of the answers within rateWindow, for the
+	// delivery rate.
+	answered []time.Time
+}
+
+// New returns a Controller at o.Initial.
+func New(o Options) *Controller {
+	if o.Min <= 0 {
+		o.Min = DefaultMin
+	}
+	if o.Max <= 0 {
+		o.Max = DefaultMax
+	}
+	o.Max = max(o.Max, o.Min)
+	if o.Initial <= 0 {
+		o.Initial = DefaultInitial
+	}
+	if o.Floor <= 0 {
+		o.Floor = DefaultFloor
+	}
+	if o.BaseWindow <= 0 {
+		o.BaseWindow = DefaultBaseWindow
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	clamp := func(v int) float64 { return float64(min(max(v, o.Min), o.Max)) }
+	return &Controller{now: o.Now, min: float64(o.Min), max: float64(o.Max), floor: clamp(o.Floor),
+		baseWindow: o.BaseWindow, limit: clamp(o.Initial), slowStart: true, roundStart: o.Now(),
+		changed: make(chan struct{})}
+}
+
+// Limit is how many slots may be held now.
+func (c *Controller) Limit() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.effective()
+}
+
+func (c *Controller) effective() int {
+	l := c.limit
+	if c.phase != steady {
+		l = max(c.min, l/2)
+	}
+	return int(l)
+}
+
+// Acquire waits for a slot; release gives it back. It returns ctx's error
+// when ctx ends first.
+func (c *Controller) Acquire(ctx context.Context) (release func(), err error) {
+	for {
+		c.mu.Lock()
+		if c.inflight < c.effective() {
+			c.inflight++
+			c.peak = max(c.peak, c.inflight)
+			c.mu.Unlock()
+			return sync.OnceFunc(c.release), nil
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+func (c *Controller) release() {
+	c.mu.Lock()
+	c.inflight--
+	c.notify()
+	c.mu.Unlock()
+}
+
+// notify wakes the waiters; c.mu is held.
+func (c *Controller) notify() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Observe takes one request's end into account.
+func (c *Controller) Observe(s Sample) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if s.Signal != Answered {
+		c.cut(now, s.Signal)
+		return
+	}
+	c.answered = append(c.answered, now)
+	if len(c.answered) > 1024 {
+		c.deliveryRate(now)
+	}
+	rtt := max(s.End.Sub(s.Start), 0)
+	if c.base == 0 || rtt <= c.base {
+		c.base, c.baseAt = rtt, now
+	}
+	if c.srtt == 0 {
+		c.srtt = rtt
+	} else {
+		c.srtt += (rtt - c.srtt) / 8
+	}
+	if c.phase == measuring && !s.Start.Before(c.probeFrom) && (c.probeMin == 0 || rtt < c.probeMin) {
+		c.probeMin = rtt
+	}
+	c.n++
+	c.sum += rtt
+	if s.Start.Before(c.roundStart) {
+		return
+	}
+	before := c.effective()
+	c.endRound(now)
+	if c.effective() != before {
+		c.notify()
+	}
+}
+
+// Overloaded is Observe of an overload signal that no request carries
+// (the breaker opening): a path in trouble, as a timeout says.
+func (c *Controller) Overloaded() { c.Observe(Sample{Signal: TimedOut}) }
+
+// cut lowers the limit, once per round trip: the requests in flight
+// when the provider first said so say it again, and that is one signal.
+// A timeout halves it. A provider that throttles (Overloaded) told what
+// it takes: the answers it gave over the last second, times the least
+// round trip, is how many batches in flight that rate needs; the limit
+// goes there, and at least one lower. Near the limit a cut set, it grows
+// slowly (grow).
+func (c *Controller) cut(now time.Time, sig Signal) {
+	if !c.cutAt.IsZero() && now.Sub(c.cutAt) < c.srtt {
+		return
+	}
+	before := c.effective()
+	c.cutAt, c.cuts = now, c.cuts+1
+	next := c.limit * decrease
+	if need := math.Round(c.deliveryRate(now) * c.base.Seconds()); sig == Overloaded && need >= 1 {
+		next = min(need, c.limit-1)
+	}
+	c.limit = max(c.min, next)
+	c.ceiling = c.limit
+	c.slowStart = false
+	c.phase = steady
+	c.newRound(now)
+	if c.effective() != before {
+		c.notify()
+	}
+}
+
+// deliveryRate is the answers per second over the last rateWindow.
+func (c *Controller) deliveryRate(now time.Time) float64 {
+	i := 0
+	for i < len(c.answered) && now.Sub(c.answered[i]) > rateWindow {
+		i++
+	}
+	c.answered = c.answered[i:]
+	return float64(len(c.answered)) / rateWindow.Seconds()
+}
+
+func (c *Controller) newRound(now time.Time) {
+	c.roundStart, c.n, c.sum, c.peak = now, 0, 0, c.inflight
+}
+
+// endRound decides, once per round trip, from the round's mean round
+// trip against the least one.
+func (c *Controller) endRound(now time.Time) {
+	mean := c.sum / time.Duration(c.n)
+	full := c.peak >= c.effective()
+	defer c.newRound(now)
+	switch c.phase {
+	case draining:
+		// The batches started from now on find the queue gone.
+		c.phase, c.probeFrom, c.probeMin = measuring, now, 0
+		return
+	case measuring:
+		if c.probeMin > 0 {
+			c.base = c.probeMin
+		}
+		c.baseAt, c.phase = now, steady
+		return
+	}
+	if c.base > 0 && now.Sub(c.baseAt) >= c.baseWindow {
+		c.phase = draining
+		return
+	}
+	queue := 0.0
+	if c.base > 0 && mean > 0 {
+		queue = c.limit * (1 - float64(c.base)/float64(mean))
+	}
+	alpha, beta := thresholds(c.limit)
+	switch {
+	case queue < alpha && full:
+		c.grow(now)
+	case queue > beta:
+		// What would fill the path without a queue, plus alpha; never
+		// more than half at once, never below the floor by latency alone.
+		c.slowStart = false
+		target := c.limit*float64(c.base)/float64(mean) + alpha
+		c.limit = max(min(c.limit, max(c.limit/2, target)), min(c.floor, c.limit))
+	case queue >= alpha:
+		c.slowStart = false
+	}
+	c.limit = min(max(c.limit, c.min), c.max)
+}
+
+// grow raises the limit after a round trip with room: doubling in slow
+// start, by its square root after it, and by one a second near the
+// ceiling an overload left.
+func (c *Controller) grow(now time.Time) {
+	if c.ceiling > 0 && now.Sub(c.cutAt) >= ceilingMemory {
+		c.ceiling = 0
+	}
+	near := nearCeiling * c.ceiling
+	switch {
+	case c.slowStart:
+		c.limit *= 2
+	case c.ceiling > 0 && c.limit >= near:
+		if now.Sub(c.grownAt) < max(ceilingStep, c.srtt) {
+			return
+		}
+		c.limit++
+	case c.ceiling > 0:
+		c.limit = min(c.limit+max(1, math.Sqrt(c.limit)), max(near, c.limit+1))
+	default:
+		c.limit += max(1, math.Sqrt(c.limit))
+	}
+	c.grownAt = now
+}
+
+// thresholds are Vegas's alpha and beta: the batches queued at the
+// bottleneck below which the limit grows and above which it shrinks. A
+// few queued batches keep the link busy between answers; they grow with
+// the log of the limit so a large window tolerates more noise.
+func thresholds(limit float64) (alpha, beta float64) {
+	l := math.Log10(max(limit, 1))
+	return max(2, 3*l), max(4, 6*l)
+}
+
+// State is what a Controller has measured, for logs and tests.
+type State struct {
+	Limit    int
+	InFlight int
+	Base     time.Duration // least round trip
+	SRTT     time.Duration // smoothed round trip
+	Cuts     int           // overload halvings so far
+}
+
+// State reports what c has measured.
+func (c *Controller) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return State{Limit: c.effective(), InFlight: c.inflight, Base: c.base, SRTT: c.srtt, Cuts: c.cuts}
+}

@@ -1,0 +1,378 @@
+package concurrency_test
+
+import (
+	"container/heap"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/uploader/concurrency"
+)
+
+// clock is a fake clock the simulation moves.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// link is one shared bottleneck: batches queue for it first in, first
+// out at rate bytes per second each way, then take the propagation delay
+// (the round trip, answer included).
+type link struct {
+	rate  func(t time.Time) float64 // bytes per second
+	delay func(t time.Time) time.Duration
+	// throttle, if positive, is how many batches per second the provider
+	// takes; a batch beyond it is answered 429 after the delay, and its
+	// sender waits retryAfter holding its slot.
+	throttle   int
+	retryAfter time.Duration
+
+	freeAt time.Time
+	starts []time.Time
+}
+
+// send is one batch of size bytes started at t: when it ends and what it
+// says.
+func (l *link) send(t time.Time, size int) (time.Time, concurrency.Signal, time.Time) {
+	if l.throttle > 0 {
+		recent := l.starts[:0]
+		for _, s := range l.starts {
+			if t.Sub(s) < time.Second {
+				recent = append(recent, s)
+			}
+		}
+		l.starts = recent
+		if len(l.starts) >= l.throttle {
+			end := t.Add(l.delay(t))
+			return end, concurrency.Overloaded, end.Add(l.retryAfter)
+		}
+		l.starts = append(l.starts, t)
+	}
+	start := l.freeAt
+	if start.Before(t) {
+		start = t
+	}
+	l.freeAt = start.Add(time.Duration(float64(size) / l.rate(t) * float64(time.Second)))
+	end := l.freeAt.Add(l.delay(t))
+	return end, concurrency.Answered, end
+}
+
+type flight struct {
+	at               time.Time // the next event: its answer, then (after a wait) its slot's release
+	answered         bool
+	start, end, free time.Time
+	sig              concurrency.Signal
+	release          func()
+}
+
+type flights []flight
+
+func (f flights) Len() int           { return len(f) }
+func (f flights) Less(i, j int) bool { return f[i].at.Before(f[j].at) }
+func (f flights) Swap(i, j int)      { f[i], f[j] = f[j], f[i] }
+func (f *flights) Push(x any)        { *f = append(*f, x.(flight)) }
+func (f *flights) Pop() any {
+	old := *f
+	x := old[len(old)-1]
+	*f = old[:len(old)-1]
+	return x
+}
+
+// sim drives a Controller against a link with always more batches to
+// send, on a fake clock.
+type sim struct {
+	t     *testing.T
+	clk   *clock
+	c     *concurrency.Controller
+	l     *link
+	size  int
+	q     flights
+	done  []time.Time // answer times of answered batches
+	total int         // batches sent
+	over  int         // batches answered overloaded
+}
+
+const batchBytes = 8 * 16 << 10 // 8 tiles of 16 KiB
+
+func newSim(t *testing.T, l *link, o concurrency.Options) *sim {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	o.Now = clk.now
+	return &sim{t: t, clk: clk, c: concurrency.New(o), l: l, size: batchBytes}
+}
+
+// run moves the simulation on by d.
+func (s *sim) run(d time.Duration) {
+	until := s.clk.t.Add(d)
+	for {
+		for s.c.State().InFlight < s.c.Limit() {
+			rel, err := s.c.Acquire(context.Background())
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			end, sig, free := s.l.send(s.clk.t, s.size)
+			heap.Push(&s.q, flight{at: end, start: s.clk.t, end: end, free: free, sig: sig, release: rel})
+			s.total++
+		}
+		if s.q.Len() == 0 || s.q[0].at.After(until) {
+			s.clk.t = until
+			return
+		}
+		f := heap.Pop(&s.q).(flight)
+		s.clk.t = f.at
+		if f.answered {
+			f.release()
+			continue
+		}
+		s.c.Observe(concurrency.Sample{Start: f.start, End: f.end, Signal: f.sig})
+		if f.sig == concurrency.Answered {
+			s.done = append(s.done, f.end)
+		} else {
+			s.over++
+		}
+		if f.free.After(f.end) {
+			f.at, f.answered = f.free, true
+			heap.Push(&s.q, f)
+			continue
+		}
+		f.release()
+	}
+}
+
+// share is the bytes answered in [from, to) over what rate allows.
+func (s *sim) share(from, to time.Time, rate float64) float64 {
+	n := 0
+	for _, d := range s.done {
+		if !d.Before(from) && d.Before(to) {
+			n++
+		}
+	}
+	return float64(n*s.size) / (rate * to.Sub(from).Seconds())
+}
+
+func constRate(mbit float64) func(time.Time) float64 {
+	return func(time.Time) float64 { return mbit * 1e6 / 8 }
+}
+
+func constDelay(d time.Duration) func(time.Time) time.Duration {
+	return func(time.Time) time.Duration { return d }
+}
+
+func TestControllerFillsAnUncongestedLongLinkWithinSecondsAndQueuesLittle(t *testing.T) {
+	t.Parallel()
+	rate := 100e6 / 8
+	s := newSim(t, &link{rate: constRate(100), delay: constDelay(200 * time.Millisecond)}, concurrency.Options{})
+	start := s.clk.t
+	s.run(30 * time.Second)
+	// The bandwidth-delay product is about 19 batches.
+	bdp := rate * 0.2 / batchBytes
+	if got := s.share(start.Add(3*time.Second), s.clk.t, rate); got < 0.9 {
+		t.Errorf("share of the link from 3 s on = %.2f, want >= 0.9 (limit %d, state %+v)", got, s.c.Limit(), s.c.State())
+	}
+	if got := s.share(start, start.Add(3*time.Second), rate); got < 0.6 {
+		t.Errorf("share of the link in the first 3 s = %.2f, want >= 0.6", got)
+	}
+	if lim := s.c.Limit(); float64(lim) > 2*bdp+8 {
+		t.Errorf("limit = %d on a link of %.0f batches in flight: a standing queue", lim, bdp)
+	}
+}
+
+func TestControllerStaysNearItsFloorWhereTheLinkIsNarrow(t *testing.T) {
+	t.Parallel()
+	// 5 Mbit/s, 700 ms: under two batches fill it.
+	s := newSim(t, &link{rate: constRate(5), delay: constDelay(700 * time.Millisecond)}, concurrency.Options{})
+	start := s.clk.t
+	s.run(60 * time.Second)
+	if got := s.share(start.Add(5*time.Second), s.clk.t, 5e6/8); got < 0.9 {
+		t.Errorf("share = %.2f, want >= 0.9", got)
+	}
+	if lim := s.c.Limit(); lim > 8 {
+		t.Errorf("limit = %d on a link that two batches fill, want <= 8 (state %+v)", lim, s.c.State())
+	}
+}
+
+func TestControllerFollowsALinkWhoseRateChanges(t *testing.T) {
+	t.Parallel()
+	var at time.Time
+	mbit := func(t time.Time) float64 {
+		switch d := t.Sub(at); {
+		case d < 20*time.Second:
+			return 200
+		case d < 40*time.Second:
+			return 20
+		}
+		return 200
+	}
+	s := newSim(t, &link{rate: func(t time.Time) float64 { return mbit(t) * 1e6 / 8 }, delay: constDelay(150 * time.Millisecond)},
+		concurrency.Options{})
+	at = s.clk.t
+	s.run(20 * time.Second)
+	high := s.c.Limit()
+	s.run(10 * time.Second)
+	low := s.c.Limit()
+	s.run(10 * time.Second)
+	if got := s.share(at.Add(30*time.Second), at.Add(40*time.Second), 20e6/8); got < 0.85 {
+		t.Errorf("share at 20 Mbit/s, from 10 s after the drop = %.2f, want >= 0.85", got)
+	}
+	if low >= high/2 {
+		t.Errorf("limit %d at 200 Mbit/s, %d 10 s after the rate fell tenfold: want it at most halved", high, low)
+	}
+	s.run(20 * time.Second)
+	if got := s.share(at.Add(50*time.Second), at.Add(60*time.Second), 200e6/8); got < 0.85 {
+		t.Errorf("share at 200 Mbit/s, from 10 s after the rise = %.2f, want >= 0.85 (state %+v)", got, s.c.State())
+	}
+}
+
+func TestControllerFollowsALinkThatGetsLonger(t *testing.T) {
+	t.Parallel()
+	// The route changes from 50 ms to 600 ms: the least round trip seen
+	// before must not hold the limit down for good.
+	var at time.Time
+	delay := func(t time.Time) time.Duration {
+		if t.Sub(at) < 15*time.Second {
+			return 50 * time.Millisecond
+		}
+		return 600 * time.Millisecond
+	}
+	s := newSim(t, &link{rate: constRate(100), delay: delay}, concurrency.Options{})
+	at = s.clk.t
+	s.run(15 * time.Second)
+	s.run(45 * time.Second)
+	if got := s.share(at.Add(45*time.Second), at.Add(60*time.Second), 100e6/8); got < 0.85 {
+		t.Errorf("share 30 s after the route got longer = %.2f, want >= 0.85 (state %+v)", got, s.c.State())
+	}
+}
+
+func TestControllerCutsOnOverloadOncePerRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []concurrency.Signal{concurrency.Overloaded, concurrency.TimedOut} {
+		s := newSim(t, &link{rate: constRate(100), delay: constDelay(200 * time.Millisecond)}, concurrency.Options{})
+		s.run(20 * time.Second)
+		before := s.c.Limit()
+		now := s.clk.t
+		for range 10 { // the whole window says so at once: one signal
+			s.c.Observe(concurrency.Sample{Start: now.Add(-time.Second), End: now, Signal: sig})
+		}
+		once := s.c.Limit()
+		switch sig {
+		case concurrency.TimedOut:
+			if want := before / 2; once > want || once < want-1 {
+				t.Errorf("timeout: limit %d after ten within a round trip, from %d: want it halved once", once, before)
+			}
+		case concurrency.Overloaded:
+			// What the provider answered in the last second, times the
+			// least round trip: about the link's 19 batches in flight.
+			if once >= before || once < 10 {
+				t.Errorf("429: limit %d after ten within a round trip, from %d: want it at the rate answered (about 19), once", once, before)
+			}
+		}
+		s.clk.t = now.Add(time.Second)
+		s.c.Observe(concurrency.Sample{Start: now, End: s.clk.t, Signal: sig})
+		if got := s.c.Limit(); got >= once {
+			t.Errorf("signal %d: limit %d after a second overload a round trip later, from %d: want it lower", sig, got, once)
+		}
+		if st := s.c.State(); st.Cuts != 2 {
+			t.Errorf("signal %d: cuts = %d, want 2", sig, st.Cuts)
+		}
+	}
+}
+
+func TestControllerAgainstAThrottlingProviderKeepsOverloadsRare(t *testing.T) {
+	t.Parallel()
+	// The provider takes 20 batches a second and answers 429 with
+	// Retry-After: 1 beyond it; the link itself is wide.
+	l := &link{rate: constRate(1000), delay: constDelay(150 * time.Millisecond), throttle: 20, retryAfter: time.Second}
+	s := newSim(t, l, concurrency.Options{})
+	start := s.clk.t
+	s.run(60 * time.Second)
+	if share := float64(s.over) / float64(s.total); share > 0.1 {
+		t.Errorf("%d of %d batches answered 429 (%.0f%%), want at most 10%%", s.over, s.total, 100*share)
+	}
+	got := 0
+	for _, d := range s.done {
+		if d.Sub(start) >= 10*time.Second {
+			got++
+		}
+	}
+	// A limit on batches in flight meets a limit on batches a second only
+	// in whole batches, and a batch told to wait holds its slot: 2 in
+	// flight take 13 a second here, 3 take 20 and then some.
+	if rate := float64(got) / 50; rate < 0.6*20 {
+		t.Errorf("%.1f batches/s answered from 10 s on, want >= 12 of the 20 allowed", rate)
+	}
+}
+
+func TestControllerKeepsItsBounds(t *testing.T) {
+	t.Parallel()
+	s := newSim(t, &link{rate: constRate(100000), delay: constDelay(time.Second)}, concurrency.Options{Max: 32})
+	s.run(30 * time.Second)
+	if got := s.c.Limit(); got != 32 {
+		t.Errorf("limit on a link far wider than 32 batches = %d, want the maximum 32", got)
+	}
+	for i := range 20 {
+		s.clk.t = s.clk.t.Add(10 * time.Second)
+		s.c.Observe(concurrency.Sample{Start: s.clk.t.Add(-time.Second), End: s.clk.t, Signal: concurrency.Overloaded})
+		if got := s.c.Limit(); got < 1 {
+			t.Fatalf("limit after %d overloads = %d, want at least 1", i+1, got)
+		}
+	}
+	if got := s.c.Limit(); got != 1 {
+		t.Errorf("limit after 20 overloads = %d, want the minimum 1", got)
+	}
+}
+
+func TestControllerAcquireWaitsForASlotAndEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	c := concurrency.New(concurrency.Options{Initial: 2, Max: 2})
+	r1, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		rel, err := c.Acquire(ctx)
+		if rel != nil {
+			rel()
+		}
+		got <- err
+	}()
+	r1()
+	r1() // a second release gives nothing back
+	if err := <-got; err != nil {
+		t.Fatalf("Acquire after a release: %v", err)
+	}
+	cancel()
+	if st := c.State(); st.InFlight != 1 {
+		t.Fatalf("in flight = %d, want 1", st.InFlight)
+	}
+	if _, err := c.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx); err == nil {
+		t.Fatal("Acquire with a full gate and an ended context returned no error")
+	}
+}
+
+func TestFixedHoldsItsLimitWhateverItHears(t *testing.T) {
+	t.Parallel()
+	f := concurrency.NewFixed(3)
+	for range 5 {
+		f.Observe(concurrency.Sample{Signal: concurrency.Overloaded})
+	}
+	f.Overloaded()
+	if f.Limit() != 3 {
+		t.Fatalf("limit = %d, want 3", f.Limit())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for i := range 3 {
+		if _, err := f.Acquire(ctx); err != nil {
+			t.Fatalf("slot %d: %v", i+1, err)
+		}
+	}
+	if _, err := f.Acquire(ctx); err == nil {
+		t.Fatal("a fourth slot of three was given")
+	}
+}
