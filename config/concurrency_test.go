@@ -38,8 +38,8 @@ func TestABadConcurrencySaysWhereItCameFromAndWhatIsAllowed(t *testing.T) {
 	for _, tc := range []struct {
 		in, want string
 	}{
-		{"0", `want auto or a number of batches from 1, got "0"`},
-		{"fast", `want auto or a number of batches from 1, got "fast"`},
+		{"fast", `want auto or a number of batches from 1 to 256, got "fast"`},
+		{"1e9999", `want auto or a number of batches from 1 to 256, got "1e9999"`},
 	} {
 		c := Default(func(string) string { return "" })
 		err := c.SetFrom(Source{Kind: SourceEnv, Name: "TILECTL_UPLOAD_CONCURRENCY"}, "upload.concurrency", tc.in)
@@ -47,14 +47,18 @@ func TestABadConcurrencySaysWhereItCameFromAndWhatIsAllowed(t *testing.T) {
 			t.Errorf("set %q: error %v, want one naming upload.concurrency and containing %q", tc.in, err, tc.want)
 		}
 	}
-	c := Default(func(string) string { return "" })
-	if err := c.SetFrom(Source{Kind: SourceEnv, Name: "TILECTL_UPLOAD_CONCURRENCY"}, "upload.concurrency", "257"); err != nil {
-		t.Fatal(err)
-	}
-	c.Complete()
-	want := "upload.concurrency (from env TILECTL_UPLOAD_CONCURRENCY): must be auto or 1..256, got 257"
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Validate() = %v, want %q", err, want)
+	// A number out of range is Validate's to refuse, after every source
+	// is applied, so that a flag can override it.
+	for _, n := range []string{"257", "0", "-3"} {
+		c := Default(func(string) string { return "" })
+		if err := c.SetFrom(Source{Kind: SourceEnv, Name: "TILECTL_UPLOAD_CONCURRENCY"}, "upload.concurrency", n); err != nil {
+			t.Fatal(err)
+		}
+		c.Complete()
+		want := "upload.concurrency (from env TILECTL_UPLOAD_CONCURRENCY): must be auto or 1..256, got " + n
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want %q", err, want)
+		}
 	}
 	// From a file, the line is named.
 	path := filepath.Join(t.TempDir(), "c.yaml")
@@ -62,7 +66,7 @@ func TestABadConcurrencySaysWhereItCameFromAndWhatIsAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Load(path, func(string) (string, bool) { return "", false })
-	if err == nil || !strings.Contains(err.Error(), `line 2: upload.concurrency: want auto or a number of batches from 1, got "many"`) {
+	if err == nil || !strings.Contains(err.Error(), `line 2: upload.concurrency: want auto or a number of batches from 1 to 256, got "many"`) {
 		t.Errorf("Load = %v, want the line and the key", err)
 	}
 }

@@ -161,7 +161,7 @@ func TestUnknownKeyNamesKeyLineAndFile(t *testing.T) {
 
 func TestFileValueErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"int", "upload:\n  concurrency: lots\n", `line 2: upload.concurrency: want auto or a number of batches from 1, got "lots"`},
+		{"int", "upload:\n  concurrency: lots\n", `line 2: upload.concurrency: want auto or a number of batches from 1 to 256, got "lots"`},
 		{"duration without unit", "retry:\n  backoff_base: 2\n", `line 2: retry.backoff_base: want a duration such as 2s or 30m, got "2"`},
 		{"bool", "upload:\n  insecure_skip_verify: maybe\n", `upload.insecure_skip_verify: want true or false, got "maybe"`},
 		{"list for scalar", "log_level: [a]\n", "line 1: log_level: want a string, got a list"},
@@ -190,7 +190,7 @@ func TestEnvParseErrorsNameTheVariable(t *testing.T) {
 		t.Fatal("bad environment accepted")
 	}
 	for _, want := range []string{
-		`environment TILECTL_UPLOAD_CONCURRENCY: want auto or a number of batches from 1, got "four"`,
+		`environment TILECTL_UPLOAD_CONCURRENCY: want auto or a number of batches from 1 to 256, got "four"`,
 		`environment TILECTL_RETRY_BACKOFF_CAP: want a duration`,
 		`environment TILECTL_UPLOAD_INSECURE_SKIP_VERIFY: want true or false`,
 	} {

@@ -71,7 +71,7 @@ func TestUnknownConfigKeyExitsTwoNamingKeyAndFile(t *testing.T) {
 
 func TestInvalidConfigValueExitsTwo(t *testing.T) {
 	r := execute(t, map[string]string{"TILECTL_UPLOAD_CONCURRENCY": "0"}, "status")
-	if r.code != exitcode.Usage || !strings.Contains(r.errOut, "upload.concurrency (from env TILECTL_UPLOAD_CONCURRENCY): must be 1..64, got 0") {
+	if r.code != exitcode.Usage || !strings.Contains(r.errOut, "upload.concurrency (from env TILECTL_UPLOAD_CONCURRENCY): must be auto or 1..256, got 0") {
 		t.Fatalf("exit %d stderr %q", r.code, r.errOut)
 	}
 }

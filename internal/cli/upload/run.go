@@ -377,7 +377,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		up = retrydecorator.New(r.inner, r.store, r.rec, r.log, r.opts.Clock, r.retry, p.hooks())
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
-		Concurrency: int(r.cfg.Upload.Concurrency), DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle,
+		Concurrency: r.cfg.Upload.Concurrency.Batches(), DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle,
 		Waiting: p.wait, Holding: p.holding}
 	// A run must not send a tile that the next count gives up: without the
 	// decorator nothing counts in this run, and with it another run sharing
