@@ -116,7 +116,7 @@ func TestConcurrentRunsClaimEveryZoomBeforeTheNext(t *testing.T) {
 		z[tl.ID] = tl.Z
 	}
 	type claimSpan struct {
-		start, end time.Time
+		start, end  time.Time
 		first, last tilestore.Cursor
 		run         int
 	}
