@@ -77,6 +77,22 @@ type claimCursor struct {
 	turn  sync.Mutex
 	order tilestore.Order
 	last  tilestore.Cursor
+	// lookedUpAt is the read of the call's lookup the cursor has seen.
+	lookedUpAt time.Time
+}
+
+// sawLookup moves the cursor back to the first tile when the call looked
+// tiles up since it last moved (a lookup in the middle of a call, after a
+// number the provider called committed): the tiles found not held go at
+// their place in the order, before any further tile of a higher zoom.
+func (c *claimCursor) sawLookup(ids []string, at time.Time) {
+	if at.Equal(c.lookedUpAt) {
+		return
+	}
+	c.lookedUpAt = at
+	if len(ids) > 0 {
+		c.last = tilestore.Cursor{}
+	}
 }
 
 // advance moves the cursor to c unless a worker has already gone past it.
@@ -124,6 +140,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	cur.turn.Lock()
 	endTurn := sync.OnceFunc(cur.turn.Unlock)
 	defer endTurn() // on every way out, a panic's included
+	cur.sawLookup(lookedUp, lookedUpAt)
 	after := own.after(cur)
 	opID := operation.NewID()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
