@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tilectl/tilectl/internal/testbin"
+	"github.com/tilectl/tilectl/provider"
+	"github.com/tilectl/tilectl/provider/providertest"
+)
+
+// zoomFlight imports a flight with tiles at zooms 9, 10 and 11 (6, 12 and
+// 24 of them). Tile IDs are <flight>-<z>-<x>-<y>, so their byte order puts
+// zoom 10 and 11 before 9, and x=10 before x=2: ID order is not zoom
+// order. It returns each tile's zoom by ID.
+func (s *site) zoomFlight(id string) map[string]int {
+	s.t.Helper()
+	dir := filepath.Join(s.t.TempDir(), id)
+	zoom := map[string]int{}
+	for z, n := range map[int]int{9: 6, 10: 12, 11: 24} {
+		for x := range n {
+			testbin.WriteTileAt(s.t, dir, z, x, 3, uint8(z))
+			zoom[fmt.Sprintf("%s-%d-%d-3", id, z, x)] = z
+		}
+	}
+	s.mustRun("tiles", "import", "--flight", id, "--state", "on_ground", dir)
+	return zoom
+}
+
+// sorted returns the flight's tile IDs in the order order names: zoom
+// then tile ID, or tile ID alone; tile IDs compare byte by byte.
+func sorted(zoom map[string]int, order string) []string {
+	ids := make([]string, 0, len(zoom))
+	for id := range zoom {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if order == "zoom" && zoom[a] != zoom[b] {
+			return zoom[a] - zoom[b]
+		}
+		return strings.Compare(a, b)
+	})
+	return ids
+}
+
+// received lists the tiles the provider stored for the flight, in the
+// order it wrote them.
+func received(t *testing.T, p *providertest.Provider, flight string) []string {
+	t.Helper()
+	rows, err := p.Pool.Query(context.Background(),
+		`SELECT tile_id FROM provider_tile_writes WHERE flight_id = $1 ORDER BY id`, flight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// upload-pending sends a flight lowest zoom first, then by tile ID, by
+// default; --order id (or TILECTL_UPLOAD_ORDER=id) sends it by tile ID
+// alone. The reference provider's write log is the order it received
+// them in (one batch in flight, so it is the claim order).
+func TestUploadPendingSendsTheOverviewFirstAndByIDWhenAsked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		order string
+		args  []string
+		env   []string
+	}{
+		{"zoom", nil, nil},
+		{"id", []string{"--order", "id"}, nil},
+		{"id", nil, []string{"TILECTL_UPLOAD_ORDER=id"}},
+	} {
+		name := tc.order + "/" + strings.Join(append(slices.Clone(tc.args), tc.env...), ",")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			prov := providertest.Start(t, func(c *provider.Config) { c.Token = token })
+			s := newSite(t, prov.URL)
+			s.env = append(s.env, tc.env...)
+			zoom := s.zoomFlight("zo1")
+			want := sorted(zoom, tc.order)
+			if slices.Equal(want, sorted(zoom, "id")) == (tc.order == "zoom") {
+				t.Fatal("the flight's zoom order and ID order agree: the test would prove nothing")
+			}
+			s.mustRun(append([]string{"upload-pending", "--flight", "zo1", "--concurrency", "1", "--batch-size", "5"}, tc.args...)...)
+			if got := received(t, prov, "zo1"); !slices.Equal(got, want) {
+				t.Fatalf("the provider received\n %q\nwant (%s order)\n %q", got, tc.order, want)
+			}
+		})
+	}
+}
+
+// Two upload-pending processes share a flight, two batches in flight
+// each: no tile reaches the provider after more tiles of a higher zoom
+// than could have been in flight beside it (the processes' batches of
+// the moment), so each zoom is claimed before the next; by tile ID the
+// flight's last zoom would come after whole higher zooms.
+func TestTwoProcessesSendTheOverviewFirst(t *testing.T) {
+	t.Parallel()
+	prov := providertest.Start(t, func(c *provider.Config) { c.Token = token })
+	s := newSite(t, prov.URL)
+	zoom := s.zoomFlight("zo2")
+	const procs, concurrency, batch = 2, 2, 3
+	var wg sync.WaitGroup
+	results := make([]result, procs)
+	for i := range procs {
+		wg.Go(func() {
+			results[i] = s.run(time.Minute, "upload-pending", "--flight", "zo2",
+				"--concurrency", itoa(concurrency), "--batch-size", itoa(batch))
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.exit != 0 {
+			t.Fatalf("process %d: exit %d\nstdout: %s\nstderr: %s", i, r.exit, r.stdout, r.stderr)
+		}
+	}
+	got := received(t, prov, "zo2")
+	if len(got) != len(zoom) {
+		t.Fatalf("the provider stored %d tiles, want %d", len(got), len(zoom))
+	}
+	inFlight := procs * concurrency * batch
+	for i, id := range got {
+		higher := 0
+		for _, before := range got[:i] {
+			if zoom[before] > zoom[id] {
+				higher++
+			}
+		}
+		if higher > inFlight {
+			t.Errorf("tile %s (zoom %d) reached the provider after %d tiles of higher zooms, more than the %d that can be in flight",
+				id, zoom[id], higher, inFlight)
+		}
+	}
+}
