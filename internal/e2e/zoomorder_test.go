@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -142,5 +144,59 @@ func TestTwoProcessesSendTheOverviewFirst(t *testing.T) {
 			t.Errorf("tile %s (zoom %d) reached the provider after %d tiles of higher zooms, more than the %d that can be in flight",
 				id, zoom[id], higher, inFlight)
 		}
+	}
+}
+
+// status --flight F shows how far each zoom level is, in text and JSON,
+// from the real binary's database: uploaded of total, what is still to
+// send and what was given up. Without --flight there are no levels.
+func TestStatusShowsAFlightsProgressPerZoomLevel(t *testing.T) {
+	t.Parallel()
+	const poison = "zo3-10-4-3"
+	prov := providertest.Start(t, func(c *provider.Config) {
+		c.Token, c.Faults = token, provider.FaultConfig{RejectTileIDs: []string{poison}}
+	})
+	s := newSite(t, prov.URL)
+	s.zoomFlight("zo3")
+	if r := s.run(time.Minute, "upload-pending", "--flight", "zo3", "--max-per-tile-attempts", "1"); r.exit != 3 {
+		t.Fatalf("upload: exit %d, want 3 (one tile given up)\nstdout: %s\nstderr: %s", r.exit, r.stdout, r.stderr)
+	}
+	more := filepath.Join(t.TempDir(), "zo3")
+	testbin.WriteTileAt(t, more, 12, 0, 0, 1)
+	testbin.WriteTileAt(t, more, 12, 1, 0, 1)
+	s.mustRun("tiles", "import", "--flight", "zo3", "--state", "on_ground", more)
+
+	r := s.mustRun("status", "--flight", "zo3", "-o", "json")
+	var rep struct {
+		Flights []struct {
+			Zooms []map[string]int64 `json:"zooms"`
+		} `json:"flights"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Flights) != 1 {
+		t.Fatalf("status -o json: %v\n%s", err, r.stdout)
+	}
+	want := []map[string]int64{
+		{"z": 9, "uploaded": 6, "total": 6, "pending": 0, "given_up": 0},
+		{"z": 10, "uploaded": 11, "total": 12, "pending": 0, "given_up": 1},
+		{"z": 11, "uploaded": 24, "total": 24, "pending": 0, "given_up": 0},
+		{"z": 12, "uploaded": 0, "total": 2, "pending": 2, "given_up": 0},
+	}
+	if got := rep.Flights[0].Zooms; !reflect.DeepEqual(got, want) {
+		t.Errorf("zooms %v, want %v", got, want)
+	}
+
+	text := s.mustRun("status", "--flight", "zo3").stdout
+	for _, row := range [][]string{
+		{"ZOOM", "UPLOADED", "PENDING", "GIVEN", "UP", "DONE"},
+		{"9", "6", "/", "6", "0", "0", "100%"},
+		{"10", "11", "/", "12", "0", "1", "91%"},
+		{"12", "0", "/", "2", "2", "0", "0%"},
+	} {
+		if !slices.ContainsFunc(strings.Split(text, "\n"), func(l string) bool { return slices.Equal(strings.Fields(l), row) }) {
+			t.Errorf("status --flight has no row %q:\n%s", row, text)
+		}
+	}
+	if all := s.mustRun("status", "-o", "json").stdout; strings.Contains(all, `"zooms"`) {
+		t.Errorf("status without --flight lists zoom levels:\n%s", all)
 	}
 }
