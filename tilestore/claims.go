@@ -152,10 +152,12 @@ type Claimed struct {
 // serves that order.
 //
 // What the order promises. A claim takes the first tiles, in (z, tile_id)
-// order under OrderZoom, that it may claim at its snapshot: so every tile
-// of zoom z that any run may claim is claimed before any tile of zoom
-// z+1, whichever process claims, and a batch straddles two zooms only at
-// the boundary. "May claim" is the whole of the rule; nothing waits:
+// order under OrderZoom, that it may claim at its snapshot, after its
+// cursor: so each zoom level is claimed before the next, whichever
+// process claims (the claims of a flight advance together: a tile another
+// claim skipped as locked is that claim's), and a batch straddles two
+// zooms only at the boundary. "May claim" is the whole of the rule;
+// nothing waits:
 //   - A tile in another open batch is in flight, not claimable: zoom z+1
 //     goes out while zoom z's last batches are still on the wire.
 //   - A tile that comes back pending comes back at its place in the order.
@@ -163,9 +165,10 @@ type Claimed struct {
 //     until its own lookup finds them not held; the run whose batch failed
 //     ends its call, its next call looks them up and starts from the
 //     flight's first tile (no cursor), so they go before any further tile
-//     of a higher zoom. A rejected tile waits for the count of its
-//     rejection (Exclude, the call's) and goes in the next call the same
-//     way, if its budget allows.
+//     of a higher zoom it claims (a lookup in the middle of a call sends
+//     the call's cursor back to the first tile too). A rejected tile waits
+//     for the count of its rejection (Exclude, the call's) and goes first
+//     in the next call the same way, if its budget allows.
 //   - A given-up tile is never claimed and holds nothing back; requeued,
 //     it is pending again at its place.
 //   - A cursor does not look behind itself: walking back over every
