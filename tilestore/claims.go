@@ -163,7 +163,7 @@ type Claimed struct {
 //   - A tile that comes back pending comes back at its place in the order.
 //     A failed batch's members await a lookup and no run may claim them
 //     until its own lookup finds them not held; the run whose batch failed
-//     ends its call, its next call looks them up and starts from the
+//     ends, and the next run's call looks them up and starts from the
 //     flight's first tile (no cursor), so they go before any further tile
 //     of a higher zoom it claims (a lookup in the middle of a call sends
 //     the call's cursor back to the first tile too). A rejected tile waits

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -198,5 +202,56 @@ func TestStatusShowsAFlightsProgressPerZoomLevel(t *testing.T) {
 	}
 	if all := s.mustRun("status", "-o", "json").stdout; strings.Contains(all, `"zooms"`) {
 		t.Errorf("status without --flight lists zoom levels:\n%s", all)
+	}
+}
+
+// A batch of the lowest zoom that the provider fails (a 400: the key can
+// never succeed) ends the run; the next run sends it again, after the
+// lookup its tiles await, before any tile of a higher zoom: the
+// provider's write log is still the whole flight in zoom order.
+func TestAFailedLowZoomBatchIsSentAgainBeforeHigherZooms(t *testing.T) {
+	t.Parallel()
+	prov := providertest.Start(t, func(c *provider.Config) { c.Token = token })
+	target, err := url.Parse(prov.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	posts, failed := 0, ""
+	rp := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/tiles:batch") {
+			mu.Lock()
+			posts++
+			second := posts == 2
+			if second {
+				failed = r.Header.Get("Idempotency-Key")
+			}
+			mu.Unlock()
+			if second {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"error":{"code":"INVALID_REQUEST","message":"refused once by the test"}}`))
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	s := newSite(t, front.URL)
+	zoom := s.zoomFlight("zo4")
+	upload := []string{"upload-pending", "--flight", "zo4", "--concurrency", "1", "--batch-size", "3"}
+	if r := s.run(time.Minute, upload...); r.exit != 1 {
+		t.Fatalf("upload with a batch refused: exit %d, want 1 (a failed batch ends the run)\nstdout: %s\nstderr: %s", r.exit, r.stdout, r.stderr)
+	}
+	s.mustRun(upload...)
+	mu.Lock()
+	if failed == "" {
+		t.Fatal("no batch was refused: the test proves nothing")
+	}
+	mu.Unlock()
+	want := sorted(zoom, "zoom")
+	if got := received(t, prov, "zo4"); !slices.Equal(got, want) {
+		t.Fatalf("the provider received\n %q\nwant the zoom order, the refused zoom-9 batch before zoom 10\n %q", got, want)
 	}
 }
