@@ -122,6 +122,12 @@ type Upload struct {
 	// time. 1..128 characters of letters, digits, '.', '_', ':' and '-'.
 	// The provider must offer sequencing. Default: unset.
 	ClientID string `yaml:"client_id"`
+	// Order is the order a flight's tiles are sent in: zoom (lowest zoom
+	// level first, then by tile ID: the whole map's overview reaches the
+	// provider before its detail) or id (by tile ID alone). Across every
+	// process sharing a flight, each claim takes the next tiles in it.
+	// Default: zoom.
+	Order string `yaml:"order"`
 }
 
 // Retry tunes the retry decorator.
@@ -178,6 +184,7 @@ func Default(getenv func(string) string) *Config {
 			OutageLimit:         0,
 			ResendBudget:        10,
 			ResendBudgetPercent: 20,
+			Order:               "zoom",
 		},
 		Retry: Retry{
 			MaxInCallRetries:   3,

@@ -118,6 +118,7 @@ func (c *Config) Validate() error {
 					"drop one of the two settings", c.Source("upload.client_id")))
 		}
 	}
+	oneOf("upload.order", c.Upload.Order, "zoom", "id")
 	intRange("upload.resend_budget", int64(c.Upload.ResendBudget), 0, 100000)
 	intRange("upload.resend_budget_percent", int64(c.Upload.ResendBudgetPercent), 0, 100)
 

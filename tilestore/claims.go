@@ -92,14 +92,17 @@ type Claim struct {
 	// recorded at or after it names again (another run sent it meanwhile)
 	// is not claimed: it needs a new lookup.
 	LookedUpAt time.Time
-	// After, when not "", leaves out the tiles up to it in tile_id order:
-	// a caller that claims one batch after another passes the Last of its
+	// Order is the order the flight's tiles are claimed in ("" is
+	// OrderZoom); see claimSQL for what it promises.
+	Order Order
+	// After, when not zero, leaves out the tiles up to it in Order: a
+	// caller that claims one batch after another passes the Last of its
 	// previous claim, so the scan starts there instead of walking every
 	// tile the flight has uploaded so far (a claim's cost would grow with
 	// the flight). Tiles behind it may be free again (a failed batch's,
 	// say): a caller claims once without After before it concludes that
 	// nothing is left.
-	After string
+	After Cursor
 	// Stream, when not 0, is the strict client sequence (SequenceStream)
 	// the batch is bound to: it gets the stream's last committed number
 	// + 1, journaled with it. When another open batch holds that number
@@ -110,7 +113,7 @@ type Claim struct {
 	// carry it.
 	OpID string
 	// Pick runs inside the claim's transaction with the candidates in
-	// tile_id order. It returns the batch to journal (no tiles: none) and
+	// Order. It returns the batch to journal (no tiles: none) and
 	// the candidates rejected without being sent (too large, say); the
 	// others are left for a later claim. It must not block: the
 	// candidates' rows are locked while it runs. It runs at most once, on
@@ -124,10 +127,10 @@ type Claimed struct {
 	Tiles      []Tile      // the batch's members, in its order
 	Rejections []Rejection // recorded in the same transaction
 	Candidates int         // rows locked and marked (those Pick left, unmarked again); 0 means nothing is left to claim now
-	// Last is the last candidate (in tile_id order) that the batch took
-	// or Pick rejected: the After of the caller's next claim. "" when
-	// Pick took none.
-	Last string
+	// Last is the last candidate (in the claim's Order) that the batch
+	// took or Pick rejected: the After of the caller's next claim. Zero
+	// when Pick took none.
+	Last Cursor
 	// Left counts the candidates Pick left for a later claim (over the
 	// batch's byte limit). They come right after Last: a claim after Last
 	// finds them, one after a cursor another worker moved further does not.
@@ -144,9 +147,40 @@ type Claimed struct {
 // them not held ($6). The set is read once per claim (a hashed subplan)
 // through two small indexes (migration 0009): the flight's failed batches
 // and the unclear rejections, so with none a claim pays two empty index
-// probes, and the candidates are still read in tile_id order, from after
-// the caller's cursor ($8, "" for the first tile).
-const claimSQL = `SELECT t.ctid FROM tiles t
+// probes, and the candidates are still read in the claim's order, from
+// after the caller's cursor ($8, $10), through the partial index that
+// serves that order.
+//
+// What the order promises. A claim takes the first tiles, in (z, tile_id)
+// order under OrderZoom, that it may claim at its snapshot, after its
+// cursor: so each zoom level is claimed before the next, whichever
+// process claims (the claims of a flight advance together: a tile another
+// claim skipped as locked is that claim's), and a batch straddles two
+// zooms only at the boundary. "May claim" is the whole of the rule;
+// nothing waits:
+//   - A tile in another open batch is in flight, not claimable: zoom z+1
+//     goes out while zoom z's last batches are still on the wire.
+//   - A tile that comes back pending comes back at its place in the order.
+//     A failed batch's members await a lookup and no run may claim them
+//     until its own lookup finds them not held; the run whose batch failed
+//     ends, and the next run's call looks them up and starts from the
+//     flight's first tile (no cursor), so they go before any further tile
+//     of a higher zoom it claims (a lookup in the middle of a call sends
+//     the call's cursor back to the first tile too). A rejected tile waits
+//     for the count of its rejection (Exclude, the call's) and goes first
+//     in the next call the same way, if its budget allows.
+//   - A given-up tile is never claimed and holds nothing back; requeued,
+//     it is pending again at its place.
+//   - A cursor does not look behind itself: walking back over every
+//     settled tile's index entry on each claim would make a claim's cost
+//     grow with the flight. A tile freed behind a run's cursor by another
+//     run (a rejection with attempts left, a requeue) is claimed by that
+//     run's next claim from the first tile: its rescan before it concludes
+//     nothing is left, or its next call. The other run's own next call
+//     claims it first in any case.
+func claimSQL(o Order) string {
+	cursor, orderBy := o.claimOrderSQL()
+	return `SELECT t.ctid FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
 	  AND NOT t.tile_id = ANY($4::text[])
 	  AND ((t.tile_id = ANY($6::text[])
@@ -158,20 +192,26 @@ const claimSQL = `SELECT t.ctid FROM tiles t
 	        SELECT unnest(b.tile_ids) FROM upload_batches b WHERE b.flight_id = $1 AND b.state = 'failed'
 	        UNION ALL
 	        SELECT r.tile_id FROM upload_rejections r WHERE r.reason = ANY($5::text[])))
-	  AND t.tile_id > $8
+	  AND ` + cursor + `
 	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base + (SELECT count(*) FROM upload_rejections r
 	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
-	ORDER BY t.tile_id LIMIT $2
+	ORDER BY ` + orderBy + ` LIMIT $2
 	FOR UPDATE OF t SKIP LOCKED`
+}
 
 // claimMarkSQL locks claimSQL's candidates and marks them as members of
 // the batch being formed ($9) in the same statement: one pass over the
 // rows, instead of a lock and then an update that finds each row again
 // through the primary key. The candidates Pick leaves out are unmarked
-// before the commit.
-const claimMarkSQL = `WITH c AS (` + claimSQL + `),
+// before the commit. The marked rows come back in the claim's order.
+var claimMarkSQL = map[Order]string{OrderZoom: claimMarkSQLFor(OrderZoom), OrderID: claimMarkSQLFor(OrderID)}
+
+func claimMarkSQLFor(o Order) string {
+	_, orderBy := o.claimOrderSQL()
+	return `WITH c AS (` + claimSQL(o) + `),
 	marked AS (UPDATE tiles t SET open_op_id = $9 WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM c)) RETURNING ` + tileColumns + `)
-	SELECT ` + tileColumns + ` FROM marked ORDER BY tile_id`
+	SELECT ` + tileColumns + ` FROM marked t ORDER BY ` + orderBy
+}
 
 // unpicked lists the candidates that are not members.
 func unpicked(cands []Tile, members []string) []string {
@@ -229,7 +269,19 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if lookedUp == nil {
 			lookedUp = []string{}
 		}
-		rows, err := tx.Query(ctx, claimMarkSQL, c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, c.After, c.OpID)
+		order, err := ParseOrder(string(c.Order))
+		if err != nil {
+			return err
+		}
+		args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, c.After.ID, c.OpID}
+		if order == OrderZoom {
+			afterZ := -1 // before zoom 0: the zero cursor
+			if !c.After.IsZero() {
+				afterZ = c.After.Z
+			}
+			args = append(args, afterZ)
+		}
+		rows, err := tx.Query(ctx, claimMarkSQL[order], args...)
 		if err != nil {
 			return err
 		}
@@ -294,11 +346,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		}
 		out.Rejections = rejs
 		out.Left = len(cands) - len(b.TileIDs) - len(rejs)
-		for i := len(cands) - 1; i >= 0 && out.Last == ""; i-- {
-			if taken[cands[i].ID] || slices.Contains(b.TileIDs, cands[i].ID) {
-				out.Last = cands[i].ID
-			}
-		}
+		out.Last = lastTaken(cands, b.TileIDs, rejs)
 		if len(b.TileIDs) == 0 {
 			return nil
 		}

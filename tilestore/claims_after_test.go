@@ -17,11 +17,11 @@ func TestAClaimAfterACursorStartsThereAndLastNamesTheNextCursor(t *testing.T) {
 	ctx := testCtx(t)
 
 	first, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FA", Limit: 3, OpID: "op-1", Pick: pickAll("op-1")})
-	if err != nil || first.Last != ids[2] || len(first.Tiles) != 3 {
+	if err != nil || first.Last.ID != ids[2] || len(first.Tiles) != 3 {
 		t.Fatalf("first claim %+v, %v; want tiles 0-2, Last tile 2", first, err)
 	}
 	second, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FA", Limit: 3, After: first.Last, OpID: "op-2", Pick: pickAll("op-2")})
-	if err != nil || len(second.Tiles) != 3 || second.Tiles[0].ID != ids[3] || second.Last != ids[5] {
+	if err != nil || len(second.Tiles) != 3 || second.Tiles[0].ID != ids[3] || second.Last.ID != ids[5] {
 		t.Fatalf("second claim %+v, %v; want tiles 3-5, Last tile 5", second, err)
 	}
 	// The provider rejects the first batch's tiles: they are free again,
@@ -34,7 +34,7 @@ func TestAClaimAfterACursorStartsThereAndLastNamesTheNextCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	third, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FA", Limit: 3, After: second.Last, OpID: "op-3", Pick: pickAll("op-3")})
-	if err != nil || len(third.Tiles) != 2 || third.Tiles[0].ID != ids[6] || third.Last != ids[7] {
+	if err != nil || len(third.Tiles) != 2 || third.Tiles[0].ID != ids[6] || third.Last.ID != ids[7] {
 		t.Fatalf("third claim %+v, %v; want tiles 6-7, Last tile 7", third, err)
 	}
 	past, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FA", Limit: 3, After: third.Last, OpID: "op-4", Pick: pickAll("op-4")})

@@ -406,8 +406,8 @@ func TestTheCandidatesPickLeavesOutAreFreeForTheNextClaim(t *testing.T) {
 	// rejected; the Left two come right after it. A later claim (here from
 	// the first tile) finds those two with the rejected one, which a
 	// recorded rejection does not keep from being claimed (no budget here).
-	if first.Last != ids[2] || first.Left != 2 {
-		t.Fatalf("first claim: Last %q, Left %d; want %s (the last tile taken or rejected) and 2", first.Last, first.Left, ids[2])
+	if first.Last.ID != ids[2] || first.Left != 2 {
+		t.Fatalf("first claim: Last %q, Left %d; want %s (the last tile taken or rejected) and 2", first.Last.ID, first.Left, ids[2])
 	}
 	next := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FP", Limit: 5, OpID: "op-2", Pick: pickAll("op-2")})
 	if !slices.Equal(next.Batch.TileIDs, ids[2:]) {
@@ -492,7 +492,7 @@ func TestClaimsTakeTilesInGoByteOrderWhateverTheDatabaseCollation(t *testing.T) 
 	}
 
 	var got []string
-	after := ""
+	var after tilestore.Cursor
 	for k := 0; k < len(ids)+1; k++ {
 		op := fmt.Sprintf("op-ic-%d", k)
 		c := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "IC", Limit: 3, OpID: op, Pick: pickAll(op), After: after})
@@ -500,8 +500,8 @@ func TestClaimsTakeTilesInGoByteOrderWhateverTheDatabaseCollation(t *testing.T) 
 			break
 		}
 		for _, tl := range c.Tiles {
-			if tl.ID <= after {
-				t.Errorf("claim after %q took %q, which Go sorts before it", after, tl.ID)
+			if tl.ID <= after.ID {
+				t.Errorf("claim after %q took %q, which Go sorts before it", after.ID, tl.ID)
 			}
 			got = append(got, tl.ID)
 		}

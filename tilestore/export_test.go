@@ -2,3 +2,6 @@ package tilestore
 
 // PendingUploadsSQL lets the tests EXPLAIN the real query.
 const PendingUploadsSQL = pendingUploadsSQL
+
+// ClaimMarkSQL lets the tests EXPLAIN the real claim in order o.
+func ClaimMarkSQL(o Order) string { return claimMarkSQL[o] }

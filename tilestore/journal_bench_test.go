@@ -39,12 +39,12 @@ func BenchmarkJournalPerTile(b *testing.B) {
 		var n atomic.Int64
 		var wg sync.WaitGroup
 		var mu, turn sync.Mutex
-		last := "" // the workers' shared claim cursor, as upload-pending's
-		cursor := func(id string) string {
+		var last tilestore.Cursor // the workers' shared claim cursor, as upload-pending's
+		cursor := func(c tilestore.Cursor) tilestore.Cursor {
 			mu.Lock()
 			defer mu.Unlock()
-			if id > last {
-				last = id
+			if tilestore.OrderZoom.Less(last, c) {
+				last = c
 			}
 			return last
 		}
@@ -58,10 +58,10 @@ func BenchmarkJournalPerTile(b *testing.B) {
 					turn.Lock()
 					over := false
 					c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "JT", Limit: size, MaxAttempts: 5, OpID: op,
-						After: cursor(""),
+						After: cursor(tilestore.Cursor{}),
 						Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 							b, rs := pickAll(op)(cands)
-							cursor(cands[len(cands)-1].ID)
+							cursor(tilestore.CursorOf(cands[len(cands)-1]))
 							over = true
 							turn.Unlock()
 							return b, rs

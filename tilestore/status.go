@@ -100,3 +100,43 @@ SELECT tile_id, flight_id, upload_attempts, coalesce(last_rejection_reason, ''),
 	}
 	return gs, nil
 }
+
+// ZoomCounts is how far one zoom level of a flight is: its tiles, those
+// uploaded, those still to send (pending or trusted) and those given up.
+type ZoomCounts struct {
+	Z        int
+	Total    int64
+	Uploaded int64
+	Pending  int64
+	GivenUp  int64
+}
+
+// ZoomProgress counts a flight's tiles per zoom level, lowest first, in
+// one statement over the flight's tiles. An unknown or empty flight has
+// no levels.
+func (s *Store) ZoomProgress(ctx context.Context, flightID string) ([]ZoomCounts, error) {
+	if err := ValidateFlightID(flightID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT z, count(*),
+       count(*) FILTER (WHERE voting_status = 'uploaded'),
+       count(*) FILTER (WHERE voting_status IN ('pending', 'trusted')),
+       count(*) FILTER (WHERE voting_status = 'upload_giveup')
+  FROM tiles WHERE flight_id = $1
+ GROUP BY z ORDER BY z`, flightID)
+	if err != nil {
+		return nil, fmt.Errorf("count the tiles of flight %s per zoom level: %w", flightID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ZoomCounts, error) {
+		var c ZoomCounts
+		var z int16
+		err := r.Scan(&z, &c.Total, &c.Uploaded, &c.Pending, &c.GivenUp)
+		c.Z = int(z)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count the tiles of flight %s per zoom level: %w", flightID, err)
+	}
+	return out, nil
+}

@@ -60,7 +60,7 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 		workers  int
 		drained  bool // a worker found nothing left: no more are started
 	)
-	var cur claimCursor // shared: each claim starts after the last tile any worker took
+	cur := claimCursor{order: req.Order} // shared: each claim starts after the last tile any worker took
 	var worker func()
 	// more starts workers up to the gate's limit; mu is held.
 	more := func() {
@@ -108,54 +108,60 @@ func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim lim
 	return ctx.Err()
 }
 
-// claimCursor is the last tile (in tile_id order) the workers of one call
-// have claimed or rejected, shared by them: a claim starts after it instead
-// of after its own worker's last batch, so it does not walk past the
-// batches the other workers claimed meanwhile (a row visit per tile of
-// each). Only the worker holding turn reads or moves it.
+// claimCursor is the last tile (in the claim order) the workers of one
+// call have claimed or rejected, shared by them: a claim starts after it
+// instead of after its own worker's last batch, so it does not walk past
+// the batches the other workers claimed meanwhile (a row visit per tile of
+// each). Only the worker holding turn reads or moves it. A call starts
+// with a zero cursor, at the flight's first tile in the order: the tiles
+// its lookup gave back, and those rejected in the call before, go first.
 type claimCursor struct {
 	// turn is held by one worker's claim from reading the cursor to its
 	// pick (see claimAndSend).
-	turn sync.Mutex
-	last string
+	turn  sync.Mutex
+	order tilestore.Order
+	last  tilestore.Cursor
+	// lookedUpAt is the read of the call's lookup the cursor has seen.
+	lookedUpAt time.Time
 }
 
-// advance moves the cursor to id unless a worker has already gone past it.
-// Tile IDs compare byte by byte in Go and in the database (migration
-// 0013). A cursor that jumps past free tiles (a claim whose transaction
-// failed after its pick, which ends the call) leaves them to the next run.
-func (c *claimCursor) advance(id string) {
-	if id > c.last {
-		c.last = id
+// sawLookup moves the cursor back to the first tile when the call looked
+// tiles up since it last moved (a lookup in the middle of a call, after a
+// number the provider called committed): the tiles found not held go at
+// their place in the order, before any further tile of a higher zoom.
+func (c *claimCursor) sawLookup(ids []string, at time.Time) {
+	if at.Equal(c.lookedUpAt) {
+		return
+	}
+	c.lookedUpAt = at
+	if len(ids) > 0 {
+		c.last = tilestore.Cursor{}
 	}
 }
 
-// lastPicked is the last tile, in tile_id order, that b took or rs
-// rejected ("" for none): the Claimed.Last of the claim that picked them.
-func lastPicked(b tilestore.Batch, rs []tilestore.Rejection) string {
-	last := ""
-	for _, id := range b.TileIDs {
-		last = max(last, id)
+// advance moves the cursor to c unless a worker has already gone past it.
+// The order's Less is the database's (migration 0013). A cursor that
+// jumps past free tiles (a claim whose transaction failed after its pick,
+// which ends the call) leaves them to the next run.
+func (c *claimCursor) advance(to tilestore.Cursor) {
+	if c.order.Less(c.last, to) {
+		c.last = to
 	}
-	for _, r := range rs {
-		last = max(last, r.TileID)
-	}
-	return last
 }
 
 // ownCursor is where one worker's next claim starts instead of the shared
 // cursor.
 type ownCursor struct {
-	rescan bool   // the last claim found nothing after the cursor: look once from the first tile
-	resume string // the last claim left candidates over the byte limit right after this tile
+	rescan bool             // the last claim found nothing after the cursor: look once from the first tile
+	resume tilestore.Cursor // the last claim left candidates over the byte limit right after this tile
 }
 
 // after is where the worker's next claim starts.
-func (o *ownCursor) after(cur *claimCursor) string {
+func (o *ownCursor) after(cur *claimCursor) tilestore.Cursor {
 	switch {
 	case o.rescan:
-		return ""
-	case o.resume != "":
+		return tilestore.Cursor{}
+	case !o.resume.IsZero():
 		return o.resume
 	}
 	return cur.last
@@ -178,10 +184,11 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	cur.turn.Lock()
 	endTurn := sync.OnceFunc(cur.turn.Unlock)
 	defer endTurn() // on every way out, a panic's included
+	cur.sawLookup(lookedUp, lookedUpAt)
 	after := own.after(cur)
 	opID := operation.NewID()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
-		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), After: after, Stream: u.stream.Load(),
+		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), Order: cur.order, After: after, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
 		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
@@ -191,7 +198,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 			// committed before this claim's SELECT, must not go again.
 			b, rs := pick(flightID, opID, t.unskipped(cands), lim)
 			t.skip(rs)
-			cur.advance(lastPicked(b, rs)) // the claim's Last, for the next turn
+			cur.advance(tilestore.LastTaken(cands, b, rs)) // the claim's Last, for the next turn
 			endTurn()
 			return b, rs
 		}})
@@ -207,20 +214,20 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 		return false, fmt.Errorf("claim a batch: %w", err)
 	}
 	if c.Candidates == 0 {
-		if own.resume != "" {
-			own.resume = "" // its leftovers are gone (another worker took them): back to the shared cursor
+		if !own.resume.IsZero() {
+			own.resume = tilestore.Cursor{} // its leftovers are gone (another worker took them): back to the shared cursor
 			return true, nil
 		}
-		if after != "" {
+		if !after.IsZero() {
 			// Nothing after the cursor; tiles behind it may be free again
 			// (a failed batch's): look once more from the first tile.
-			own.rescan, own.resume = true, ""
+			own.rescan, own.resume = true, tilestore.Cursor{}
 			return true, nil
 		}
 		return false, nil
 	}
-	own.rescan, own.resume = false, ""
-	if c.Last != "" && c.Left > 0 {
+	own.rescan, own.resume = false, tilestore.Cursor{}
+	if !c.Last.IsZero() && c.Left > 0 {
 		own.resume = c.Last // its leftovers, before other workers' batches
 	}
 	t.local(c.Rejections)

@@ -62,8 +62,8 @@ type turnStore struct {
 	mu       sync.Mutex
 	between  int
 	overlaps int
-	lastPick string   // the last tile any pick took
-	behind   []string // claims that started before the last tile an earlier pick took
+	lastPick tilestore.Cursor   // the last tile any pick took
+	behind   []tilestore.Cursor // claims that started before the last tile an earlier pick took
 }
 
 func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
@@ -72,7 +72,7 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 	if s.between > 1 {
 		s.overlaps++
 	}
-	if c.After != "" && c.After < s.lastPick {
+	if !c.After.IsZero() && c.Order.Less(c.After, s.lastPick) {
 		s.behind = append(s.behind, c.After)
 	}
 	s.mu.Unlock()
@@ -88,8 +88,8 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 		s.mu.Unlock()
 		b, rs := pick(cands)
 		s.mu.Lock()
-		for _, id := range b.TileIDs {
-			s.lastPick = max(s.lastPick, id)
+		if last := tilestore.LastTaken(cands, b, rs); c.Order.Less(s.lastPick, last) {
+			s.lastPick = last
 		}
 		s.mu.Unlock()
 		return b, rs
@@ -125,6 +125,6 @@ func TestAWorkersClaimStartsAfterThePickOfTheClaimBeforeIt(t *testing.T) {
 		t.Errorf("%d claims started while another claim of the call had not picked yet", store.overlaps)
 	}
 	if len(store.behind) != 0 {
-		t.Errorf("claims started after %q, behind the last tile an earlier claim took", store.behind)
+		t.Errorf("claims started after %v, behind the last tile an earlier claim took", store.behind)
 	}
 }

@@ -76,6 +76,10 @@ type Request struct {
 	// for it (see Held), each time it looks again, and Held{} when the
 	// wait ends. It must not block.
 	Holding func(Held)
+	// Order is the order the flight's tiles are claimed in; "" is
+	// tilestore.OrderZoom, the overview first (see tilestore's claimSQL
+	// for what the order promises).
+	Order tilestore.Order
 }
 
 // BatchProgress is one settled (or failed) batch, for progress displays.

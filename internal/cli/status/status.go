@@ -25,6 +25,7 @@ type Store interface {
 	GiveUps(ctx context.Context, flightID string, limit int) ([]tilestore.GiveUp, error)
 	Leases(ctx context.Context, flightID string) ([]tilestore.Lease, error)
 	Runs(ctx context.Context, flightID string, limit int) ([]tilestore.UploadRun, map[string]int64, error)
+	ZoomProgress(ctx context.Context, flightID string) ([]tilestore.ZoomCounts, error)
 }
 
 var _ Store = (*tilestore.Store)(nil)
@@ -76,6 +77,19 @@ type Flight struct {
 	// most --runs); RunsTotal is how many the history holds.
 	Runs      []UploadRun `json:"runs"`
 	RunsTotal int64       `json:"runs_total"`
+	// Zooms is the flight's progress per zoom level, lowest first; only
+	// with --flight (absent otherwise: it reads every tile of a flight).
+	Zooms *[]Zoom `json:"zooms,omitempty"`
+}
+
+// Zoom is one zoom level of a flight: upload-pending sends the lowest
+// first (upload.order zoom), so these fill from the top of the list.
+type Zoom struct {
+	Z        int   `json:"z"`
+	Uploaded int64 `json:"uploaded"`
+	Total    int64 `json:"total"`
+	Pending  int64 `json:"pending"` // pending or trusted: still to send
+	GivenUp  int64 `json:"given_up"`
 }
 
 // UploadRun is one upload-pending run of a flight, from the run history. A run
@@ -174,6 +188,17 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	r.OpenBatches = openBatches(leases)
 	addRuns(&r, runs, totals)
+	if opts.FlightID != "" && len(r.Flights) == 1 {
+		zs, err := store.ZoomProgress(ctx, opts.FlightID)
+		if err != nil {
+			return err
+		}
+		zooms := make([]Zoom, 0, len(zs))
+		for _, z := range zs {
+			zooms = append(zooms, Zoom{Z: z.Z, Uploaded: z.Uploaded, Total: z.Total, Pending: z.Pending, GivenUp: z.GivenUp})
+		}
+		r.Flights[0].Zooms = &zooms
+	}
 	if opts.Output == "json" {
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
@@ -184,6 +209,9 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	if opts.FlightID == "" || len(r.Flights) != 1 {
 		return nil
+	}
+	if err := printZooms(opts.IO, r.Flights[0]); err != nil {
+		return err
 	}
 	return printRuns(opts.IO, r.Flights[0])
 }
@@ -275,6 +303,30 @@ func printOpenBatches(io *iostreams.IOStreams, obs []OpenBatches) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", o.FlightID, o.Host, o.PID, o.RunID, o.Batches, o.Tiles, ends)
 	}
 	return tw.Flush()
+}
+
+// printZooms shows a flight's progress per zoom level, lowest first.
+func printZooms(io *iostreams.IOStreams, f Flight) error {
+	if f.Zooms == nil || len(*f.Zooms) == 0 {
+		return nil
+	}
+	fmt.Fprintf(io.Out, "\nBy zoom level (sent lowest first):\n")
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ZOOM\tUPLOADED\tPENDING\tGIVEN UP\tDONE")
+	for _, z := range *f.Zooms {
+		fmt.Fprintf(tw, "%d\t%s / %s\t%s\t%s\t%s\n", z.Z, thousands(z.Uploaded), thousands(z.Total),
+			thousands(z.Pending), thousands(z.GivenUp), percent(z.Uploaded, z.Total))
+	}
+	return tw.Flush()
+}
+
+// percent is done of total, rounded down so that only a finished level
+// shows 100%.
+func percent(done, total int64) string {
+	if total == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(done*100/total, 10) + "%"
 }
 
 // thousands writes n with comma separators: 3,002.

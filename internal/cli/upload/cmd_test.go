@@ -78,6 +78,7 @@ func TestConfigFlagsOutOfBoundsAreRefusedNamingTheFlag(t *testing.T) {
 		{"--max-in-call-retries", "101"},
 		{"--backoff-base", "-1s"},
 		{"--deadline", "0s"},
+		{"--order", "random"},
 	} {
 		o, err := parse(t, args...)
 		if err != nil {

@@ -378,7 +378,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	}
 	req := uploader.Request{FlightID: id, BatchSize: r.cfg.Upload.BatchSize,
 		Concurrency: r.cfg.Upload.Concurrency.Batches(), DryRun: r.opts.DryRun, Progress: p.batch, Settling: p.settle,
-		Waiting: p.wait, Holding: p.holding}
+		Waiting: p.wait, Holding: p.holding, Order: tilestore.Order(r.cfg.Upload.Order)}
 	// A run must not send a tile that the next count gives up: without the
 	// decorator nothing counts in this run, and with it another run sharing
 	// the flight may have recorded a rejection this run has not counted.

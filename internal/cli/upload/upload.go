@@ -66,6 +66,7 @@ type Options struct {
 	Lease              time.Duration
 	MetricsFile        string
 	ClientID           string
+	Order              string
 	InsecureSkipVerify bool
 	Output             string
 	// Quiet shows only errors and the summary: no progress, no INFO/WARN.
@@ -136,6 +137,7 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.DurationVar(&opts.Lease, "lease", 0, "how long this run's open batches stay its own after it last renewed them (default from config upload.lease)")
 	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
 	fl.StringVar(&opts.ClientID, "client-id", "", "strict client sequencing: send Client-Id and a journaled Client-Sequence with every batch, one batch in flight (default from config upload.client_id)")
+	fl.StringVar(&opts.Order, "order", "", "the order tiles are sent in: zoom (lowest zoom first, then by tile ID) or id (default from config upload.order)")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "show only errors and the summary (no progress, no info or warning logs)")
@@ -182,6 +184,7 @@ var configFlags = []struct {
 	{"backoff-cap", "retry.backoff_cap", func(o *Options) string { return o.BackoffCap.String() }},
 	{"metrics-file", "upload.metrics_file", func(o *Options) string { return o.MetricsFile }},
 	{"client-id", "upload.client_id", func(o *Options) string { return o.ClientID }},
+	{"order", "upload.order", func(o *Options) string { return o.Order }},
 }
 
 // settings is the configuration with the user's flags applied (from the

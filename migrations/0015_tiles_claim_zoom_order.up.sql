@@ -1,0 +1,11 @@
+-- 0015: the index that serves claims in zoom order.
+--
+-- upload-pending sends a flight's tiles lowest zoom first, then by tile
+-- ID (upload.order: zoom). A claim reads the flight's uploadable tiles
+-- from its cursor on in (z, tile_id) order and stops after its limit;
+-- this index holds them in that order, so the claim costs what a claim in
+-- tile_id order costs on tiles_pending_idx, whatever the flight's size.
+-- Like that index it holds only pending and trusted tiles. z never
+-- changes after import and the predicate's column is not what a claim
+-- writes, so a claim's mark (open_op_id) stays a HOT update (0013).
+CREATE INDEX tiles_claim_zoom_idx ON tiles (flight_id, z, tile_id) WHERE voting_status IN ('pending', 'trusted');
