@@ -128,6 +128,14 @@ func (c *Config) Validate() error {
 			fmt.Sprintf("must be at least retry.backoff_base (%s)", c.Retry.BackoffBase))
 	}
 	oneOf("retry.jitter", c.Retry.Jitter, "none", "full", "equal", "decorrelated")
+	if strings.TrimSpace(c.Cache.Retention) != "" {
+		if _, err := ParseAge(c.Cache.Retention); err != nil {
+			bad("cache.retention", "", err.Error()+" (leave it unset to keep every blob)")
+		}
+	}
+	if _, err := ParseMinFree(c.Cache.MinFree); err != nil {
+		bad("cache.min_free", "", err.Error())
+	}
 	return errors.Join(errs...)
 }
 
