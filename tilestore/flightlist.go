@@ -98,3 +98,16 @@ func clone[T any](p *T) *T {
 	v := *p
 	return &v
 }
+
+// FlightFootprint estimates the space the blobs of the flight's recorded
+// tiles take on a filesystem of block-byte blocks: each size rounded up to
+// whole blocks.
+func (s *Store) FlightFootprint(ctx context.Context, flightID string, block int64) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum((size_bytes + $2 - 1) / $2 * $2), 0)::bigint FROM tiles
+		WHERE flight_id = $1`, flightID, max(block, 1)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("size the recorded tiles of flight %s: %w", flightID, err)
+	}
+	return n, nil
+}

@@ -37,7 +37,38 @@ type PruneResult struct {
 	// still needs the bytes (not uploaded, or in an open batch) also
 	// names: their blob is kept.
 	KeptShared int64
-	Journal    JournalPrune
+	// DirsRemoved counts the cache directories left empty and removed
+	// (of flights no import was writing into at the time).
+	DirsRemoved int64
+	Journal     JournalPrune
+	flights     map[string]bool // flights with a pruned tile
+}
+
+// Prune frees what req names: the cached blobs of uploaded tiles
+// (PruneBlobs), the directories that leaves empty, and the journal rows of
+// finished flights (PruneJournal). A dry run measures and changes nothing.
+func (s *Store) Prune(ctx context.Context, blobs *BlobStore, req PruneRequest) (PruneResult, error) {
+	res, err := s.PruneBlobs(ctx, blobs, req)
+	if err != nil {
+		return res, err
+	}
+	if !req.DryRun {
+		for id := range res.flights {
+			// An import writing into the flight's directories holds its
+			// lock shared: its directories are left for the next prune.
+			l, err := blobs.LockFlight(id, true)
+			if err != nil {
+				continue
+			}
+			n, _ := blobs.RemoveEmptyDirs(id)
+			l.Release()
+			res.DirsRemoved += n
+		}
+	}
+	if res.Journal, err = s.PruneJournal(ctx, req.FlightID, req.DryRun); err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
 // JournalPrune is what PruneJournal dropped from the upload journal.
@@ -59,7 +90,7 @@ type JournalPrune struct {
 // back to pending) wait for the chunk, and Postgres rechecks these
 // conditions on the row's newest version before the chunk takes it.
 const pruneCandidatesSQL = `
-SELECT tile_id, blob_path, size_bytes FROM tiles
+SELECT tile_id, blob_path, size_bytes, flight_id FROM tiles
  WHERE ($1 = '' OR flight_id = $1) AND voting_status = 'uploaded' AND open_op_id IS NULL
    AND blob_pruned_at IS NULL AND ($2::timestamptz IS NULL OR uploaded_at < $2)
    AND tile_id > $3
@@ -89,7 +120,7 @@ const stillNeededSQL = `SELECT DISTINCT blob_path FROM tiles
 // by the vote or in an open batch is never a candidate, and a blob whose
 // path such a tile also names is kept.
 func (s *Store) PruneBlobs(ctx context.Context, blobs *BlobStore, req PruneRequest) (PruneResult, error) {
-	var res PruneResult
+	res := PruneResult{flights: map[string]bool{}}
 	if req.FlightID != "" {
 		if err := ValidateFlightID(req.FlightID); err != nil {
 			return res, err
@@ -122,6 +153,9 @@ func (s *Store) PruneBlobs(ctx context.Context, blobs *BlobStore, req PruneReque
 				return err
 			}
 			res.add(c.PruneResult)
+			for _, f := range c.flights {
+				res.flights[f] = true
+			}
 			if req.DryRun {
 				return errDryRun
 			}
@@ -140,7 +174,8 @@ var errDryRun = errors.New("dry run: rolled back")
 
 type chunkResult struct {
 	PruneResult
-	n int // candidates read
+	n       int      // candidates read
+	flights []string // of the tiles pruned
 }
 
 func (r *PruneResult) add(c PruneResult) {
@@ -160,12 +195,12 @@ func pruneChunk(ctx context.Context, tx pgx.Tx, blobs *BlobStore, req PruneReque
 		return c, after, fmt.Errorf("lock uploaded tiles: %w", err)
 	}
 	type cand struct {
-		id, path string
-		size     int64
+		id, path, flight string
+		size             int64
 	}
 	var cs []cand
 	var x cand
-	if _, err := pgx.ForEachRow(rows, []any{&x.id, &x.path, &x.size}, func() error { cs = append(cs, x); return nil }); err != nil {
+	if _, err := pgx.ForEachRow(rows, []any{&x.id, &x.path, &x.size, &x.flight}, func() error { cs = append(cs, x); return nil }); err != nil {
 		return c, after, fmt.Errorf("lock uploaded tiles: %w", err)
 	}
 	c.n = len(cs)
@@ -200,6 +235,9 @@ func pruneChunk(ctx context.Context, tx pgx.Tx, blobs *BlobStore, req PruneReque
 			continue
 		}
 		pruned = append(pruned, t.id)
+		if len(c.flights) == 0 || c.flights[len(c.flights)-1] != t.flight {
+			c.flights = append(c.flights, t.flight)
+		}
 		c.Tiles++
 		c.RecordedBytes += t.size
 		if removed[t.path] {

@@ -37,9 +37,11 @@ import (
 func NewCmdFlights(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "flights <command>",
-		Short: "List flights and record landings",
+		Short: "List flights, record landings, free the cache, delete flights",
 	}
 	cmd.AddCommand(NewCmdList(f, nil))
 	cmd.AddCommand(NewCmdLand(f, nil))
+	cmd.AddCommand(NewCmdPrune(f, nil))
+	cmd.AddCommand(NewCmdDelete(f, nil))
 	return cmd
 }
