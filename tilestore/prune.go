@@ -85,14 +85,17 @@ type JournalPrune struct {
 // pruneCandidatesSQL locks the next chunk of tiles whose blob may go: the
 // provider holds them (uploaded), no open batch names them (open_op_id,
 // the one column that says so: SettleBatch and FailBatch clear it in the
-// transaction that ends the batch), and the cache still has the blob. FOR
+// transaction that ends the batch), and the cache still has the blob (not
+// pruned since the tile was last uploaded: a pruned tile moved back to
+// pending, restored by a re-import and uploaded again is pruned again). FOR
 // UPDATE makes a concurrent change of a tile's status (a person moving it
 // back to pending) wait for the chunk, and Postgres rechecks these
 // conditions on the row's newest version before the chunk takes it.
 const pruneCandidatesSQL = `
 SELECT tile_id, blob_path, size_bytes, flight_id FROM tiles
  WHERE ($1 = '' OR flight_id = $1) AND voting_status = 'uploaded' AND open_op_id IS NULL
-   AND blob_pruned_at IS NULL AND ($2::timestamptz IS NULL OR uploaded_at < $2)
+   AND (blob_pruned_at IS NULL OR blob_pruned_at < uploaded_at)
+   AND ($2::timestamptz IS NULL OR uploaded_at < $2)
    AND tile_id > $3
  ORDER BY tile_id LIMIT $4
  FOR UPDATE`
@@ -295,4 +298,33 @@ func allocated(st os.FileInfo) int64 {
 		return sys.Blocks * 512
 	}
 	return st.Size()
+}
+
+// PrunedBlobs returns, of the tiles ids, those whose cached blob a prune
+// removed, with when.
+func (s *Store) PrunedBlobs(ctx context.Context, ids []string) (map[string]time.Time, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tile_id, blob_pruned_at FROM tiles
+		WHERE tile_id = ANY($1) AND blob_pruned_at IS NOT NULL`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("look up pruned blobs: %w", err)
+	}
+	out := map[string]time.Time{}
+	var id string
+	var at time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error { out[id] = at; return nil }); err != nil {
+		return nil, fmt.Errorf("look up pruned blobs: %w", err)
+	}
+	return out, nil
+}
+
+// PrunedUploaded counts the uploaded tiles of a flight ("" for every one)
+// whose cached blob a prune removed.
+func (s *Store) PrunedUploaded(ctx context.Context, flightID string) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM tiles WHERE ($1 = '' OR flight_id = $1)
+		AND voting_status = 'uploaded' AND blob_pruned_at IS NOT NULL`, flightID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count pruned blobs: %w", err)
+	}
+	return n, nil
 }
