@@ -46,6 +46,9 @@ func cacheSpace(dir string) (diskSpace, error) {
 // checkSpace refuses an import whose new blobs (need, in whole blocks)
 // would leave less than cache.min_free on the cache's filesystem.
 func checkSpace(cfg *config.Config, space diskSpace, need int64) error {
+	if space.Total <= 0 {
+		return nil // a filesystem that reports no size (proc, some FUSE): nothing to measure against
+	}
 	m := cfg.CacheMinFree()
 	reserve := m.Reserve(space.Total)
 	if space.Avail-need >= reserve {
@@ -87,4 +90,3 @@ func diskFull(cfg *config.Config, sum *ImportSummary, err error) error {
 		"and run the same import again to complete it", cfg.CacheDir, free, err,
 		iostreams.Count(sum.Imported, "tile was", "tiles were")))
 }
-
