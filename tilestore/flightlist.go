@@ -16,7 +16,7 @@ type FlightOverview struct {
 	ByStatus   map[VotingStatus]int64
 	// CacheBytes is the sum of size_bytes of the flight's tiles whose blob
 	// is in the cache: every recorded tile's (tiles import writes the blob
-	// before it records the tile, and no command removes one).
+	// before it records the tile) but those flights prune freed.
 	CacheBytes int64
 	// LastRun is the flight's newest upload run (by start), nil when no
 	// run has started on it.
@@ -40,7 +40,8 @@ SELECT f.flight_id, f.state, f.created_at, t.voting_status, coalesce(t.n, 0), co
                       WHERE u.flight_id = f.flight_id
                       ORDER BY u.started_at DESC, u.id DESC
                       LIMIT 1) r ON true
-  LEFT JOIN (SELECT flight_id, voting_status, count(*) AS n, sum(size_bytes)::bigint AS bytes
+  LEFT JOIN (SELECT flight_id, voting_status, count(*) AS n,
+                    coalesce(sum(size_bytes) FILTER (WHERE blob_pruned_at IS NULL), 0)::bigint AS bytes
                FROM tiles
               GROUP BY flight_id, voting_status) t ON t.flight_id = f.flight_id
  ORDER BY f.flight_id, t.voting_status`

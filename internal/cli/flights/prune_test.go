@@ -101,7 +101,7 @@ func TestPruneFreesOnlyUploadedBlobsKeepsEveryStatusAndDropsTheFinishedFlightsJo
 	}
 	// Statuses, give-up, its rejection and the run history stay.
 	f := s.flight("F1")
-	if f.Counts["uploaded"] != 5 || f.Counts["upload_giveup"] != 1 || f.LastRun == nil {
+	if f.Counts["uploaded"] != 5 || f.Counts["upload_giveup"] != 1 || f.LastRun == nil || f.CacheBytes != s.count(`SELECT size_bytes FROM tiles WHERE tile_id = 'F1-10-3-7'`) {
 		t.Fatalf("F1 after prune: %+v", f)
 	}
 	if n := s.count(`SELECT count(*) FROM upload_rejections WHERE tile_id = 'F1-10-3-7'`); n != 1 {
