@@ -1,13 +1,16 @@
 package flights
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -191,5 +194,71 @@ func TestCacheRetentionPrunesAtTheEndOfASuccessfulRunOnly(t *testing.T) {
 	}
 	if n := s.count(`SELECT count(*) FROM upload_batches WHERE flight_id = 'F1'`); n != 0 {
 		t.Fatalf("F1's settled batches: %d left, want 0", n)
+	}
+}
+
+// TestPruneBesideARunningUploadAndImportTakesNoBlobTheyNeed prunes again
+// and again while upload-pending sends one flight (slowly: every batch
+// waits 150 ms at the provider) and tiles import records another: the
+// upload sends every tile with no blob missing, the import's tiles all
+// keep sound blobs, and each prune takes only tiles already uploaded.
+func TestPruneBesideARunningUploadAndImportTakesNoBlobTheyNeed(t *testing.T) {
+	t.Parallel()
+	s := newStationWith(t, func(c *provider.Config) { c.Faults.Latency = 150 * time.Millisecond })
+	s.env = append(s.env, "TILECTL_UPLOAD_BATCH_SIZE=4", "TILECTL_UPLOAD_CONCURRENCY=2")
+	d1, d2 := t.TempDir(), t.TempDir()
+	for i := range 60 {
+		testbin.WriteTile(t, d1, i, 9)
+		testbin.WriteTile(t, d2, i, 10)
+	}
+	s.mustRun("tiles", "import", "--flight", "F1", d1)
+
+	start := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
+		var out bytes.Buffer
+		cmd := exec.Command(s.bin, args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = s.env, &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out
+	}
+	up, upOut := start("upload-pending", "--flight", "F1")
+	im, imOut := start("tiles", "import", "--flight", "F2", d2)
+	done := make(chan error, 2)
+	go func() { done <- up.Wait() }()
+	go func() { done <- im.Wait() }()
+	prunes, pruned := 0, int64(0)
+	for ended := 0; ended < 2; {
+		select {
+		case <-done:
+			ended++
+			continue
+		default:
+		}
+		r := s.prune()
+		prunes++
+		pruned += r.Disk.Tiles
+		if got := s.count(`SELECT count(*) FROM tiles WHERE blob_pruned_at IS NOT NULL AND voting_status <> 'uploaded'`); got != 0 {
+			t.Fatalf("prune %d marked %d tiles pruned that are not uploaded", prunes, got)
+		}
+	}
+	if up.ProcessState.ExitCode() != 0 || strings.Contains(upOut.String(), "blob") {
+		t.Fatalf("upload-pending beside prunes: exit %d\n%s", up.ProcessState.ExitCode(), upOut)
+	}
+	if im.ProcessState.ExitCode() != 0 {
+		t.Fatalf("tiles import beside prunes: exit %d\n%s", im.ProcessState.ExitCode(), imOut)
+	}
+	if prunes < 3 || pruned == 0 {
+		t.Fatalf("%d prunes freed %d tiles while the upload ran: the test did not overlap them", prunes, pruned)
+	}
+	rest := s.prune()
+	if pruned+rest.Disk.Tiles != 60 {
+		t.Fatalf("pruned %d during the upload and %d after, want 60 in all", pruned, rest.Disk.Tiles)
+	}
+	if f := s.flight("F1"); f.Counts["uploaded"] != 60 {
+		t.Fatalf("F1: %+v", f)
+	}
+	if v := s.run("tiles", "verify", "--flight", "F2"); v.exit != 0 || !strings.Contains(v.stdout, "60 sound, 0 bad") {
+		t.Fatalf("verify F2: exit %d\n%s%s", v.exit, v.stdout, v.stderr)
 	}
 }
