@@ -3,6 +3,7 @@ package flights
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 // PruneStore is what `flights prune` changes and measures.
 type PruneStore interface {
+	Flight(ctx context.Context, id string) (tilestore.Flight, error)
 	Prune(ctx context.Context, blobs *tilestore.BlobStore, req tilestore.PruneRequest) (tilestore.PruneResult, error)
 	JournalBytes(ctx context.Context) (journal, tiles int64, err error)
 }
@@ -157,6 +159,14 @@ func prune(ctx context.Context, opts *PruneOptions, rep *PruneReport) error {
 	store, err := opts.Store(ctx)
 	if err != nil {
 		return err
+	}
+	if opts.FlightID != "" {
+		if _, err := store.Flight(ctx, opts.FlightID); errors.Is(err, tilestore.ErrFlightNotFound) {
+			return exitcode.UsageError(fmt.Errorf("flight %s is not recorded: nothing was pruned; "+
+				"'tilectl flights list' lists the recorded flights", opts.FlightID))
+		} else if err != nil {
+			return err
+		}
 	}
 	blobs, err := tilestore.NewBlobStore(cfg.CacheDir)
 	if err != nil {

@@ -168,6 +168,12 @@ func TestPruneUploadedBeforeKeepsTheBlobsOfRecentUploads(t *testing.T) {
 	if r := s.run("flights", "prune", "--uploaded-before", "a week"); r.exit != 2 || !strings.Contains(r.stderr, "--uploaded-before") {
 		t.Fatalf("a bad age: exit %d\n%s", r.exit, r.stderr)
 	}
+	r := s.run("flights", "prune", "--flight", "F9", "-o", "json")
+	var rep PruneReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.exit != 2 || err != nil || rep.Error == nil ||
+		!strings.Contains(*rep.Error, "flight F9 is not recorded") {
+		t.Fatalf("prune of an unknown flight: exit %d, stdout %q\n%s", r.exit, r.stdout, r.stderr)
+	}
 }
 
 func TestCacheRetentionPrunesAtTheEndOfASuccessfulRunOnly(t *testing.T) {
