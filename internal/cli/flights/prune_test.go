@@ -178,14 +178,24 @@ func TestPruneUploadedBeforeKeepsTheBlobsOfRecentUploads(t *testing.T) {
 
 func TestCacheRetentionPrunesAtTheEndOfASuccessfulRunOnly(t *testing.T) {
 	t.Parallel()
-	s := newStation(t)
+	s := newStationWith(t, func(c *provider.Config) { c.Faults.RejectTileIDs = []string{"F3-10-0-7"} })
 	dir := t.TempDir()
 	for i := range 4 {
 		testbin.WriteTile(t, dir, i, 4)
 	}
 	s.mustRun("tiles", "import", "--flight", "F1", dir)
 	s.mustRun("tiles", "import", "--flight", "F2", "--state", "airborne", dir)
-	s.env = append(s.env, "TILECTL_CACHE_RETENTION=1ms")
+	s.mustRun("tiles", "import", "--flight", "F3", dir)
+	s.env = append(s.env, "TILECTL_CACHE_RETENTION=1ms", "TILECTL_RETRY_MAX_PER_TILE_ATTEMPTS=1")
+	// A run that gives a tile up is partial (exit 3): it prunes nothing.
+	if r := s.run("upload-pending", "--flight", "F3"); r.exit != 3 || strings.Contains(r.stderr, "cache retention") {
+		t.Fatalf("a partial run with cache.retention: exit %d\n%s", r.exit, r.stderr)
+	}
+	for i := range 4 {
+		if !exists(s.blob("F3", i)) {
+			t.Errorf("F3 tile %d: blob pruned by a partial run", i)
+		}
+	}
 	r := s.mustRun("upload-pending", "--flight", "F1")
 	if !strings.Contains(r.stderr, "cache retention: pruned") {
 		t.Fatalf("upload-pending with cache.retention logged no prune:\n%s", r.stderr)
@@ -200,6 +210,13 @@ func TestCacheRetentionPrunesAtTheEndOfASuccessfulRunOnly(t *testing.T) {
 	}
 	if n := s.count(`SELECT count(*) FROM upload_batches WHERE flight_id = 'F1'`); n != 0 {
 		t.Fatalf("F1's settled batches: %d left, want 0", n)
+	}
+	// The successful run's retention prunes every flight's old uploads:
+	// F3's uploaded tiles too, never its given-up one.
+	for i := range 4 {
+		if got, want := exists(s.blob("F3", i)), i == 0; got != want {
+			t.Errorf("F3 tile %d: blob exists %v, want %v", i, got, want)
+		}
 	}
 }
 
