@@ -57,6 +57,8 @@ type Config struct {
 	Upload Upload `yaml:"upload"`
 	// Retry tunes the idempotent retry decorator.
 	Retry Retry `yaml:"retry"`
+	// Cache governs the blob cache's disk space.
+	Cache Cache `yaml:"cache"`
 
 	file    string            // the config file read, "" for none
 	sources map[string]Source // key path -> where it was set; absent: default
@@ -128,6 +130,21 @@ type Upload struct {
 	// process sharing a flight, each claim takes the next tiles in it.
 	// Default: zoom.
 	Order string `yaml:"order"`
+}
+
+// Cache governs the blob cache's disk space (see cachespace.go).
+type Cache struct {
+	// Retention, when set, makes every upload-pending run that ends with
+	// success prune the cached blobs of tiles uploaded longer ago than it
+	// (as `tilectl flights prune --uploaded-before`). A duration with an
+	// optional d suffix for days: 30d, 36h. Default: unset (off).
+	Retention string `yaml:"retention"`
+	// MinFree is the free space tiles import leaves on the cache's
+	// filesystem: it refuses an import that would leave less. Bytes with
+	// an optional K, M, G or T suffix (powers of 1024: 2G), or a percent
+	// of the filesystem (10%). Default: unset, which is the larger of
+	// 1 GiB and 5% of the filesystem.
+	MinFree string `yaml:"min_free"`
 }
 
 // Retry tunes the retry decorator.

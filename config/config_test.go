@@ -69,6 +69,8 @@ func TestDefaultsAreValidAndDocumented(t *testing.T) {
 		"retry.backoff_base":             "2s",
 		"retry.backoff_cap":              "1m0s",
 		"retry.jitter":                   "none",
+		"cache.retention":                "",
+		"cache.min_free":                 "",
 	}
 	fields := c.Fields()
 	if len(fields) != len(want) {

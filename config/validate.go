@@ -134,6 +134,14 @@ func (c *Config) Validate() error {
 	if _, err := c.ProviderTLS(time.Now()); err != nil {
 		errs = append(errs, err)
 	}
+	if strings.TrimSpace(c.Cache.Retention) != "" {
+		if _, err := ParseAge(c.Cache.Retention); err != nil {
+			bad("cache.retention", "", err.Error()+" (leave it unset to keep every blob)")
+		}
+	}
+	if _, err := ParseMinFree(c.Cache.MinFree); err != nil {
+		bad("cache.min_free", "", err.Error())
+	}
 	return errors.Join(errs...)
 }
 

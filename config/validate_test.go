@@ -151,3 +151,45 @@ func TestTokenFromYAMLAcceptsAnyScalar(t *testing.T) {
 		t.Fatalf("list token: err = %v (must fail, must not echo)", err)
 	}
 }
+
+func TestCacheRetentionAndMinFreeAreReadOrRefusedNamingTheirSource(t *testing.T) {
+	for _, tc := range []struct {
+		retention, minFree string
+		wantAge            time.Duration
+		wantReserve        int64 // on a 100 GiB filesystem
+		wantErr            string
+	}{
+		{"", "", 0, 5 << 30, ""},
+		{"30d", "2G", 30 * 24 * time.Hour, 2 << 30, ""},
+		{"36h", "10%", 36 * time.Hour, 10 << 30, ""},
+		{"1.5d", "1073741824", 36 * time.Hour, 1 << 30, ""},
+		{"7 days", "", 0, 0, `cache.retention (from env TILECTL_CACHE_RETENTION): want an age such as 7d, 36h or 90m, got "7 days"`},
+		{"-1d", "", 0, 0, "cache.retention"},
+		{"", "lots", 0, 0, `cache.min_free (from env TILECTL_CACHE_MIN_FREE): want bytes such as 2G`},
+		{"", "120%", 0, 0, "cache.min_free"},
+	} {
+		env := map[string]string{"TILECTL_CACHE_RETENTION": tc.retention, "TILECTL_CACHE_MIN_FREE": tc.minFree}
+		c, err := Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok && v != "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Complete()
+		err = c.Validate()
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("retention %q min_free %q: err %v, want one containing %q", tc.retention, tc.minFree, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("retention %q min_free %q: %v", tc.retention, tc.minFree, err)
+			continue
+		}
+		if got := c.RetentionAge(); got != tc.wantAge {
+			t.Errorf("retention %q: age %s, want %s", tc.retention, got, tc.wantAge)
+		}
+		if got := c.CacheMinFree().Reserve(100 << 30); got != tc.wantReserve {
+			t.Errorf("min_free %q: reserve %d, want %d", tc.minFree, got, tc.wantReserve)
+		}
+	}
+}

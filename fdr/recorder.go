@@ -162,6 +162,11 @@ func (r *Recorder) init(ctx context.Context, want uint64, explicit bool) error {
 			return fmt.Errorf("size ring: %w", err)
 		}
 	}
+	// Every page backed before the first write through the map: a full
+	// disk is this error, not a bus error mid-record.
+	if err := allocate(r.f, int64(HeaderSize+r.cap)); err != nil {
+		return fmt.Errorf("allocate the ring's %d bytes on disk: %w", HeaderSize+r.cap, err)
+	}
 	if r.mem, err = mapFile(r.f, HeaderSize+int(r.cap)); err != nil {
 		return fmt.Errorf("map ring: %w", err)
 	}

@@ -16,7 +16,7 @@ type FlightOverview struct {
 	ByStatus   map[VotingStatus]int64
 	// CacheBytes is the sum of size_bytes of the flight's tiles whose blob
 	// is in the cache: every recorded tile's (tiles import writes the blob
-	// before it records the tile, and no command removes one).
+	// before it records the tile) but those flights prune freed.
 	CacheBytes int64
 	// LastRun is the flight's newest upload run (by start), nil when no
 	// run has started on it.
@@ -40,7 +40,8 @@ SELECT f.flight_id, f.state, f.created_at, t.voting_status, coalesce(t.n, 0), co
                       WHERE u.flight_id = f.flight_id
                       ORDER BY u.started_at DESC, u.id DESC
                       LIMIT 1) r ON true
-  LEFT JOIN (SELECT flight_id, voting_status, count(*) AS n, sum(size_bytes)::bigint AS bytes
+  LEFT JOIN (SELECT flight_id, voting_status, count(*) AS n,
+                    coalesce(sum(size_bytes) FILTER (WHERE blob_pruned_at IS NULL), 0)::bigint AS bytes
                FROM tiles
               GROUP BY flight_id, voting_status) t ON t.flight_id = f.flight_id
  ORDER BY f.flight_id, t.voting_status`
@@ -97,4 +98,17 @@ func clone[T any](p *T) *T {
 	}
 	v := *p
 	return &v
+}
+
+// FlightFootprint estimates the space the blobs of the flight's recorded
+// tiles take on a filesystem of block-byte blocks: each size rounded up to
+// whole blocks.
+func (s *Store) FlightFootprint(ctx context.Context, flightID string, block int64) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum((size_bytes + $2 - 1) / $2 * $2), 0)::bigint FROM tiles
+		WHERE flight_id = $1`, flightID, max(block, 1)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("size the recorded tiles of flight %s: %w", flightID, err)
+	}
+	return n, nil
 }

@@ -56,7 +56,9 @@ func (s *Store) Requeue(ctx context.Context, flightID string, ids []string, all 
 	var out []Requeued
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		out = nil
-		rows, err := tx.Query(ctx, `SELECT tile_id, voting_status FROM tiles
+		rows, err := tx.Query(ctx, `SELECT tile_id, voting_status || CASE WHEN blob_pruned_at IS NOT NULL
+				THEN ', its cached blob pruned at ' || to_char(blob_pruned_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
+				': the provider holds it and its bytes are gone from this station' ELSE '' END FROM tiles
 			WHERE flight_id = $1 AND (tile_id = ANY($2) OR ($3 AND voting_status = 'upload_giveup'))
 			ORDER BY tile_id FOR UPDATE`, flightID, ids, all)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/internal/testbin"
+	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
 )
 
@@ -24,15 +25,21 @@ type station struct {
 	bin string
 	fdr string
 	env []string
+	// db is the station's database URL, cache its cache directory.
+	db, cache string
 }
 
-func newStation(t *testing.T) *station {
+func newStation(t *testing.T) *station { return newStationWith(t, nil) }
+
+// newStationWith is newStation with the provider's configuration edited.
+func newStationWith(t *testing.T, edit func(*provider.Config)) *station {
 	t.Helper()
-	prov := providertest.Start(t, nil)
+	prov := providertest.Start(t, edit)
 	root := t.TempDir()
-	s := &station{t: t, bin: testbin.Tilectl(t), fdr: filepath.Join(root, "fdr.ring"), env: testbin.Environ("XDG_", "HOME=")}
+	s := &station{t: t, bin: testbin.Tilectl(t), fdr: filepath.Join(root, "fdr.ring"), env: testbin.Environ("XDG_", "HOME="),
+		db: pgtest.NewURL(t), cache: filepath.Join(root, "cache")}
 	s.env = append(s.env, "HOME="+root, "XDG_CONFIG_HOME="+filepath.Join(root, "config"),
-		"TILECTL_DATABASE_URL="+pgtest.NewURL(t), "TILECTL_CACHE_DIR="+filepath.Join(root, "cache"),
+		"TILECTL_DATABASE_URL="+s.db, "TILECTL_CACHE_DIR="+s.cache,
 		"TILECTL_FDR_PATH="+s.fdr, "TILECTL_PROVIDER_URL="+prov.URL, "TILECTL_PROVIDER_TOKEN="+providertest.Token)
 	s.mustRun("migrate", "up")
 	return s

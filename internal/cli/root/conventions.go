@@ -46,10 +46,18 @@ var examples = map[string]string{
 		"  tilectl tiles reconcile --flight F-2026-11-22\n\n" +
 		"  # send again what it lost (the next upload-pending run does)\n" +
 		"  tilectl tiles reconcile --flight F-2026-11-22 --requeue -o json",
-	"tilectl flights":      "  tilectl flights list\n  tilectl flights land F-2026-11-22",
+	"tilectl flights":      "  tilectl flights list\n  tilectl flights land F-2026-11-22\n  tilectl flights prune --uploaded-before 7d",
 	"tilectl flights list": "  tilectl flights list\n  tilectl flights list -o json | jq '.flights[] | {flight_id, cache_bytes}'",
 	"tilectl flights land": "  # the aircraft is on the ground: its tiles may now be uploaded\n" +
 		"  tilectl flights land F-2026-11-22\n  tilectl upload-pending",
+	"tilectl flights prune": "  # what pruning the blobs uploaded more than a week ago would free, then prune them\n" +
+		"  tilectl flights prune --uploaded-before 7d --dry-run\n" +
+		"  tilectl flights prune --uploaded-before 7d\n\n" +
+		"  # one flight, for a script\n" +
+		"  tilectl flights prune --flight F-2026-11-22 -o json | jq '.disk.bytes, .database.row_bytes'",
+	"tilectl flights delete": "  tilectl flights delete F-2026-11-22-test --reason 'test card imported by mistake'\n\n" +
+		"  # off a terminal, and even with tiles still pending\n" +
+		"  tilectl flights delete F-2026-11-22-test --reason 'duplicate import' --force --yes",
 	"tilectl fdr": "  tilectl fdr tail -n 20",
 	"tilectl fdr tail": "  tilectl fdr tail -n 20\n" +
 		"  tilectl fdr tail -f --kind c11.upload.giveup -o json",
@@ -65,12 +73,13 @@ var enumFlags = map[string][]string{
 	"kind": {"c11.upload.giveup\ta tile given up after too many rejections",
 		"c11.upload.requeue\ta given-up tile moved back to pending",
 		"c11.upload.reconcile\tuploaded tiles the provider lacks moved back to pending by tiles reconcile",
-		"c11.flight.landed\ta flight set on_ground by flights land"},
+		"c11.flight.landed\ta flight set on_ground by flights land",
+		"c11.flight.deleted\ta flight removed by flights delete"},
 }
 
 // flightArg are the commands whose one argument is a flight ID, completed
 // like --flight.
-var flightArg = map[string]bool{"tilectl flights land": true}
+var flightArg = map[string]bool{"tilectl flights land": true, "tilectl flights delete": true}
 
 // applyConventions walks the command tree: Examples from the table, and
 // shell completion for --flight and the flightArg commands' argument

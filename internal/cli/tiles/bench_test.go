@@ -21,7 +21,7 @@ import (
 // BenchmarkScan: the first pass over the 48 test tiles (no database).
 func BenchmarkScan(b *testing.B) {
 	for b.Loop() {
-		valid, problems, err := scan(context.Background(), tilesDir)
+		valid, problems, _, err := scan(context.Background(), tilesDir, 4096)
 		if err != nil || valid != 48 || len(problems) != 0 {
 			b.Fatalf("scan: %d tiles, %v, %v", valid, problems, err)
 		}

@@ -110,6 +110,16 @@ func (im *importer) flush(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
+		// The chunk is not recorded: the new blobs its files left are
+		// removed (a full disk gets their space back); the next import
+		// writes them again.
+		var orphans []string
+		for _, o := range out {
+			if o.row != nil {
+				orphans = append(orphans, o.row.BlobPath)
+			}
+		}
+		_, _ = im.blobs.RemoveBlobs(orphans)
 		return err
 	}
 	var rows []tilestore.Tile

@@ -106,7 +106,15 @@ func NewCmdImport(f *factory.Factory, runF func(context.Context, *ImportOptions)
 // second imports the valid files a chunk at a time (importer), so memory
 // does not grow with the directory.
 func ImportRun(ctx context.Context, opts *ImportOptions) error {
-	valid, problems, err := scan(ctx, opts.Dir)
+	cfg, err := opts.Config()
+	if err != nil {
+		return err
+	}
+	space, err := cacheSpace(cfg.CacheDir)
+	if err != nil {
+		return fmt.Errorf("cache %s (cache_dir, from %s): %w", cfg.CacheDir, cfg.Source("cache_dir"), err)
+	}
+	valid, problems, footprint, err := scan(ctx, opts.Dir, space.Block)
 	if err != nil {
 		return err
 	}
@@ -128,8 +136,8 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 	}
 	sum.Skipped = len(problems)
 
-	if err := importTiles(ctx, opts, problems, &sum); err != nil {
-		return err
+	if err := importTiles(ctx, opts, problems, space, footprint, &sum); err != nil {
+		return diskFull(cfg, &sum, err)
 	}
 	if err := printSummary(opts, sum); err != nil {
 		return err
@@ -154,13 +162,22 @@ func ImportRun(ctx context.Context, opts *ImportOptions) error {
 
 // importTiles is the second pass: it walks opts.Dir again and imports
 // every file the first pass did not list in problems.
-func importTiles(ctx context.Context, opts *ImportOptions, problems []Problem, sum *ImportSummary) error {
+func importTiles(ctx context.Context, opts *ImportOptions, problems []Problem, space diskSpace, footprint int64, sum *ImportSummary) error {
 	cfg, err := opts.Config()
 	if err != nil {
 		return err
 	}
 	store, err := opts.Store(ctx)
 	if err != nil {
+		return err
+	}
+	// The space is checked before anything is written: an import that
+	// would fill the disk writes nothing at all.
+	need, err := spaceNeeded(ctx, store, opts.FlightID, footprint, space.Block)
+	if err != nil {
+		return err
+	}
+	if err := checkSpace(cfg, space, need); err != nil {
 		return err
 	}
 	// The cache is checked before the flight is recorded: a cache the
@@ -174,6 +191,17 @@ func importTiles(ctx context.Context, opts *ImportOptions, problems []Problem, s
 			"point cache_dir at a directory tilectl can write (--cache-dir, TILECTL_CACHE_DIR or cache_dir in the config file)",
 			cfg.CacheDir, cfg.Source("cache_dir"), err)
 	}
+	// Held shared for the whole import: flights delete takes it exclusive,
+	// so it never removes blobs this import is about to record.
+	lock, err := blobs.LockFlight(opts.FlightID, false)
+	if errors.Is(err, tilestore.ErrFlightCacheBusy) {
+		return fmt.Errorf("flight %s is being deleted ('tilectl flights delete' holds its cache lock): nothing was imported; "+
+			"import it again once the delete has ended", opts.FlightID)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if _, err := store.UpsertFlight(ctx, opts.FlightID, opts.State); err != nil {
 		return fmt.Errorf("record flight %s: %w", opts.FlightID, err)
 	}

@@ -76,9 +76,9 @@ type fileCopy struct {
 // whose first bytes are an image of c's type and that it can be read to
 // its end, without hashing it. reason says what is wrong ("" when nothing
 // is).
-func (r *tileReader) check(c candidate) (reason string) {
-	_, reason, _ = r.read(c, false, nil)
-	return reason
+func (r *tileReader) check(c candidate) (size int64, reason string) {
+	got, reason, _ := r.read(c, false, nil)
+	return got.Size, reason
 }
 
 // copy reads c's whole file once: it checks it as check does, hashes it,
@@ -142,7 +142,7 @@ func (r *tileReader) read(c candidate, whole bool, dst io.Writer) (fileCopy, str
 		}
 	}
 	if !whole {
-		return fileCopy{}, "", nil
+		return fileCopy{Size: st.Size()}, "", nil
 	}
 	return fileCopy{Size: r.sink.n, SHA256: hex.EncodeToString(r.h.Sum(nil)), ModTime: st.ModTime().UTC()}, "", nil
 }

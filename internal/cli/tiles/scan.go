@@ -50,8 +50,8 @@ const scanBatch = 256
 // paths, so its memory does not grow with the directory: it returns how
 // many files are valid and every problem, in walk order. The error is for
 // the walk itself (dir missing, context cancelled), not for bad files.
-func scan(ctx context.Context, dir string) (valid int, problems []Problem, err error) {
-	s := &scanner{readers: newTileReaders()}
+func scan(ctx context.Context, dir string, block int64) (valid int, problems []Problem, footprint int64, err error) {
+	s := &scanner{readers: newTileReaders(), block: max(block, 1)}
 	err = walkTiles(ctx, dir, func(c candidate) error {
 		s.batch = append(s.batch, scanned{c: c})
 		if len(s.batch) < scanBatch {
@@ -62,7 +62,7 @@ func scan(ctx context.Context, dir string) (valid int, problems []Problem, err e
 	if err == nil {
 		err = s.check(ctx)
 	}
-	return s.valid, s.problems, err
+	return s.valid, s.problems, s.footprint, err
 }
 
 // scanner is scan's state between batches.
@@ -73,6 +73,11 @@ type scanner struct {
 	seen     map[int64]string // y -> the first valid file of that tile in col
 	valid    int
 	problems []Problem
+	// block is the cache filesystem's block size; footprint adds up what
+	// the valid files will take there: each file and each z/x directory
+	// rounded up to whole blocks.
+	block     int64
+	footprint int64
 }
 
 // scanned is one entry of the walk: a file to check, or a problem the
@@ -81,6 +86,7 @@ type scanned struct {
 	c       candidate
 	problem *Problem
 	reason  string // what check found wrong with c
+	size    int64
 }
 
 // check checks the batch's files at once, then takes the results in walk
@@ -90,7 +96,7 @@ func (s *scanner) check(ctx context.Context) error {
 	defer func() { s.batch = s.batch[:0] }()
 	err := forEach(ctx, len(b), s.readers, func(r *tileReader, i int) error {
 		if b[i].problem == nil {
-			b[i].reason = r.check(b[i].c)
+			b[i].size, b[i].reason = r.check(b[i].c)
 		}
 		return nil
 	})
@@ -111,6 +117,7 @@ func (s *scanner) check(ctx context.Context) error {
 		// visits whole: the tiles seen are those of this directory.
 		if k := [2]int64{int64(c.Z), c.X}; s.seen == nil || k != s.col {
 			s.col, s.seen = k, map[int64]string{}
+			s.footprint += s.block
 		}
 		if first, dup := s.seen[c.Y]; dup {
 			s.problems = append(s.problems, Problem{c.Path, fmt.Sprintf("same tile z=%d x=%d y=%d as %q", c.Z, c.X, c.Y, first)})
@@ -118,6 +125,7 @@ func (s *scanner) check(ctx context.Context) error {
 		}
 		s.seen[c.Y] = c.Path
 		s.valid++
+		s.footprint += (e.size + s.block - 1) / s.block * s.block
 	}
 	return nil
 }

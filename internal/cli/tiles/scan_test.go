@@ -70,7 +70,7 @@ func TestScanChecksLayoutRangeAndContent(t *testing.T) {
 	for rel := range bad {
 		put(t, root, rel, contents[rel])
 	}
-	valid, problems, err := scan(context.Background(), root)
+	valid, problems, _, err := scan(context.Background(), root, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestScanChecksLayoutRangeAndContent(t *testing.T) {
 }
 
 func TestScanOfMissingDirectoryIsAnError(t *testing.T) {
-	if _, _, err := scan(context.Background(), filepath.Join(t.TempDir(), "nope")); err == nil {
+	if _, _, _, err := scan(context.Background(), filepath.Join(t.TempDir(), "nope"), 4096); err == nil {
 		t.Fatal("missing directory accepted")
 	}
 }
@@ -121,7 +121,7 @@ func TestScanFindsATileNamedTwiceWhenTheTwoFilesFallInDifferentBatches(t *testin
 	}
 	twin := strings.TrimSuffix(last, ".png") + ".webp"
 	put(t, root, "9/0/"+twin, webp)
-	valid, problems, err := scan(context.Background(), root)
+	valid, problems, _, err := scan(context.Background(), root, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}

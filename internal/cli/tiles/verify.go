@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -44,6 +45,10 @@ type VerifySummary struct {
 	Checked  int             `json:"checked"` // tiles not yet uploaded
 	Sound    int             `json:"sound"`
 	Problems []VerifyProblem `json:"problems"`
+	// PrunedUploaded counts uploaded tiles whose cached blob was pruned
+	// (flights prune, cache.retention): the provider holds them and their
+	// bytes are gone from this station; verify does not check them.
+	PrunedUploaded int64 `json:"pruned_uploaded"`
 }
 
 // NewCmdVerify is `tiles verify [--flight F] [-o text|json]`.
@@ -112,11 +117,19 @@ func VerifyRun(ctx context.Context, opts *VerifyOptions) error {
 		if err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
+		var bad []*uploader.LocalFailure
 		for _, t := range page {
 			lf, err := uploader.CheckBlob(blobs, t, uploader.CheckSHA256)
 			if err != nil {
 				return fmt.Errorf("verify: %w", err)
 			}
+			bad = append(bad, lf)
+		}
+		if err := notePruned(ctx, store, bad); err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		for i, t := range page {
+			lf := bad[i]
 			sum.Checked++
 			if lf == nil {
 				sum.Sound++
@@ -137,6 +150,9 @@ func VerifyRun(ctx context.Context, opts *VerifyOptions) error {
 	}
 	if total >= 0 {
 		fmt.Fprintln(opts.IO.ErrOut)
+	}
+	if sum.PrunedUploaded, err = store.PrunedUploaded(ctx, opts.FlightID); err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
 	if err := writeVerify(opts.IO.Out, opts.Output, sum); err != nil {
 		return fmt.Errorf("print the summary: %w", err)
@@ -179,5 +195,34 @@ func writeVerify(w io.Writer, format string, s VerifySummary) error {
 	}
 	_, err := fmt.Fprintf(w, "checked %s not yet uploaded in %s: %d sound, %d bad\n",
 		iostreams.Count(s.Checked, "tile", "tiles"), s.CacheDir, s.Sound, len(s.Problems))
+	if err == nil && s.PrunedUploaded > 0 {
+		_, err = fmt.Fprintf(w, "%s: their cached blobs were pruned, the provider holds them and their bytes are gone from this station\n",
+			iostreams.Count(s.PrunedUploaded, "uploaded tile is not checked", "uploaded tiles are not checked"))
+	}
 	return err
+}
+
+// notePruned says, of each missing blob whose tile a prune freed (a tile
+// moved back to pending after its upload), that its bytes were pruned.
+func notePruned(ctx context.Context, store *tilestore.Store, bad []*uploader.LocalFailure) error {
+	var ids []string
+	for _, lf := range bad {
+		if lf != nil && lf.Problem == uploader.ProblemBlobMissing {
+			ids = append(ids, lf.TileID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	pruned, err := store.PrunedBlobs(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, lf := range bad {
+		if at, ok := pruned[lf.TileID]; ok && lf.Problem == uploader.ProblemBlobMissing {
+			lf.Message = fmt.Sprintf("its cached blob was pruned at %s after an upload: the bytes are gone from this station; "+
+				"import the flight's original directory again to restore them", at.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
 }

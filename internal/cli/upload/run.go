@@ -164,7 +164,9 @@ func (r *run) upload(ctx context.Context) error {
 	if r.rec != nil {
 		sum.FDR = fdrSummary(r.cfg.FDRPath, r.rec.Capacity(), fdrRecords, fdrBytes)
 	}
-	return r.finish(&sum, firstErr)
+	err = r.finish(&sum, firstErr)
+	r.applyRetention(ctx, &sum)
+	return err
 }
 
 // wire builds the store, the HTTP uploader and the recorder.
