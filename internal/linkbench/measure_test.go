@@ -119,3 +119,24 @@ func TestSteadyRate(t *testing.T) {
 		t.Fatalf("steadyRate = %.0f B/s, want about 2e6", got)
 	}
 }
+
+func TestParseProgress(t *testing.T) {
+	at := time.Unix(1000, 0)
+	for _, c := range []struct {
+		line    string
+		ok      bool
+		done    int64
+		eta     float64
+		haveETA bool
+	}{
+		{`{"level":"info","flight_id":"F","tiles_done":3,"tiles_total":10,"bytes_done":300,"bytes_total":1000,"eta_seconds":12.5,"message":"upload progress"}`, true, 300, 12.5, true},
+		{`{"level":"info","bytes_done":300,"bytes_total":1000,"eta_seconds":null,"message":"upload progress"}`, true, 300, 0, false},
+		{`{"level":"info","bytes_done":0,"bytes_total":null,"message":"upload progress"}`, false, 0, 0, false},
+		{`{"level":"info","message":"claimed batch"}`, false, 0, 0, false},
+	} {
+		p, ok := parseProgress(c.line, at)
+		if ok != c.ok || p.bytesDone != c.done || (p.eta != nil) != c.haveETA || (c.haveETA && *p.eta != c.eta) {
+			t.Errorf("parseProgress(%s) = %+v, %v", c.line, p, ok)
+		}
+	}
+}
