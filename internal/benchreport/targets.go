@@ -53,6 +53,41 @@ var Targets = []Target{
 	{Issue: "#12", What: "  2 processes on one flight, vs 1", Bench: "BenchmarkScaleOut/procs=2", Metric: "tiles/s", Baseline: "BenchmarkScaleOut/procs=1", Unit: "tiles/s"},
 	{Issue: "#12", What: "  4 processes on one flight, vs 1", Bench: "BenchmarkScaleOut/procs=4", Metric: "tiles/s", Baseline: "BenchmarkScaleOut/procs=1", Unit: "tiles/s"},
 	{Issue: "#12", What: "claim + settle cycles, 8 runs on one flight (Postgres)", Bench: "BenchmarkClaimBatch", Metric: "claims/s", Unit: "claims/s"},
+	// #21 the link: the real upload-pending process at default settings
+	// through the link emulator (internal/linkemu: one shared bottleneck,
+	// a rate each way, a propagation delay, a queue), 16 KiB tiles, the
+	// in-memory sink with the profile's max_batch_tiles, against the
+	// link's capacity (tile payload / (rate / 8)) and the best of a naive
+	// client at 4, 16 and 64 in flight through the same link, in one run
+	// (internal/linkbench).
+	{Issue: "#21", What: "cellular link (30 Mbit/s, 50 ms RTT, 128-tile batches, 2,000 tiles): tilectl at defaults, share of capacity", Bench: "BenchmarkLink/cellular", Metric: "tilectl-share", Unit: "of capacity", AtLeast: 0.85},
+	{Issue: "#21", What: "  same run: tilectl vs the best naive client", Bench: "BenchmarkLink/cellular", Metric: "tilectl-MB/s", BaselineMetric: "naive-MB/s", Unit: "MB/s", AtLeast: 0.95},
+	{Issue: "#21", What: "  same run: the best naive client, share of capacity", Bench: "BenchmarkLink/cellular", Metric: "naive-best-share", Unit: "of capacity"},
+	{Issue: "#21", What: "  same run: worst ETA error from 25% done on", Bench: "BenchmarkLink/cellular", Metric: "eta-error", Unit: "of remaining", AtMost: 0.2},
+	{Issue: "#21", What: "satellite link (5 Mbit/s, 700 ms RTT, 16-tile batches, 300 tiles): tilectl at defaults, share of capacity", Bench: "BenchmarkLink/satellite", Metric: "tilectl-share", Unit: "of capacity", AtLeast: 0.85},
+	{Issue: "#21", What: "  same run: tilectl vs the best naive client", Bench: "BenchmarkLink/satellite", Metric: "tilectl-MB/s", BaselineMetric: "naive-MB/s", Unit: "MB/s", AtLeast: 0.95},
+	{Issue: "#21", What: "  same run: the best naive client, share of capacity", Bench: "BenchmarkLink/satellite", Metric: "naive-best-share", Unit: "of capacity"},
+	{Issue: "#21", What: "  same run: worst ETA error from 25% done on", Bench: "BenchmarkLink/satellite", Metric: "eta-error", Unit: "of remaining", AtMost: 0.2},
+	{Issue: "#21", What: "long fat link (200 Mbit/s, 150 ms RTT, 4-tile batches, 2,000 tiles): tilectl at defaults, share of capacity", Bench: "BenchmarkLink/longfat", Metric: "tilectl-share", Unit: "of capacity", AtLeast: 0.85},
+	{Issue: "#21", What: "  same run: tilectl vs the best naive client", Bench: "BenchmarkLink/longfat", Metric: "tilectl-MB/s", BaselineMetric: "naive-MB/s", Unit: "MB/s", AtLeast: 0.95},
+	{Issue: "#21", What: "  same run: the best naive client, share of capacity", Bench: "BenchmarkLink/longfat", Metric: "naive-best-share", Unit: "of capacity"},
+	{Issue: "#21", What: "  same run: worst ETA error from 25% done on", Bench: "BenchmarkLink/longfat", Metric: "eta-error", Unit: "of remaining", AtMost: 0.2},
+	{Issue: "#21", What: "changing link (150 ms RTT, 16-tile batches, 12,000 tiles, 200 → 20 Mbit/s): back within 0.85 of the new rate (0.5 s window)", Bench: "BenchmarkLink/changing", Metric: "recover-down-s", Unit: "s", AtMost: 10},
+	{Issue: "#21", What: "  same run, 20 → 200 Mbit/s: back within 0.85 of the new rate", Bench: "BenchmarkLink/changing", Metric: "recover-up-s", Unit: "s", AtMost: 10},
+	{Issue: "#21", What: "  same run: request timeouts tilectl counted", Bench: "BenchmarkLink/changing", Metric: "timeouts", Unit: "timeouts"},
+	{Issue: "#21", What: "  same rig: a naive client, 16 in flight, at a steady 200 Mbit/s (the emulator is not the limit)", Bench: "BenchmarkLink/changing", Metric: "naive-c16-steady-share", Unit: "of capacity", AtLeast: 0.9},
+	{Issue: "#21", What: "throttling provider (20 batches/s, 429 + Retry-After: 1 beyond): tilectl vs what it allows", Bench: "BenchmarkLink/throttled", Metric: "tilectl-tiles/s", BaselineMetric: "allowed-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
+	{Issue: "#21", What: "  same run: share of batch requests answered 429", Bench: "BenchmarkLink/throttled", Metric: "share-429", Unit: "of requests", AtMost: 0.1},
+	{Issue: "#21", What: "`--bwlimit 2M` on the cellular link: rate the link carried", Bench: "BenchmarkLink/bwlimit", Metric: "achieved-MiB/s", Unit: "MiB/s"},
+	{Issue: "#21", What: "  same run: distance from 2 MiB/s", Bench: "BenchmarkLink/bwlimit", Metric: "bwlimit-error", Unit: "of 2 MiB/s", AtMost: 0.05},
+	// The whole upload-pending process on loopback, against the naive
+	// client with the same batches at 4 in flight, alternated in one run.
+	{Issue: "#21", What: "upload-pending process vs naive client, 10,000 x ~1 KiB, 256-tile batches (loopback)", Bench: "BenchmarkUploadPendingProcess/1KiB/batch=256", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.7},
+	{Issue: "#21", What: "  same, 64-tile batches", Bench: "BenchmarkUploadPendingProcess/1KiB/batch=64", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.7},
+	{Issue: "#21", What: "upload-pending process vs naive client, 5,000 x ~16 KiB, 256-tile batches (loopback)", Bench: "BenchmarkUploadPendingProcess/16KiB/batch=256", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
+	{Issue: "#21", What: "  same, 64-tile batches", Bench: "BenchmarkUploadPendingProcess/16KiB/batch=64", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
+	{Issue: "#21", What: "upload-pending process vs naive client, 2,000 x ~64 KiB, 256-tile batches (loopback)", Bench: "BenchmarkUploadPendingProcess/64KiB/batch=256", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
+	{Issue: "#21", What: "  same, 64-tile batches", Bench: "BenchmarkUploadPendingProcess/64KiB/batch=64", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
 	// #22 a flight's life on the ground station.
 	{Issue: "#22", What: "`tiles reconcile` of 100,000 uploaded tiles, reference provider on loopback", Bench: "BenchmarkReconcile100k", Metric: "s", Unit: "s", AtMost: 60},
 }

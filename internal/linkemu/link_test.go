@@ -62,21 +62,16 @@ func dial(t *testing.T, addr string) *net.TCPConn {
 func echo(c net.Conn) { io.Copy(c, c) }
 
 // Two connections at once share the link's rate: together they take as
-// long as one connection carrying both payloads, not half of it.
+// long as one connection carrying both payloads, not half of it, and
+// neither is starved: each finishes near the end.
 func TestConnectionsShareOneRate(t *testing.T) {
 	const rate = 16_000_000 // 2 MB/s
 	const each = 1 << 20
-	var mu sync.Mutex
-	received := 0
-	done := make(chan struct{})
+	finished := make(chan time.Time, 2)
 	addr := server(t, func(c net.Conn) {
-		n, _ := io.Copy(io.Discard, c)
-		mu.Lock()
-		received += int(n)
-		if received == 2*each {
-			close(done)
+		if n, _ := io.Copy(io.Discard, c); n == each {
+			finished <- time.Now()
 		}
-		mu.Unlock()
 	})
 	_, p := newLink(t, Config{UpRate: rate, DownRate: rate, Delay: 5 * time.Millisecond}, addr)
 	payload := make([]byte, each)
@@ -85,15 +80,21 @@ func TestConnectionsShareOneRate(t *testing.T) {
 		c := dial(t, p.Addr())
 		go func() { c.Write(payload); c.CloseWrite() }()
 	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the payloads did not arrive within 10s")
+	var ends []time.Duration
+	for range 2 {
+		select {
+		case at := <-finished:
+			ends = append(ends, at.Sub(start))
+		case <-time.After(10 * time.Second):
+			t.Fatal("the payloads did not arrive within 10s")
+		}
 	}
-	got := time.Since(start)
 	want := time.Duration(float64(2*each*8) / rate * float64(time.Second)) // 1.05 s
-	if got < want*9/10 || got > want*3/2 {
+	if got := ends[1]; got < want*9/10 || got > want*3/2 {
 		t.Fatalf("two connections carried %d B in %v; one shared link at %d bit/s takes %v", 2*each, got, rate, want)
+	}
+	if ends[0] < want*8/10 {
+		t.Fatalf("one connection finished after %v, the other after %v: the link served them one after the other, not together", ends[0], ends[1])
 	}
 }
 

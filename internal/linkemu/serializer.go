@@ -20,7 +20,7 @@ type serializer struct {
 	limit     int   // bytes the queue holds at most
 	queued    int   // bytes waiting, including the one on the wire
 	fifo      []*chunk
-	room      chan struct{} // closed (and replaced) when bytes leave
+	waiting   []*waiter     // senders held back by a full queue, in arrival order
 	nonEmpty  chan struct{} // a token when the fifo gains a chunk
 	busyUntil time.Time     // when the last chunk sent left
 
@@ -28,7 +28,7 @@ type serializer struct {
 }
 
 func newSerializer(rate int64, delay time.Duration, queue int) *serializer {
-	s := &serializer{delay: delay, fixedQueue: queue, room: make(chan struct{}), nonEmpty: make(chan struct{}, 1)}
+	s := &serializer{delay: delay, fixedQueue: queue, nonEmpty: make(chan struct{}, 1)}
 	s.setRate(rate)
 	return s
 }
@@ -41,13 +41,42 @@ func (s *serializer) setRate(rate int64) {
 	if s.limit == 0 {
 		s.limit = defaultQueue(rate, s.delay)
 	}
-	s.wake()
+	s.admitWaiting()
 }
 
-// wake lets readers waiting for room look again. Callers hold mu.
-func (s *serializer) wake() {
-	close(s.room)
-	s.room = make(chan struct{})
+// waiter is a sender whose chunk waits for room in the queue; ready is
+// closed once the chunk is in.
+type waiter struct {
+	c     *chunk
+	ready chan struct{}
+}
+
+// fits reports whether n more bytes fit the queue. A chunk larger than the
+// whole queue fits an empty one, so nothing waits forever. Callers hold mu.
+func (s *serializer) fits(n int) bool { return s.queued == 0 || s.queued+n <= s.limit }
+
+// admit puts c at the tail of the queue. Callers hold mu.
+func (s *serializer) admit(c *chunk) {
+	c.queued = time.Now()
+	s.queued += c.n
+	s.fifo = append(s.fifo, c)
+	select {
+	case s.nonEmpty <- struct{}{}:
+	default:
+	}
+}
+
+// admitWaiting lets held-back senders in, first come first in, while
+// their chunks fit: one wake-up per sender let in, not one per sender
+// waiting. Callers hold mu.
+func (s *serializer) admitWaiting() {
+	for len(s.waiting) > 0 && s.fits(s.waiting[0].c.n) {
+		w := s.waiting[0]
+		s.waiting[0] = nil
+		s.waiting = s.waiting[1:]
+		s.admit(w.c)
+		close(w.ready)
+	}
 }
 
 // defaultQueue is twice the bandwidth-delay product, at least MinQueueBytes.
@@ -56,30 +85,24 @@ func defaultQueue(rate int64, delay time.Duration) int {
 	return max(MinQueueBytes, int(2*bdp))
 }
 
-// enqueue waits until the queue has room for c and puts it at the tail. It
-// reports false when done closes first. A chunk larger than the whole
-// queue is let into an empty queue, so nothing waits forever.
+// enqueue puts c at the tail of the queue, first waiting, behind the
+// senders already waiting, until it fits. It reports false when done
+// closes first.
 func (s *serializer) enqueue(c *chunk, done <-chan struct{}) bool {
-	for {
-		s.mu.Lock()
-		if s.queued == 0 || s.queued+c.n <= s.limit {
-			c.queued = time.Now()
-			s.queued += c.n
-			s.fifo = append(s.fifo, c)
-			s.mu.Unlock()
-			select {
-			case s.nonEmpty <- struct{}{}:
-			default:
-			}
-			return true
-		}
-		room := s.room
+	s.mu.Lock()
+	if len(s.waiting) == 0 && s.fits(c.n) {
+		s.admit(c)
 		s.mu.Unlock()
-		select {
-		case <-room:
-		case <-done:
-			return false
-		}
+		return true
+	}
+	w := &waiter{c: c, ready: make(chan struct{})}
+	s.waiting = append(s.waiting, w)
+	s.mu.Unlock()
+	select {
+	case <-w.ready:
+		return true
+	case <-done:
+		return false
 	}
 }
 
@@ -123,7 +146,7 @@ func (s *serializer) run(done <-chan struct{}) {
 		s.sent.Add(int64(c.n))
 		s.mu.Lock()
 		s.queued -= c.n
-		s.wake()
+		s.admitWaiting()
 		s.mu.Unlock()
 		c.out <- c // never blocks: a connection has at most inFlight chunks out
 	}

@@ -40,6 +40,8 @@ type Sink struct {
 	// headers are in: the batch is on the wire).
 	FirstBatch chan struct{}
 	firstOnce  *sync.Once
+
+	maxTiles atomic.Int64 // the max_batch_tiles advertised and enforced
 }
 
 type sinkOp struct {
@@ -47,8 +49,8 @@ type sinkOp struct {
 	answer      []byte
 }
 
-// sinkLimits are the capabilities the sink advertises (the contract's
-// example values).
+// sinkLimits are the capabilities the sink advertises by default (the
+// contract's example values); SetMaxBatchTiles changes the tile limit.
 const (
 	sinkMaxBatchTiles = 256
 	sinkMaxBatchBytes = 32 << 20
@@ -59,6 +61,7 @@ const (
 func StartSink(tb testing.TB) *Sink {
 	tb.Helper()
 	s := &Sink{ops: map[string]sinkOp{}, tiles: map[string]string{}, FirstBatch: make(chan struct{}), firstOnce: &sync.Once{}}
+	s.maxTiles.Store(sinkMaxBatchTiles)
 	hs := httptest.NewServer(s)
 	tb.Cleanup(hs.Close)
 	s.URL = hs.URL
@@ -75,6 +78,15 @@ func (s *Sink) Reset() {
 	s.Tiles.Store(0)
 	s.Replays.Store(0)
 	s.BadParts.Store(0)
+}
+
+// SetMaxBatchTiles makes the sink advertise and enforce max_batch_tiles n
+// (n <= 0: the default, 256), as providers with smaller batch limits do.
+func (s *Sink) SetMaxBatchTiles(n int) {
+	if n <= 0 {
+		n = sinkMaxBatchTiles
+	}
+	s.maxTiles.Store(int64(n))
 }
 
 // Held is how many tiles the sink holds.
@@ -100,7 +112,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && p == "/v1/capabilities":
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"api_version":"v1","max_batch_tiles":%d,"max_batch_bytes":%d,"max_tile_bytes":%d,"idempotency":{"retention_seconds":86400}}`,
-			sinkMaxBatchTiles, sinkMaxBatchBytes, sinkMaxTileBytes)
+			s.maxTiles.Load(), sinkMaxBatchBytes, sinkMaxTileBytes)
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/operations/"):
 		s.operation(w, strings.TrimPrefix(p, "/v1/operations/"))
 	case r.Method == http.MethodPost && strings.HasPrefix(p, "/v1/flights/") && strings.HasSuffix(p, "/tiles:batch"):
@@ -161,7 +173,7 @@ func (s *Sink) batch(w http.ResponseWriter, r *http.Request, flight string) {
 	var m struct {
 		Tiles []sinkEntry `json:"tiles"`
 	}
-	if err := json.NewDecoder(part).Decode(&m); err != nil || len(m.Tiles) == 0 || len(m.Tiles) > sinkMaxBatchTiles {
+	if err := json.NewDecoder(part).Decode(&m); err != nil || len(m.Tiles) == 0 || int64(len(m.Tiles)) > s.maxTiles.Load() {
 		sinkError(w, http.StatusBadRequest, "INVALID_REQUEST", "manifest unreadable, empty or too long")
 		return
 	}

@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -55,5 +56,37 @@ func TestSinkChecksEveryPartAndReplaysAKeyByteForByte(t *testing.T) {
 	}
 	if status, _, body := postToSink(t, s, "key-fedcba9876543210", tiles()[:1]); status != 200 || !strings.Contains(body, `"status":"duplicate"`) {
 		t.Errorf("new key, held tile: %d %s; want duplicate", status, body)
+	}
+}
+
+// SetMaxBatchTiles changes what the sink advertises and what it takes: a
+// batch over the limit is refused.
+func TestSinkMaxBatchTiles(t *testing.T) {
+	s := StartSink(t)
+	s.SetMaxBatchTiles(2)
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/v1/capabilities", nil)
+	req.Header.Set("Authorization", "Bearer "+Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(caps), `"max_batch_tiles":2,`) {
+		t.Fatalf("capabilities after SetMaxBatchTiles(2): %s", caps)
+	}
+	b := []byte("tile")
+	tiles := func(n int) []BatchTile {
+		var ts []BatchTile
+		for i := range n {
+			ts = append(ts, BatchTile{ID: fmt.Sprintf("t%d", i), Z: 1, Size: int64(len(b)), SHA256: SHA256(b), Body: bytes.NewReader(b)})
+		}
+		return ts
+	}
+	if code, _, body := postToSink(t, s, "key-0123456789abcdef-2", tiles(2)); code != http.StatusOK {
+		t.Fatalf("a batch of 2 at limit 2: %d %s", code, body)
+	}
+	if code, _, body := postToSink(t, s, "key-0123456789abcdef-3", tiles(3)); code == http.StatusOK {
+		t.Fatalf("a batch of 3 at limit 2 was taken: %s", body)
 	}
 }

@@ -1,0 +1,302 @@
+package linkbench
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/internal/linkemu"
+)
+
+// meter samples the bytes a link has carried up, for its rate over time.
+type meter struct {
+	mu      sync.Mutex
+	samples []sample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type sample struct {
+	at    time.Time
+	bytes int64
+}
+
+// startMeter samples l's up bytes every 50 ms until stopped.
+func startMeter(l *linkemu.Link) *meter {
+	m := &meter{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			m.mu.Lock()
+			m.samples = append(m.samples, sample{time.Now(), l.Stats().UpBytes})
+			m.mu.Unlock()
+			select {
+			case <-t.C:
+			case <-m.stop:
+				return
+			}
+		}
+	}()
+	return m
+}
+
+func (m *meter) close() []sample {
+	close(m.stop)
+	<-m.done
+	return m.samples
+}
+
+// recovery is how long after change the link's up rate, over a window of
+// win that starts after change, first reaches at least want bits/s; ok is
+// false if it never does before until.
+func recovery(s []sample, change, until time.Time, win time.Duration, want float64) (time.Duration, bool) {
+	for i, a := range s {
+		if a.at.Before(change) {
+			continue
+		}
+		for _, z := range s[i+1:] {
+			if z.at.After(until) {
+				return 0, false
+			}
+			if z.at.Sub(a.at) >= win {
+				if float64(z.bytes-a.bytes)*8/z.at.Sub(a.at).Seconds() >= want {
+					return z.at.Sub(change), true
+				}
+				break
+			}
+		}
+	}
+	return 0, false
+}
+
+// benchChanging runs tilectl at defaults on a 150 ms link whose rate goes
+// 200 → 20 → 200 Mbit/s, with 16-tile batches (256 KiB: at 200 Mbit/s a
+// client needs about 15 of them in flight to fill the link, at 20 Mbit/s
+// 2), and reports how long after each change the link
+// carries at least 0.85 of the new rate over half a second (recover-down-s,
+// recover-up-s; a phase's full length when it never does), and the
+// timeouts tilectl counted. tilectl is interrupted at the end of the last
+// phase if it has not finished. On the same rig a naive client at
+// concurrency 16 then uploads at a steady 200 Mbit/s: its share
+// (naive-c16-steady-share) shows that the emulator itself can be filled.
+func benchChanging(b *testing.B) {
+	const (
+		fast, slow = 200_000_000, 20_000_000
+		rtt        = 150 * time.Millisecond
+		first      = 4 * time.Second  // at fast
+		second     = 8 * time.Second  // at slow
+		third      = 15 * time.Second // at fast again, at most
+		win        = 500 * time.Millisecond
+	)
+	const batch = 16
+	r := newRig(b, "Lchanging", 12000, 16<<10, batch)
+	l, url := newLink(b, r.sink.URL, fast, rtt)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		r.reset(b)
+		l.SetRate(fast)
+		b.StartTimer()
+		m := startMeter(l)
+		stop := make(chan struct{})
+		start := time.Now()
+		down, up := start.Add(first), start.Add(first+second)
+		end := up.Add(third)
+		timers := []*time.Timer{
+			time.AfterFunc(first, func() { l.SetRate(slow) }),
+			time.AfterFunc(first+second, func() { l.SetRate(fast) }),
+			time.AfterFunc(first+second+third, func() { close(stop) }),
+		}
+		res := r.tilectl(b, url, 2*time.Minute, stop)
+		for _, t := range timers {
+			t.Stop()
+		}
+		s := m.close()
+		b.StopTimer()
+		if res.exit != 0 && res.exit != 130 {
+			b.Fatalf("tilectl exited %d:\n%s", res.exit, tail(res.stderr))
+		}
+		if res.end.Before(up.Add(win)) {
+			b.Fatalf("tilectl finished %v after the rate went back up: too few tiles to see it recover", res.end.Sub(up))
+		}
+		rd, ok := recovery(s, down, up, win, 0.85*slow)
+		if !ok {
+			rd = second
+		}
+		ru, ok := recovery(s, up, end, win, 0.85*fast)
+		if !ok {
+			ru = min(third, res.end.Sub(up))
+		}
+		// The emulator's own ceiling, on the same rig: a naive client with
+		// enough in flight on the link at a steady 200 Mbit/s.
+		r.reset(b)
+		l.SetRate(fast)
+		r.sink.SetMaxBatchTiles(64)
+		d := r.naive(b, url, 64, 16) // 1 MiB batches: 16 in flight is 4x the link's BDP
+		r.sink.SetMaxBatchTiles(batch)
+		b.ReportMetric(float64(r.payload)/d.Seconds()/(fast/8), "naive-c16-steady-share")
+		b.ReportMetric(rd.Seconds(), "recover-down-s")
+		b.ReportMetric(ru.Seconds(), "recover-up-s")
+		b.ReportMetric(res.number("timeouts"), "timeouts")
+		b.Logf("changing link: %d tiles uploaded; back to 0.85 of 20 Mbit/s %v after the drop, of 200 Mbit/s %v after the rise (%v: never within the phase); %v timeouts",
+			int(res.number("uploaded")), rd, ru, second.String()+" / "+min(third, res.end.Sub(up)).String(), res.number("timeouts"))
+		b.StartTimer()
+	}
+}
+
+// throttle is a provider front that allows at most perSecond batch POSTs
+// a second (a token bucket of burst tokens) and answers the rest 429 with
+// Retry-After: 1, as a provider protecting itself does. It counts both.
+type throttle struct {
+	inner     http.Handler
+	perSecond float64
+	burst     float64
+
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+
+	posts, refused atomic.Int64
+}
+
+func newThrottle(inner http.Handler, perSecond, burst float64) *throttle {
+	return &throttle{inner: inner, perSecond: perSecond, burst: burst, tokens: burst}
+}
+
+func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/tiles:batch") {
+		t.inner.ServeHTTP(w, r)
+		return
+	}
+	t.posts.Add(1)
+	if !t.take(time.Now()) {
+		t.refused.Add(1)
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"errors":[{"code":"RATE_LIMITED","message":"at most 20 batches a second"}]}`))
+		return
+	}
+	t.inner.ServeHTTP(w, r)
+}
+
+// take spends a token if there is one at now.
+func (t *throttle) take(now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.last.IsZero() {
+		t.tokens = min(t.burst, t.tokens+now.Sub(t.last).Seconds()*t.perSecond)
+	}
+	t.last = now
+	if t.tokens < 1 {
+		return false
+	}
+	t.tokens--
+	return true
+}
+
+func (t *throttle) reset() {
+	t.mu.Lock()
+	t.tokens, t.last = t.burst, time.Time{}
+	t.mu.Unlock()
+	t.posts.Store(0)
+	t.refused.Store(0)
+}
+
+// benchThrottled runs tilectl at defaults against a provider that allows
+// 20 batches a second (16 tiles each, burst 5) through the long fat link,
+// which could carry far more, and reports its tiles/s against the
+// allowed 320 (tilectl-tiles/s, allowed-tiles/s) and the share of its
+// batch requests answered 429 (share-429).
+func benchThrottled(b *testing.B) {
+	const perSecond, burst, batch = 20, 5, 16
+	r := newRig(b, "Lthrottled", 2000, 16<<10, batch)
+	th := newThrottle(r.sink, perSecond, burst)
+	hs := httptest.NewServer(th)
+	b.Cleanup(hs.Close)
+	_, url := newLink(b, hs.URL, 200_000_000, 150*time.Millisecond)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		r.reset(b)
+		th.reset()
+		b.StartTimer()
+		res := r.tilectl(b, url, 5*time.Minute, nil)
+		b.StopTimer()
+		if res.exit != 0 && res.exit != 3 {
+			b.Fatalf("tilectl exited %d:\n%s", res.exit, tail(res.stderr))
+		}
+		held := r.sink.Held()
+		posts, refused := th.posts.Load(), th.refused.Load()
+		b.ReportMetric(float64(held)/res.elapsed.Seconds(), "tilectl-tiles/s")
+		b.ReportMetric(perSecond*batch, "allowed-tiles/s")
+		b.ReportMetric(float64(refused)/float64(max(posts, 1)), "share-429")
+		b.ReportMetric(res.number("timeouts"), "timeouts")
+		b.Logf("throttled: tilectl exit %d, %d of %d tiles in %v (%.0f tiles/s, %d allowed), %d of %d batch requests refused",
+			res.exit, held, len(r.tiles), res.elapsed.Round(time.Millisecond), float64(held)/res.elapsed.Seconds(),
+			perSecond*batch, refused, posts)
+		b.StartTimer()
+	}
+}
+
+// benchBwlimit runs tilectl --bwlimit 2M on the cellular link (30 Mbit/s,
+// 3.6 MiB/s) and reports the rate the link carried between 5% and 95% of
+// the run's bytes (achieved-MiB/s) and its distance from 2 MiB/s
+// (bwlimit-error). Without --bwlimit in upload-pending it reports nothing:
+// the rows show as not measured.
+func benchBwlimit(b *testing.B) {
+	if !hasFlag(b, "--bwlimit") {
+		b.Log("upload-pending has no --bwlimit: not measured")
+		return
+	}
+	const want = 2 << 20 // bytes per second
+	p := profiles[0]
+	r := newRig(b, "Lbwlimit", 1000, p.size, p.maxBatchTiles)
+	l, url := newLink(b, r.sink.URL, p.rate, p.rtt)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		r.reset(b)
+		b.StartTimer()
+		m := startMeter(l)
+		res := r.tilectl(b, url, 5*time.Minute, nil, "--bwlimit", "2M")
+		s := m.close()
+		b.StopTimer()
+		if res.exit != 0 {
+			b.Fatalf("tilectl exited %d:\n%s", res.exit, tail(res.stderr))
+		}
+		got := steadyRate(s)
+		b.ReportMetric(got/(1<<20), "achieved-MiB/s")
+		b.ReportMetric(abs(got/want-1), "bwlimit-error")
+		b.Logf("bwlimit 2M: the link carried %.3f MiB/s (%v in all)", got/(1<<20), res.elapsed.Round(time.Millisecond))
+		b.StartTimer()
+	}
+}
+
+// steadyRate is bytes per second between the samples where 5% and 95% of
+// the bytes had passed: the run's start and its last batches left out.
+func steadyRate(s []sample) float64 {
+	if len(s) < 2 {
+		return 0
+	}
+	total := s[len(s)-1].bytes
+	var a, z sample
+	for _, x := range s {
+		if a.at.IsZero() && x.bytes >= total/20 {
+			a = x
+		}
+		if x.bytes <= total*19/20 {
+			z = x
+		}
+	}
+	if !z.at.After(a.at) {
+		return 0
+	}
+	return float64(z.bytes-a.bytes) / z.at.Sub(a.at).Seconds()
+}
