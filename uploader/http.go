@@ -308,7 +308,12 @@ func buildClient(c *http.Client, tlsConf *tls.Config, insecure bool, timeout tim
 		out = *c
 	} else {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 16
+		// Every batch in flight keeps its connection for the next one: a
+		// connection closed after its answer costs the next batch a new
+		// handshake, a round trip or two on a long link, and the
+		// controller may keep up to its most batches in flight.
+		tr.MaxIdleConnsPerHost = concurrency.DefaultMax
+		tr.MaxIdleConns = concurrency.DefaultMax
 		if tlsConf != nil {
 			tr.TLSClientConfig = tlsConf.Clone()
 		}

@@ -79,6 +79,7 @@ func benchProfile(b *testing.B, p profile) {
 		b.ReportMetric(float64(r.payload)/best.Seconds()/1e6, "naive-MB/s")
 		b.ReportMetric(capacity/1e6, "capacity-MB/s")
 		b.ReportMetric(res.number("timeouts"), "timeouts")
+		b.ReportMetric(res.number("concurrency"), "tilectl-concurrency")
 		if e, ok := etaError(res.progress, res.end); eta && ok {
 			b.ReportMetric(e, "eta-error")
 		}

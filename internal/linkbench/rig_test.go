@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -134,6 +135,11 @@ func (r *rig) tilectl(tb testing.TB, providerURL string, limit time.Duration, st
 		"TILECTL_DATABASE_URL="+r.client.URL, "TILECTL_CACHE_DIR="+r.client.Blobs.Root(),
 		"TILECTL_PROVIDER_URL="+providerURL, "TILECTL_PROVIDER_TOKEN="+providertest.Token,
 		"TILECTL_FDR_PATH="+r.fdr, "TILECTL_LOG_LEVEL=info", "TILECTL_LOG_FORMAT=json")
+	if p := os.Getenv("TILECTL_BENCH_CPUPROFILE"); p != "" {
+		// A CPU profile of the tilectl process (the last run's, when a
+		// benchmark runs it more than once), to see where its time goes.
+		cmd.Env = append(cmd.Env, "TILECTL_CPUPROFILE="+p)
+	}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	errPipe, err := cmd.StderrPipe()
