@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/tilectl/tilectl/bwlimit"
 )
 
 // FieldError says which field is wrong, what it holds and what is allowed.
@@ -116,6 +118,10 @@ func (c *Config) Validate() error {
 					"drop one of the two settings", c.Source("upload.client_id")))
 		}
 	}
+	if _, err := bwlimit.Parse(c.Upload.BWLimit); err != nil {
+		bad("upload.bwlimit", fmt.Sprintf("%q", c.Upload.BWLimit), fmt.Sprintf("%v; want %s", err, bwlimit.Syntax))
+	}
+	positive("upload.progress_interval", c.Upload.ProgressInterval)
 	intRange("upload.resend_budget", int64(c.Upload.ResendBudget), 0, 100000)
 	intRange("upload.resend_budget_percent", int64(c.Upload.ResendBudgetPercent), 0, 100)
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
@@ -47,6 +48,7 @@ type run struct {
 	reported  bool                     // the summary was printed
 	locks     tilestore.RunLocks       // the machine's run locks (cache_dir/runs)
 	lock      *tilestore.RunLock       // this run's, held for its whole life; nil in a dry run
+	limiter   *bwlimit.Limiter         // the process's bandwidth limit, shared by every batch
 }
 
 // uploadRun runs the command. Whatever ends it, -o json prints exactly one
@@ -96,6 +98,10 @@ func (r *run) upload(ctx context.Context) error {
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Upload.Deadline)
 	defer cancel()
+	if err := r.newLimiter(); err != nil {
+		return exitcode.UsageError(err)
+	}
+	defer r.watchToggle(ctx)()
 	if err := r.wire(ctx); err != nil {
 		return err
 	}
@@ -198,6 +204,7 @@ func (r *run) wire(ctx context.Context) error {
 		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
 		ClientID:     r.cfg.Upload.ClientID,
 		Liveness:     r.locks,
+		Pace:         r.pace(),
 	})
 	if err != nil {
 		return exitcode.UsageError(err)
