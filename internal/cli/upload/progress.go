@@ -2,6 +2,7 @@ package upload
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/retrydecorator"
@@ -16,13 +18,10 @@ import (
 	"github.com/tilectl/tilectl/uploader"
 )
 
-// progressLogEvery is how often progress is logged when stderr is not a
-// terminal; redrawEvery is how often the status line is redrawn on one
-// (often enough for a countdown in seconds to tick smoothly).
-const (
-	progressLogEvery = 5 * time.Second
-	redrawEvery      = 250 * time.Millisecond
-)
+// redrawEvery is how often the status line is redrawn on a terminal
+// (often enough for a countdown in seconds to tick smoothly); off one,
+// progress is logged every upload.progress_interval.
+const redrawEvery = 250 * time.Millisecond
 
 // progress follows one flight's upload: a status line on a terminal (tile
 // count, bar, bytes, rate and the state, such as "retrying in 4s (37
@@ -35,6 +34,9 @@ type progress struct {
 	metrics  *metricsfile.Metrics
 	now      func() time.Time
 	started  time.Time
+	meter    *rateMeter
+	// limiter is the run's bandwidth limit, shown while one is set.
+	limiter atomic.Pointer[bwlimit.Limiter]
 
 	tiles, retries, giveups, rejections atomic.Int64
 	bytes                               atomic.Int64
@@ -73,11 +75,12 @@ func (p *progress) setTotal(tiles int, bytes int64) {
 }
 
 // newProgress starts the display; tiles < 0 means the total is not known
-// yet (setTotal gives it).
+// yet (setTotal gives it). Off a terminal, progress is logged every every.
 func newProgress(flightID string, tiles int, bytes int64, status *iostreams.StatusLine, quiet bool, log zerolog.Logger,
-	ticker func(time.Duration) (<-chan time.Time, func()), m *metricsfile.Metrics, now func() time.Time) *progress {
+	ticker func(time.Duration) (<-chan time.Time, func()), every time.Duration, m *metricsfile.Metrics, now func() time.Time) *progress {
 	p := &progress{flightID: flightID, metrics: m, log: log, quiet: quiet,
 		status: status, now: now, started: now(), done: make(chan struct{}), stop: func() {}}
+	p.meter = newRateMeter(p.started)
 	if tiles >= 0 {
 		p.setTotal(tiles, bytes)
 	}
@@ -90,7 +93,7 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 		c, p.stop = t.C, t.Stop
 		p.redraw()
 	} else {
-		c, p.stop = ticker(progressLogEvery)
+		c, p.stop = ticker(every)
 	}
 	p.wg.Add(1)
 	go func() {
@@ -111,8 +114,26 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	return p
 }
 
-// line is the status line's text.
-func (p *progress) line() string {
+// line is the status line's text, every field shown.
+func (p *progress) line() string { return iostreams.Fit(p.fields(), 1<<20) }
+
+// Status line priorities (0 is kept longest on a narrow terminal): what
+// the run is doing and when it will be done, then how far it is, the rate,
+// the limit, the bar, the bytes, and last the flight ID (shortened first).
+const (
+	prioState = iota
+	prioTiles
+	prioRate
+	prioLimit
+	prioIdle // the state when it is only "uploading"
+	prioBar
+	prioBytes
+	prioFlight
+)
+
+// fields is the status line: flight, bar, tiles, bytes, rate, limit, state
+// and ETA, each with its priority.
+func (p *progress) fields() []iostreams.Field {
 	done, tot := p.tiles.Load(), p.total.Load()
 	total, totalTiles, totalBytes := int64(0), "?", "?"
 	if tot != nil {
@@ -127,13 +148,58 @@ func (p *progress) line() string {
 	if filled > 0 && filled < width {
 		bar = strings.Repeat("=", filled-1) + ">" + strings.Repeat(" ", width-filled)
 	}
-	elapsed := p.now().Sub(p.started)
-	rate := "-"
-	if elapsed > 0 {
-		rate = iostreams.HumanBytes(int64(float64(p.bytes.Load())/elapsed.Seconds())) + "/s"
+	rate := "-/s"
+	if bps, ok := p.rate(); ok {
+		rate = iostreams.HumanBytes(int64(bps)) + "/s"
 	}
-	return fmt.Sprintf("%s [%s] %d/%s tiles  %s/%s  %s  %s", p.flightID, bar, done, totalTiles,
-		iostreams.HumanBytes(p.bytes.Load()), totalBytes, rate, p.stateText())
+	state, statePrio := p.stateText(), prioState
+	if state == "uploading" {
+		statePrio = prioIdle
+	}
+	f := []iostreams.Field{
+		{Text: p.flightID, Short: shortID(p.flightID), Priority: prioFlight},
+		{Text: "[" + bar + "]", Priority: prioBar},
+		{Text: fmt.Sprintf("%d/%s tiles", done, totalTiles), Priority: prioTiles},
+		{Text: iostreams.HumanBytes(p.bytes.Load()) + "/" + totalBytes, Priority: prioBytes},
+		{Text: rate, Priority: prioRate},
+	}
+	if l := p.limiter.Load(); l.Configured() {
+		f = append(f, iostreams.Field{Text: "limit " + l.Current().String(), Priority: prioLimit})
+	}
+	f = append(f, iostreams.Field{Text: state, Priority: statePrio})
+	if eta, ok := p.eta(); ok {
+		f = append(f, iostreams.Field{Text: "ETA " + iostreams.HumanDuration(eta.Round(time.Second)), Priority: prioState})
+	}
+	return f
+}
+
+// shortID is a long flight ID cut to its first 8 characters and an
+// ellipsis; "" (nothing shorter to show) for a short one.
+func shortID(id string) string {
+	r := []rune(id)
+	if len(r) <= 10 {
+		return ""
+	}
+	return string(r[:8]) + "…"
+}
+
+// rate is the smoothed upload rate in bytes per second; ok is false while
+// it is not known.
+func (p *progress) rate() (float64, bool) {
+	p.meter.observe(p.now(), p.bytes.Load(), p.tiles.Load())
+	bps, _, ok := p.meter.rate()
+	return bps, ok
+}
+
+// eta is the smoothed time left for the flight's pending tiles; ok is
+// false while the total or the rate is not known.
+func (p *progress) eta() (time.Duration, bool) {
+	tot := p.total.Load()
+	if tot == nil {
+		return 0, false
+	}
+	bytes, tiles := p.bytes.Load(), p.tiles.Load()
+	return p.meter.estimate(p.now(), bytes, tiles, max(tot.bytes-bytes, 0), max(int64(tot.tiles)-tiles, 0))
 }
 
 func (p *progress) stateText() string {
@@ -169,7 +235,7 @@ func (p *progress) setState(format string, until time.Time) {
 
 func (p *progress) redraw() {
 	if p.status != nil && !p.quiet {
-		p.status.Set(p.line())
+		p.status.SetFields(p.fields())
 	}
 }
 
@@ -181,6 +247,20 @@ func (p *progress) logLine() {
 	} else { // not counted yet: null, not 0
 		e = e.Int64("tiles_done", p.tiles.Load()).RawJSON("tiles_total", []byte("null")).
 			Int64("bytes_done", p.bytes.Load()).RawJSON("bytes_total", []byte("null"))
+	}
+	// Unknown is null, never a 0 made up.
+	if bps, ok := p.rate(); ok {
+		e = e.Float64("rate_bytes_per_second", math.Round(bps))
+	} else {
+		e = e.RawJSON("rate_bytes_per_second", []byte("null"))
+	}
+	if eta, ok := p.eta(); ok {
+		e = e.Float64("eta_seconds", math.Round(eta.Seconds()*10)/10)
+	} else {
+		e = e.RawJSON("eta_seconds", []byte("null"))
+	}
+	if l := p.limiter.Load(); l.Configured() {
+		e = e.Str("bwlimit", l.Current().String())
 	}
 	e.Int64("retries", p.retries.Load()).Int64("given_up", p.giveups.Load()).
 		Str("state", p.stateText()).

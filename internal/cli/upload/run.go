@@ -355,7 +355,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	if !r.opts.DryRun { // a dry run changes nothing, the history included
 		r.startRun(ctx, id, started)
 	}
-	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
+	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.cfg.Upload.ProgressInterval, r.metrics, r.opts.Clock.Now)
+	p.limiter.Store(r.limiter)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
 	stopWatch := r.watchInterrupt(ctx, p, id)

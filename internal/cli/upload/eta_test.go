@@ -1,0 +1,75 @@
+package upload
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestTheRateIsUnknownUntilBytesAreUploaded(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	m := newRateMeter(start)
+	m.observe(start.Add(3*time.Second), 0, 0)
+	if _, _, ok := m.rate(); ok {
+		t.Fatal("a rate is known before any byte was uploaded")
+	}
+	if _, ok := m.estimate(start.Add(4*time.Second), 0, 0, 1000, 10); ok {
+		t.Fatal("an ETA is known before any byte was uploaded")
+	}
+	m.observe(start.Add(5*time.Second), 5000, 5)
+	if bps, _, ok := m.rate(); !ok || math.Abs(bps-1000) > 1 {
+		t.Fatalf("rate %v (known %v) after 5000 bytes in 5 s, want 1000 B/s", bps, ok)
+	}
+}
+
+// A link that moves 1 MiB/s while batches of 4 MiB settle together every
+// 4 s: from a quarter done on, the ETA shown each 250 ms stays within 20% of
+// the real time left and never jumps by more than a tenth of itself between
+// two looks (beyond the 250 ms that passed).
+func TestTheETAFollowsBurstySettlementsWithoutJumping(t *testing.T) {
+	t.Parallel()
+	const total, batch, tilesPerMiB = 120 << 20, 4 << 20, 64
+	start := time.Unix(1_700_000_000, 0)
+	m := newRateMeter(start)
+	const step = 250 * time.Millisecond
+	var done int64
+	prev := time.Duration(-1)
+	for i := 1; done < total; i++ {
+		now := start.Add(time.Duration(i) * step)
+		if i%16 == 0 { // every 4 s, 4 s of bytes settle at once
+			done += batch
+		}
+		eta, ok := m.estimate(now, done, done/(1<<20)*tilesPerMiB, total-done, (total-done)/(1<<20)*tilesPerMiB)
+		if done == 0 {
+			continue
+		}
+		if !ok {
+			t.Fatalf("no ETA at %s with %d bytes done", now.Sub(start), done)
+		}
+		if done*4 >= total && done < total {
+			real := start.Add(total / batch * 4 * time.Second).Sub(now) // the last batch settles then
+			if math.Abs(eta.Seconds()/real.Seconds()-1) > 0.2 {
+				t.Errorf("at %s (%d%% done) ETA %s, real %s: off by more than 20%%", now.Sub(start), done*100/total, eta, real)
+			}
+			if prev >= 0 && math.Abs((eta-prev+step).Seconds()) > 0.1*prev.Seconds() {
+				t.Errorf("at %s the ETA jumped from %s to %s", now.Sub(start), prev, eta)
+			}
+		}
+		prev = eta
+	}
+}
+
+func TestAStallMakesTheETAGrowInsteadOfCountingDown(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	m := newRateMeter(start)
+	for i := 1; i <= 20; i++ { // 1 MB/s, a settlement a second
+		m.estimate(start.Add(time.Duration(i)*time.Second), int64(i)*1e6, int64(i), 100e6-int64(i)*1e6, 100-int64(i))
+	}
+	before, _ := m.estimate(start.Add(20*time.Second), 20e6, 20, 80e6, 80)
+	after, ok := m.estimate(start.Add(80*time.Second), 20e6, 20, 80e6, 80) // a minute with nothing settled
+	if !ok || after <= before {
+		t.Fatalf("after a minute's stall the ETA is %s (known %v), before it %s: want it to grow", after, ok, before)
+	}
+}
