@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,8 @@ type Metrics struct {
 	timeouts prometheus.Counter
 	replayed prometheus.Counter
 	latency  prometheus.Histogram
+	rate     prometheus.Gauge // nil until SetRate
+	rateOnce sync.Once
 	sli      *sliSeries
 	flights  flightSeries
 }
@@ -94,6 +97,20 @@ func (m *Metrics) Add(c Counts) {
 	m.retries.Add(float64(c.Retries))
 	m.timeouts.Add(float64(c.Timeouts))
 	m.replayed.Add(float64(c.Replayed))
+}
+
+// SetRate records the run's upload rate: bytes sent per second of its
+// flights' upload time. A run that measured none leaves the series out
+// (unknown is no sample, never a 0).
+func (m *Metrics) SetRate(bytesPerSecond float64) {
+	m.rateOnce.Do(func() {
+		m.rate = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tilectl_upload_rate_bytes_per_second",
+			Help: "Bytes sent per second of the run's upload time.",
+		})
+		m.reg.MustRegister(m.rate)
+	})
+	m.rate.Set(bytesPerSecond)
 }
 
 // ObserveBatch records one settled batch's latency.

@@ -167,6 +167,10 @@ func (r *run) upload(ctx context.Context) error {
 		firstErr = exitcode.New(se.Code(), fmt.Errorf("%s (%s)", msg, se))
 		sum.Interrupted = true
 	}
+	sum.Rate = runRate(sum.Flights)
+	if sum.Rate != nil && !opts.DryRun {
+		r.metrics.SetRate(*sum.Rate)
+	}
 	if r.rec != nil {
 		sum.FDR = fdrSummary(r.cfg.FDRPath, r.rec.Capacity(), fdrRecords, fdrBytes)
 	}

@@ -45,7 +45,7 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	wantKeys := []string{"outcome", "exit_code", "dry_run", "retry_decorator", "uploaded", "accepted", "duplicate",
 		"rejected", "rejected_tiles", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
 		"replayed", "timeouts", "next_retry_at", "error", "flights", "fdr",
-		"requests", "first_attempts", "resends_refused", "breaker_openings", "sli", "local_failed", "local_failures"}
+		"requests", "first_attempts", "resends_refused", "breaker_openings", "sli", "local_failed", "local_failures", "rate_bytes_per_second"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)
@@ -62,6 +62,12 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	fl := m["flights"].([]any)
 	if len(fl) != 1 || fl[0].(map[string]any)["flight_id"] != "F1" || fl[0].(map[string]any)["outcome"] != "success" {
 		t.Errorf("flights %v, want one F1 success", fl)
+	}
+	// The rate is bytes over the upload's time, for the run and the flight.
+	for _, obj := range []map[string]any{m, fl[0].(map[string]any)} {
+		if r, ok := obj["rate_bytes_per_second"].(float64); !ok || r <= 0 {
+			t.Errorf("rate_bytes_per_second = %v, want a positive number", obj["rate_bytes_per_second"])
+		}
 	}
 	for _, id := range ids {
 		if s := r.status(id); s != "uploaded" {
