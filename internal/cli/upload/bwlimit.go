@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/uploader"
@@ -20,6 +21,7 @@ func (r *run) newLimiter() error {
 		return fmt.Errorf("upload.bwlimit (from %s): %w", r.cfg.Source("upload.bwlimit"), err)
 	}
 	r.limiter = bwlimit.New(tt, r.opts.Clock)
+	r.sent = &sentCounter{limit: r.limiter}
 	if tt.Limited() {
 		r.log.Info().Str("bwlimit", tt.String()).Str("in_force", r.limiter.Current().String()).
 			Msg("bandwidth limit set (per process; SIGUSR2 toggles it off and on)")
@@ -27,13 +29,24 @@ func (r *run) newLimiter() error {
 	return nil
 }
 
-// pace is the limiter as the uploader takes it: nil when no limit is set.
-func (r *run) pace() uploader.BodyLimiter {
-	if !r.limiter.Configured() {
-		return nil
-	}
-	return r.limiter
+// sentCounter is the uploader's Pace: the run's limiter, and a count of
+// the body bytes it let through (the batch bodies put on the wire, resends
+// included), from which the progress display takes the rate and the ETA.
+type sentCounter struct {
+	limit *bwlimit.Limiter
+	n     atomic.Int64
 }
+
+var _ uploader.BodyLimiter = (*sentCounter)(nil)
+
+// Take is the limiter's Take (at once when no limit is in force), counted.
+func (s *sentCounter) Take(ctx context.Context, want int) (int, error) {
+	n, err := s.limit.Take(ctx, want)
+	s.n.Add(int64(n))
+	return n, err
+}
+
+func (s *sentCounter) sent() int64 { return s.n.Load() }
 
 // watchToggle toggles the bandwidth limit on each SIGUSR2 (as rclone does)
 // until stop. The handler is installed whether or not a limit is set, so

@@ -13,21 +13,26 @@ import (
 // into each new estimate over etaTau instead of jumping to it.
 const (
 	rateTau = 10 * time.Second
-	etaTau  = 3 * time.Second
+	etaTau  = 1500 * time.Millisecond
 )
 
-// rateMeter is the upload rate (bytes and tiles per second) and the ETA
-// from it. It knows no rate before the first bytes are uploaded (unknown,
+// rateMeter is a rate of bytes per second (the batch bodies put on the
+// wire, or, without a count of those, the bytes of settled batches) and
+// the ETA from it. It knows no rate before the first bytes are uploaded (unknown,
 // not 0). When nothing has settled for much longer than usual (stalled:
 // an outage, a long wait), the rate counts the stall in and sinks, and the
 // ETA grows instead of counting down. It is safe for concurrent use.
 type rateMeter struct {
-	mu                 sync.Mutex
-	now                time.Time // of the last observation
-	changed            time.Time // when the totals last changed
-	bytes, tiles       int64     // the totals then
-	wBytes, wTiles, wT float64   // decayed sums of bytes, tiles and seconds
-	gap                float64   // the usual seconds between changes (weighted)
+	mu         sync.Mutex
+	now        time.Time // of the last observation
+	changed    time.Time // when the totals last changed
+	bytes      int64     // the total then
+	wBytes, wT float64   // decayed sums of bytes and seconds
+	gap        float64   // the usual seconds between changes (weighted)
+	// The first change: its total and the seconds from the start to it.
+	first      time.Time
+	firstBytes int64
+	firstDT    float64
 
 	eta   float64 // seconds, the shown estimate; < 0: none yet
 	etaAt time.Time
@@ -37,31 +42,38 @@ func newRateMeter(start time.Time) *rateMeter {
 	return &rateMeter{now: start, changed: start, eta: -1}
 }
 
-// observe takes the run's totals uploaded so far at now.
-func (m *rateMeter) observe(now time.Time, bytes, tiles int64) {
+// observe takes the bytes counted so far at now.
+func (m *rateMeter) observe(now time.Time, bytes int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.observeLocked(now, bytes, tiles)
+	m.observeLocked(now, bytes)
 }
 
-func (m *rateMeter) observeLocked(now time.Time, bytes, tiles int64) {
+func (m *rateMeter) observeLocked(now time.Time, bytes int64) {
 	if now.After(m.now) {
 		m.now = now
 	}
-	if bytes == m.bytes && tiles == m.tiles {
+	if bytes == m.bytes {
 		return
 	}
 	dt := max(m.now.Sub(m.changed).Seconds(), 0)
+	if m.first.IsZero() {
+		// The first settlement ends the run's start-up (capabilities,
+		// claims, a batch's round trip): the rate is measured from it on,
+		// and until the next one is the plain average since the start.
+		m.first, m.firstBytes, m.firstDT = m.now, bytes, dt
+		m.changed, m.bytes = m.now, bytes
+		return
+	}
 	f := math.Exp(-dt / rateTau.Seconds())
 	m.wBytes = m.wBytes*f + float64(bytes-m.bytes)
-	m.wTiles = m.wTiles*f + float64(tiles-m.tiles)
 	m.wT = m.wT*f + dt
 	if m.gap == 0 {
 		m.gap = dt
 	} else {
 		m.gap += (dt - m.gap) / 4
 	}
-	m.changed, m.bytes, m.tiles = m.now, bytes, tiles
+	m.changed, m.bytes = m.now, bytes
 }
 
 // stalledLocked: nothing settled for longer than rateTau and three usual
@@ -71,48 +83,51 @@ func (m *rateMeter) stalledLocked() (since float64, stalled bool) {
 	return since, since > max(rateTau.Seconds(), 3*m.gap)
 }
 
-// rate is bytes and tiles per second; ok is false while nothing has been
-// uploaded.
-func (m *rateMeter) rate() (bytesPerSec, tilesPerSec float64, ok bool) {
+// rate is bytes per second; ok is false while nothing has been counted.
+func (m *rateMeter) rate() (bytesPerSec float64, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.rateLocked()
 }
 
-func (m *rateMeter) rateLocked() (float64, float64, bool) {
-	if m.bytes == 0 || m.wT <= 0 {
-		return 0, 0, false
-	}
-	wB, wTi, wT := m.wBytes, m.wTiles, m.wT
-	if since, stalled := m.stalledLocked(); stalled {
-		f := math.Exp(-since / rateTau.Seconds())
-		wB, wTi, wT = wB*f, wTi*f, wT*f+since
-	}
-	return wB / wT, wTi / wT, true
-}
-
-// estimate observes the totals at now and returns the ETA for what is left
-// (bytes and tiles): the mean of the time the bytes and the tiles take at
-// their rates (a link bound by bandwidth and one bound by per-batch costs
-// are both seen), less the time since the last settlement (the bytes kept
-// moving meanwhile), blended into the last estimate counted down to now.
-// ok is false when the rate or what is left is not known.
-func (m *rateMeter) estimate(now time.Time, bytes, tiles, leftBytes, leftTiles int64) (time.Duration, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.observeLocked(now, bytes, tiles)
-	bps, tps, ok := m.rateLocked()
-	if !ok || leftBytes < 0 || leftTiles < 0 {
+func (m *rateMeter) rateLocked() (float64, bool) {
+	if m.bytes == 0 {
 		return 0, false
 	}
-	if leftBytes == 0 && leftTiles == 0 {
+	wB, wT := m.wBytes, m.wT
+	if wT <= 0 { // one change so far
+		wB, wT = float64(m.firstBytes), m.firstDT
+		if wT <= 0 {
+			return 0, false
+		}
+	}
+	if since, stalled := m.stalledLocked(); stalled {
+		f := math.Exp(-since / rateTau.Seconds())
+		wB, wT = wB*f, wT*f+since
+	}
+	return wB / wT, true
+}
+
+// estimate observes the bytes counted at now and returns the ETA for left
+// more: left at the rate, less the time since the count last moved (the
+// bytes kept moving meanwhile), blended into the last estimate counted
+// down to now. ok is false when the rate or what is left is not known.
+func (m *rateMeter) estimate(now time.Time, bytes, left int64) (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.observeLocked(now, bytes)
+	bps, ok := m.rateLocked()
+	if !ok || left < 0 {
+		return 0, false
+	}
+	if left == 0 {
 		m.eta, m.etaAt = 0, m.now
 		return 0, true
 	}
-	if bps <= 0 || tps <= 0 {
+	if bps <= 0 {
 		return 0, false
 	}
-	raw := (float64(leftBytes)/bps + float64(leftTiles)/tps) / 2
+	raw := float64(left) / bps
 	if since, stalled := m.stalledLocked(); !stalled {
 		raw = max(raw-since, 0)
 	}

@@ -10,15 +10,15 @@ func TestTheRateIsUnknownUntilBytesAreUploaded(t *testing.T) {
 	t.Parallel()
 	start := time.Unix(1_700_000_000, 0)
 	m := newRateMeter(start)
-	m.observe(start.Add(3*time.Second), 0, 0)
-	if _, _, ok := m.rate(); ok {
+	m.observe(start.Add(3*time.Second), 0)
+	if _, ok := m.rate(); ok {
 		t.Fatal("a rate is known before any byte was uploaded")
 	}
-	if _, ok := m.estimate(start.Add(4*time.Second), 0, 0, 1000, 10); ok {
+	if _, ok := m.estimate(start.Add(4*time.Second), 0, 1000); ok {
 		t.Fatal("an ETA is known before any byte was uploaded")
 	}
-	m.observe(start.Add(5*time.Second), 5000, 5)
-	if bps, _, ok := m.rate(); !ok || math.Abs(bps-1000) > 1 {
+	m.observe(start.Add(5*time.Second), 5000)
+	if bps, ok := m.rate(); !ok || math.Abs(bps-1000) > 1 {
 		t.Fatalf("rate %v (known %v) after 5000 bytes in 5 s, want 1000 B/s", bps, ok)
 	}
 }
@@ -29,7 +29,7 @@ func TestTheRateIsUnknownUntilBytesAreUploaded(t *testing.T) {
 // two looks (beyond the 250 ms that passed).
 func TestTheETAFollowsBurstySettlementsWithoutJumping(t *testing.T) {
 	t.Parallel()
-	const total, batch, tilesPerMiB = 120 << 20, 4 << 20, 64
+	const total, batch = 120 << 20, 4 << 20
 	start := time.Unix(1_700_000_000, 0)
 	m := newRateMeter(start)
 	const step = 250 * time.Millisecond
@@ -40,7 +40,7 @@ func TestTheETAFollowsBurstySettlementsWithoutJumping(t *testing.T) {
 		if i%16 == 0 { // every 4 s, 4 s of bytes settle at once
 			done += batch
 		}
-		eta, ok := m.estimate(now, done, done/(1<<20)*tilesPerMiB, total-done, (total-done)/(1<<20)*tilesPerMiB)
+		eta, ok := m.estimate(now, done, total-done)
 		if done == 0 {
 			continue
 		}
@@ -65,10 +65,10 @@ func TestAStallMakesTheETAGrowInsteadOfCountingDown(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	m := newRateMeter(start)
 	for i := 1; i <= 20; i++ { // 1 MB/s, a settlement a second
-		m.estimate(start.Add(time.Duration(i)*time.Second), int64(i)*1e6, int64(i), 100e6-int64(i)*1e6, 100-int64(i))
+		m.estimate(start.Add(time.Duration(i)*time.Second), int64(i)*1e6, 100e6-int64(i)*1e6)
 	}
-	before, _ := m.estimate(start.Add(20*time.Second), 20e6, 20, 80e6, 80)
-	after, ok := m.estimate(start.Add(80*time.Second), 20e6, 20, 80e6, 80) // a minute with nothing settled
+	before, _ := m.estimate(start.Add(20*time.Second), 20e6, 80e6)
+	after, ok := m.estimate(start.Add(80*time.Second), 20e6, 80e6) // a minute with nothing settled
 	if !ok || after <= before {
 		t.Fatalf("after a minute's stall the ETA is %s (known %v), before it %s: want it to grow", after, ok, before)
 	}

@@ -37,6 +37,9 @@ type progress struct {
 	meter    *rateMeter
 	// limiter is the run's bandwidth limit, shown while one is set.
 	limiter atomic.Pointer[bwlimit.Limiter]
+	// wire counts the body bytes sent, for the rate and the ETA; nil:
+	// they follow settled batches.
+	wire atomic.Pointer[wireCount]
 
 	tiles, retries, giveups, rejections atomic.Int64
 	bytes                               atomic.Int64
@@ -183,23 +186,60 @@ func shortID(id string) string {
 	return string(r[:8]) + "…"
 }
 
-// rate is the smoothed upload rate in bytes per second; ok is false while
-// it is not known.
+// wireOverheadPerTile estimates the bytes a tile adds to a batch body
+// beyond its own: its part's header and its manifest entry.
+const wireOverheadPerTile = 384
+
+// wireCount is where the flight's body bytes on the wire are counted: the
+// run's counter, and its value when the flight started.
+type wireCount struct {
+	c    *sentCounter
+	base int64
+}
+
+// countWire has the rate and the ETA follow the body bytes c lets through
+// from now on, instead of the bytes of settled batches.
+func (p *progress) countWire(c *sentCounter) {
+	p.wire.Store(&wireCount{c: c, base: c.sent()})
+}
+
+// rate is the smoothed rate in bytes per second of batch bodies put on
+// the wire (what --bwlimit caps), or, without a count of those, of settled
+// batches; ok is false while it is not known.
 func (p *progress) rate() (float64, bool) {
-	p.meter.observe(p.now(), p.bytes.Load(), p.tiles.Load())
-	bps, _, ok := p.meter.rate()
-	return bps, ok
+	if w := p.wire.Load(); w != nil {
+		p.meter.observe(p.now(), w.c.sent()-w.base)
+	} else {
+		p.meter.observe(p.now(), p.bytes.Load())
+	}
+	return p.meter.rate()
 }
 
 // eta is the smoothed time left for the flight's pending tiles; ok is
-// false while the total or the rate is not known.
+// false while the total or the rate is not known. On the wire, what is
+// left is the flight's bytes and a part header and manifest entry for each
+// of its tiles, less what has been sent; a count of sent bytes that
+// resends have pushed past that falls back to the bytes not yet settled.
 func (p *progress) eta() (time.Duration, bool) {
 	tot := p.total.Load()
 	if tot == nil {
 		return 0, false
 	}
-	bytes, tiles := p.bytes.Load(), p.tiles.Load()
-	return p.meter.estimate(p.now(), bytes, tiles, max(tot.bytes-bytes, 0), max(int64(tot.tiles)-tiles, 0))
+	settledLeft := max(tot.bytes-p.bytes.Load(), 0)
+	tilesLeft := int64(tot.tiles) - p.tiles.Load()
+	w := p.wire.Load()
+	if w == nil {
+		return p.meter.estimate(p.now(), p.bytes.Load(), settledLeft)
+	}
+	sent := w.c.sent() - w.base
+	left := tot.bytes + int64(tot.tiles)*wireOverheadPerTile - sent
+	switch {
+	case tilesLeft <= 0:
+		left = 0
+	case left <= 0:
+		left = settledLeft
+	}
+	return p.meter.estimate(p.now(), sent, left)
 }
 
 func (p *progress) stateText() string {

@@ -49,6 +49,7 @@ type run struct {
 	locks     tilestore.RunLocks       // the machine's run locks (cache_dir/runs)
 	lock      *tilestore.RunLock       // this run's, held for its whole life; nil in a dry run
 	limiter   *bwlimit.Limiter         // the process's bandwidth limit, shared by every batch
+	sent      *sentCounter             // the uploader's Pace: the limiter, counting body bytes
 }
 
 // uploadRun runs the command. Whatever ends it, -o json prints exactly one
@@ -208,7 +209,7 @@ func (r *run) wire(ctx context.Context) error {
 		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
 		ClientID:     r.cfg.Upload.ClientID,
 		Liveness:     r.locks,
-		Pace:         r.pace(),
+		Pace:         r.sent,
 	})
 	if err != nil {
 		return exitcode.UsageError(err)
@@ -361,6 +362,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	}
 	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.cfg.Upload.ProgressInterval, r.metrics, r.opts.Clock.Now)
 	p.limiter.Store(r.limiter)
+	p.countWire(r.sent)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
 	stopWatch := r.watchInterrupt(ctx, p, id)
