@@ -119,7 +119,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if _, err := bwlimit.Parse(c.Upload.BWLimit); err != nil {
-		bad("upload.bwlimit", fmt.Sprintf("%q", c.Upload.BWLimit), fmt.Sprintf("%v; want %s", err, bwlimit.Syntax))
+		bad("upload.bwlimit", fmt.Sprintf("%q", c.Upload.BWLimit), fmt.Sprintf("%v; write %s", err, bwlimit.Syntax))
 	}
 	positive("upload.progress_interval", c.Upload.ProgressInterval)
 	intRange("upload.resend_budget", int64(c.Upload.ResendBudget), 0, 100000)
