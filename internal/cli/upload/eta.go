@@ -29,6 +29,7 @@ type rateMeter struct {
 	bytes      int64     // the total then
 	wBytes, wT float64   // decayed sums of bytes and seconds
 	gap        float64   // the usual seconds between changes (weighted)
+	changes    int       // how often the total has moved
 	// The first change: its total and the seconds from the start to it.
 	first      time.Time
 	firstBytes int64
@@ -56,6 +57,7 @@ func (m *rateMeter) observeLocked(now time.Time, bytes int64) {
 	if bytes == m.bytes {
 		return
 	}
+	m.changes++
 	dt := max(m.now.Sub(m.changed).Seconds(), 0)
 	if m.first.IsZero() {
 		// The first settlement ends the run's start-up (capabilities,
@@ -109,35 +111,76 @@ func (m *rateMeter) rateLocked() (float64, bool) {
 }
 
 // estimate observes the bytes counted at now and returns the ETA for left
-// more: left at the rate, less the time since the count last moved (the
-// bytes kept moving meanwhile), blended into the last estimate counted
-// down to now. ok is false when the rate or what is left is not known.
-func (m *rateMeter) estimate(now time.Time, bytes, left int64) (time.Duration, bool) {
+// more and then tail (the time the last of them takes to be answered):
+// left at the rate, less the time since the count last moved (the bytes
+// kept moving meanwhile), plus tail, blended into the last estimate
+// counted down to now (blend). ok is false when the rate or what is left
+// is not known.
+func (m *rateMeter) estimate(now time.Time, bytes, left int64, tail time.Duration) (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.observeLocked(now, bytes)
 	bps, ok := m.rateLocked()
-	if !ok || left < 0 {
+	if left < 0 || left > 0 && (!ok || bps <= 0) {
 		return 0, false
 	}
-	if left == 0 {
+	raw := tail.Seconds()
+	if left > 0 {
+		rest := float64(left) / bps
+		if since, stalled := m.stalledLocked(); !stalled {
+			rest = max(rest-since, 0)
+		}
+		raw += rest
+	}
+	return m.blendLocked(raw), true
+}
+
+// moves is how often the count has moved.
+func (m *rateMeter) moves() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changes
+}
+
+// rateAt observes the bytes counted at now and returns the rate, as rate
+// does, and the seconds since the count last moved (0 once stalled: the
+// rate then counts the stall in).
+func (m *rateMeter) rateAt(now time.Time, bytes int64) (bps, since float64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.observeLocked(now, bytes)
+	bps, ok = m.rateLocked()
+	if s, stalled := m.stalledLocked(); !stalled {
+		since = s
+	}
+	return bps, since, ok
+}
+
+// blend takes raw, a new estimate in seconds made at the last observation,
+// and returns the ETA shown: the last one counted down to now and moved
+// toward raw over etaTau (at once to 0 when nothing is left).
+func (m *rateMeter) blend(raw float64) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.blendLocked(raw)
+}
+
+func (m *rateMeter) blendLocked(raw float64) time.Duration {
+	switch {
+	case raw <= 0:
 		m.eta, m.etaAt = 0, m.now
-		return 0, true
-	}
-	if bps <= 0 {
-		return 0, false
-	}
-	raw := float64(left) / bps
-	if since, stalled := m.stalledLocked(); !stalled {
-		raw = max(raw-since, 0)
-	}
-	if m.eta < 0 {
+	case m.eta < 0:
 		m.eta, m.etaAt = raw, m.now
-	} else {
+	default:
 		dt := max(m.now.Sub(m.etaAt).Seconds(), 0)
 		counted := max(m.eta-dt, 0)
 		a := 1 - math.Exp(-dt/etaTau.Seconds())
+		if math.Abs(raw-counted) > raw/4 {
+			// Far off (an estimate from the run's first seconds): close
+			// half the gap at each look rather than show it for long.
+			a = max(a, 0.5)
+		}
 		m.eta, m.etaAt = counted+a*(raw-counted), m.now
 	}
-	return time.Duration(m.eta * float64(time.Second)), true
+	return time.Duration(m.eta * float64(time.Second))
 }

@@ -14,7 +14,7 @@ func TestTheRateIsUnknownUntilBytesAreUploaded(t *testing.T) {
 	if _, ok := m.rate(); ok {
 		t.Fatal("a rate is known before any byte was uploaded")
 	}
-	if _, ok := m.estimate(start.Add(4*time.Second), 0, 1000); ok {
+	if _, ok := m.estimate(start.Add(4*time.Second), 0, 1000, 0); ok {
 		t.Fatal("an ETA is known before any byte was uploaded")
 	}
 	m.observe(start.Add(5*time.Second), 5000)
@@ -40,7 +40,7 @@ func TestTheETAFollowsBurstySettlementsWithoutJumping(t *testing.T) {
 		if i%16 == 0 { // every 4 s, 4 s of bytes settle at once
 			done += batch
 		}
-		eta, ok := m.estimate(now, done, total-done)
+		eta, ok := m.estimate(now, done, total-done, 0)
 		if done == 0 {
 			continue
 		}
@@ -65,10 +65,10 @@ func TestAStallMakesTheETAGrowInsteadOfCountingDown(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	m := newRateMeter(start)
 	for i := 1; i <= 20; i++ { // 1 MB/s, a settlement a second
-		m.estimate(start.Add(time.Duration(i)*time.Second), int64(i)*1e6, 100e6-int64(i)*1e6)
+		m.estimate(start.Add(time.Duration(i)*time.Second), int64(i)*1e6, 100e6-int64(i)*1e6, 0)
 	}
-	before, _ := m.estimate(start.Add(20*time.Second), 20e6, 80e6)
-	after, ok := m.estimate(start.Add(80*time.Second), 20e6, 80e6) // a minute with nothing settled
+	before, _ := m.estimate(start.Add(20*time.Second), 20e6, 80e6, 0)
+	after, ok := m.estimate(start.Add(80*time.Second), 20e6, 80e6, 0) // a minute with nothing settled
 	if !ok || after <= before {
 		t.Fatalf("after a minute's stall the ETA is %s (known %v), before it %s: want it to grow", after, ok, before)
 	}

@@ -34,12 +34,14 @@ type progress struct {
 	metrics  *metricsfile.Metrics
 	now      func() time.Time
 	started  time.Time
-	meter    *rateMeter
+	meter    *rateMeter // of body bytes handed to the connections, or of settled bytes
 	// limiter is the run's bandwidth limit, shown while one is set.
 	limiter atomic.Pointer[bwlimit.Limiter]
 	// wire counts the body bytes sent, for the rate and the ETA; nil:
 	// they follow settled batches.
 	wire atomic.Pointer[wireCount]
+	// lastSettled is when a batch last settled with tiles uploaded.
+	lastSettled atomic.Pointer[time.Time]
 
 	tiles, retries, giveups, rejections atomic.Int64
 	bytes                               atomic.Int64
@@ -216,31 +218,52 @@ func (p *progress) rate() (float64, bool) {
 }
 
 // eta is the smoothed time left for the flight's pending tiles; ok is
-// false while the total or the rate is not known. On the wire, what is
-// left is the flight's bytes and a part header and manifest entry for each
-// of its tiles, less what has been sent; a count of sent bytes that
-// resends have pushed past that falls back to the bytes not yet settled.
+// false while the total or the rate is not known.
+//
+// With the body bytes counted, the rate is theirs, trusted once the count
+// has moved a few times after the run's first bodies filled the
+// connections' buffers. What is left is the flight's bodies (its bytes, and
+// a part header and manifest entry per tile) less those of settled batches
+// and half of what is in flight: bodies handed over and not settled have,
+// on the whole, half arrived (none just after their batch started, all just
+// before it settles). Where buffers are shallow (a bandwidth limit paces
+// the bodies) that is nearly exact; behind a deep buffer before a slow link
+// it is as good as the guess of a half.
+//
+// Without the count, it is the bytes not yet settled at the rate of
+// settled ones.
 func (p *progress) eta() (time.Duration, bool) {
 	tot := p.total.Load()
 	if tot == nil {
 		return 0, false
 	}
-	settledLeft := max(tot.bytes-p.bytes.Load(), 0)
-	tilesLeft := int64(tot.tiles) - p.tiles.Load()
+	now := p.now()
 	w := p.wire.Load()
 	if w == nil {
-		return p.meter.estimate(p.now(), p.bytes.Load(), settledLeft)
+		return p.meter.estimate(now, p.bytes.Load(), max(tot.bytes-p.bytes.Load(), 0), 0)
 	}
 	sent := w.c.sent() - w.base
-	left := tot.bytes + int64(tot.tiles)*wireOverheadPerTile - sent
-	switch {
-	case tilesLeft <= 0:
-		left = 0
-	case left <= 0:
-		left = settledLeft
+	bps, _, ok := p.meter.rateAt(now, sent)
+	if int64(tot.tiles)-p.tiles.Load() <= 0 {
+		return p.meter.blend(0), true
 	}
-	return p.meter.estimate(p.now(), sent, left)
+	last := p.lastSettled.Load()
+	if !ok || bps <= 0 || last == nil || p.meter.moves() < trustedMoves {
+		return 0, false
+	}
+	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
+	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
+	inFlight := max(sent-settled, 0)
+	// Settled bytes move in steps: half of what is left counts down
+	// between two settlements.
+	est := float64(max(whole-settled, 0))/bps - float64(inFlight)/2/bps - now.Sub(*last).Seconds()/2
+	return p.meter.blend(max(est, 0)), true
 }
+
+// trustedMoves is how often the count of body bytes must have moved
+// before its rate makes an ETA: its first moves fill the connections'
+// buffers at once and then wait for the link.
+const trustedMoves = 3
 
 func (p *progress) stateText() string {
 	if st := p.interrupt.Load(); st != nil {
@@ -327,6 +350,8 @@ func (p *progress) batch(b uploader.BatchProgress) {
 		done = b.Bytes * int64(b.Uploaded) / int64(b.Tiles)
 	}
 	p.bytes.Add(done)
+	now := p.now()
+	p.lastSettled.Store(&now)
 	p.mu.Lock()
 	if p.until.IsZero() || !p.now().Before(p.until) {
 		p.state, p.until = "", time.Time{} // a batch settled: sending again
