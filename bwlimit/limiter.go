@@ -31,12 +31,19 @@ const (
 type Limiter struct {
 	tt    Timetable
 	clock Clock
+	// OnSwitch, if set before the first Take, is told the timetable's new
+	// rate when the rate in force switches at one of its times (seen at
+	// the first Take after it), not when Toggle changes it. It must not
+	// block.
+	OnSwitch func(Rate)
 
 	mu       sync.Mutex
 	disabled bool          // toggled off
 	rate     Rate          // the bucket's rate; Off: no bucket
 	bucket   *rate.Limiter // nil when Off
 	waiters  map[*struct{}]context.CancelFunc
+	table    Rate // the timetable's rate at the last Take
+	seen     bool // table is set
 }
 
 // New returns a limiter for tt on clock.
@@ -103,6 +110,20 @@ func (l *Limiter) bucketLocked(now time.Time) *rate.Limiter {
 	return l.bucket
 }
 
+// noteSwitch tells OnSwitch when the timetable's rate in force has
+// changed since the last Take.
+func (l *Limiter) noteSwitch() {
+	l.mu.Lock()
+	r := l.tt.At(l.clock.Now())
+	switched := l.seen && r != l.table
+	l.table, l.seen = r, true
+	hook := l.OnSwitch
+	l.mu.Unlock()
+	if switched && hook != nil {
+		hook(r)
+	}
+}
+
 func chunkFor(r Rate) int {
 	return int(min(max(int64(r)/20, minChunk), maxChunk))
 }
@@ -114,6 +135,7 @@ func (l *Limiter) Take(ctx context.Context, want int) (int, error) {
 	if want <= 0 {
 		return 0, ctx.Err()
 	}
+	l.noteSwitch()
 	for {
 		if err := ctx.Err(); err != nil {
 			return 0, err

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,8 @@ func TestTheTimetableSwitchesWhileARunGoesOn(t *testing.T) {
 	}
 	c := &fakeClock{now: at(time.Tuesday, 7, 59)}
 	l := New(tt, c)
+	var switches []Rate
+	l.OnSwitch = func(r Rate) { switches = append(switches, r) }
 	if got := sendFor(t, l, c, time.Second); !math.IsInf(got, 1) {
 		t.Fatalf("before 08:00 the limit is off, but sending was paced at %.0f B/s", got)
 	}
@@ -82,6 +85,9 @@ func TestTheTimetableSwitchesWhileARunGoesOn(t *testing.T) {
 	c.set(at(time.Tuesday, 23, 0))
 	if got := sendFor(t, l, c, time.Second); !math.IsInf(got, 1) {
 		t.Fatalf("at 23:00 the limit is off, but sending was paced at %.0f B/s", got)
+	}
+	if want := []Rate{512 << 10, 2 << 20, Off}; !slices.Equal(switches, want) {
+		t.Fatalf("OnSwitch told %v, want each switch once: %v", switches, want)
 	}
 }
 

@@ -21,6 +21,10 @@ func (r *run) newLimiter() error {
 		return fmt.Errorf("upload.bwlimit (from %s): %w", r.cfg.Source("upload.bwlimit"), err)
 	}
 	r.limiter = bwlimit.New(tt, r.opts.Clock)
+	r.limiter.OnSwitch = func(rate bwlimit.Rate) {
+		r.log.Info().Str("bwlimit", rate.String()).Msgf("bandwidth limit now %s, as the upload.bwlimit timetable says (from %s)",
+			rate, r.cfg.Source("upload.bwlimit"))
+	}
 	r.sent = &sentCounter{limit: r.limiter}
 	if tt.Limited() {
 		r.log.Info().Str("bwlimit", tt.String()).Str("in_force", r.limiter.Current().String()).
