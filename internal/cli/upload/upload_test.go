@@ -242,6 +242,10 @@ func TestDryRunSendsAndChangesNothing(t *testing.T) {
 	if m["outcome"] != "dry_run" || f["still_pending"] != 7.0 || f["batches"] != 1.0 || f["bytes"].(float64) <= 0 {
 		t.Errorf("dry-run summary %v, want 7 tiles in 1 batch", m)
 	}
+	// Nothing was sent: the rate is not known, not 0.
+	if rate, ok := m["rate_bytes_per_second"]; !ok || rate != nil || f["rate_bytes_per_second"] != nil {
+		t.Errorf("dry-run rate_bytes_per_second %v (flight %v), want null", rate, f["rate_bytes_per_second"])
+	}
 }
 
 func TestNoRetryBypassesTheDecoratorAndLogsIt(t *testing.T) {
