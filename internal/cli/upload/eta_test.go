@@ -1,9 +1,18 @@
 package upload
 
 import (
+	"bytes"
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/bwlimit"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/retrydecorator"
 )
 
 func TestTheRateIsUnknownUntilBytesAreUploaded(t *testing.T) {
@@ -71,5 +80,32 @@ func TestAStallMakesTheETAGrowInsteadOfCountingDown(t *testing.T) {
 	after, ok := m.estimate(start.Add(80*time.Second), 20e6, 80e6, 0) // a minute with nothing settled
 	if !ok || after <= before {
 		t.Fatalf("after a minute's stall the ETA is %s (known %v), before it %s: want it to grow", after, ok, before)
+	}
+}
+
+// The status line shows the limit in force while one is set: the rate,
+// "limit off" once SIGUSR2 toggled it off, the rate again once back on.
+func TestTheStatusLineShowsTheLimitInForce(t *testing.T) {
+	t.Parallel()
+	var errOut bytes.Buffer
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.Nop(),
+		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+		5*time.Second, metricsfile.New(), func() time.Time { return now })
+	defer p.finish()
+	if got := p.line(); strings.Contains(got, "limit") {
+		t.Errorf("status %q shows a limit while none is set", got)
+	}
+	tt, err := bwlimit.Parse("2M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := bwlimit.New(tt, retrydecorator.SystemClock{})
+	p.limiter.Store(l)
+	for _, want := range []string{"limit 2.0 MiB/s", "limit off", "limit 2.0 MiB/s"} {
+		if got := p.line(); !strings.Contains(got, want) {
+			t.Errorf("status %q, want %q", got, want)
+		}
+		l.Toggle()
 	}
 }
