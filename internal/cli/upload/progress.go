@@ -211,6 +211,11 @@ func (p *progress) countWire(c *sentCounter) {
 func (p *progress) rate() (float64, bool) {
 	if w := p.wire.Load(); w != nil {
 		p.meter.observe(p.now(), w.c.sent()-w.base)
+		if p.meter.moves() < trustedMoves {
+			// The first bodies fill the connections' buffers at once:
+			// no rate of the link yet.
+			return 0, false
+		}
 	} else {
 		p.meter.observe(p.now(), p.bytes.Load())
 	}
