@@ -124,6 +124,15 @@ type Upload struct {
 	// time. 1..128 characters of letters, digits, '.', '_', ':' and '-'.
 	// The provider must offer sequencing. Default: unset.
 	ClientID string `yaml:"client_id"`
+	// BWLimit caps the bytes per second this process sends in request
+	// bodies, in rclone's syntax (bwlimit.Parse): a rate such as 512k,
+	// 10M or off, or a timetable such as "08:00,512k 18:00,10M 23:00,off".
+	// Every batch of the process shares it; other processes have their
+	// own. Default: off.
+	BWLimit string `yaml:"bwlimit"`
+	// ProgressInterval is how often the "upload progress" line is logged
+	// when stderr is not a terminal. Default: 5s.
+	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// Order is the order a flight's tiles are sent in: zoom (lowest zoom
 	// level first, then by tile ID: the whole map's overview reaches the
 	// provider before its detail) or id (by tile ID alone). Across every
@@ -202,6 +211,8 @@ func Default(getenv func(string) string) *Config {
 			ResendBudget:        10,
 			ResendBudgetPercent: 20,
 			Order:               "zoom",
+			BWLimit:             "off",
+			ProgressInterval:    5 * time.Second,
 		},
 		Retry: Retry{
 			MaxInCallRetries:   3,

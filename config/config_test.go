@@ -64,6 +64,8 @@ func TestDefaultsAreValidAndDocumented(t *testing.T) {
 		"upload.resend_budget_percent":   "20",
 		"upload.client_id":               "",
 		"upload.order":                   "zoom",
+		"upload.bwlimit":                 "off",
+		"upload.progress_interval":       "5s",
 		"retry.max_in_call_retries":      "3",
 		"retry.max_per_tile_attempts":    "5",
 		"retry.backoff_base":             "2s",

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/tilectl/tilectl/bwlimit"
 )
 
 // FieldError says which field is wrong, what it holds and what is allowed.
@@ -119,6 +121,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	oneOf("upload.order", c.Upload.Order, "zoom", "id")
+	if _, err := bwlimit.Parse(c.Upload.BWLimit); err != nil {
+		bad("upload.bwlimit", fmt.Sprintf("%q", c.Upload.BWLimit), fmt.Sprintf("%v; write %s", err, bwlimit.Syntax))
+	}
+	positive("upload.progress_interval", c.Upload.ProgressInterval)
 	intRange("upload.resend_budget", int64(c.Upload.ResendBudget), 0, 100000)
 	intRange("upload.resend_budget_percent", int64(c.Upload.ResendBudgetPercent), 0, 100)
 

@@ -1,6 +1,7 @@
 package uploader
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -151,6 +152,15 @@ func partOverhead(t tilestore.Tile) int64 {
 // bodyOverhead over-estimates the framing around the manifest.
 const bodyOverhead = 512
 
+// BodyLimiter paces request bodies (a bandwidth limit). Take waits until
+// up to want bytes may be written and returns how many (at least 1, at most
+// want); the body writes that many and takes again for the rest. It must
+// return ctx's error as soon as ctx is done, and be safe for concurrent use:
+// one limiter serves every batch in flight. bwlimit.Limiter implements it.
+type BodyLimiter interface {
+	Take(ctx context.Context, want int) (int, error)
+}
+
 // bodyReader is one attempt's request body: a read over the body's
 // segments. Its exact length makes the request carry a Content-Length, so a
 // server sees a cut-short body as incomplete, never as a smaller one. It
@@ -164,6 +174,10 @@ type bodyReader struct {
 	left   int64
 	bytes  *tileBytes
 	closed bool
+	// pace, when set, is asked before each read, with ctx (the request's:
+	// its deadline cuts a wait).
+	pace BodyLimiter
+	ctx  context.Context
 }
 
 // errBodyClosed is a read of a batch body after net/http closed it.
@@ -174,6 +188,13 @@ func (b *batchBody) reader() *bodyReader {
 	return &bodyReader{segs: b.segs, left: b.length, bytes: b.bytes}
 }
 
+// paced is reader paced by pace (nil: not paced); ctx bounds its waits.
+func (b *batchBody) paced(ctx context.Context, pace BodyLimiter) *bodyReader {
+	r := b.reader()
+	r.pace, r.ctx = pace, ctx
+	return r
+}
+
 func (r *bodyReader) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -181,6 +202,20 @@ func (r *bodyReader) Len() int {
 }
 
 func (r *bodyReader) Read(p []byte) (int, error) {
+	if r.pace != nil && len(p) > 0 {
+		// The wait is outside the lock, so a Close while it waits does
+		// not wait for it.
+		r.mu.Lock()
+		want := int(min(int64(len(p)), r.left))
+		r.mu.Unlock()
+		if want > 0 {
+			n, err := r.pace.Take(r.ctx, want)
+			if err != nil {
+				return 0, fmt.Errorf("wait for the bandwidth limit: %w", err)
+			}
+			p = p[:n]
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

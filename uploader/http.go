@@ -141,6 +141,10 @@ type HTTPOptions struct {
 	// Without it, or when it cannot tell (an error: logged once), only
 	// leases decide.
 	Liveness RunLiveness
+	// Pace, if set, paces the bytes of every batch body as they are
+	// written (a bandwidth limit every batch of the uploader shares).
+	// Default: nil, no limit.
+	Pace BodyLimiter
 }
 
 // DefaultMaxResends is HTTPOptions.MaxResends's default, for bounding a
@@ -213,6 +217,7 @@ type HTTPTileUploader struct {
 	adaptive       *concurrency.Controller
 	liveness       RunLiveness // HTTPOptions.Liveness; nil: leases decide
 	livenessWarned atomic.Bool // a failed liveness check was logged
+	pace           BodyLimiter // HTTPOptions.Pace; nil: no limit
 }
 
 var _ TileUploader = (*HTTPTileUploader)(nil)
@@ -235,6 +240,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		timeout: opts.RequestTimeout, firstContact: opts.FirstContactTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
 		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
 		cacheDirSource: opts.CacheDirSource, clientID: opts.ClientID, liveness: opts.Liveness,
+		pace: opts.Pace,
 	}
 	if u.clientID != "" {
 		if _, err := u.seqStore(); err != nil {

@@ -176,7 +176,7 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 					}
 				}
 			}
-			return body.reader(), nil
+			return body.paced(baseCtx, u.pace), nil
 		})
 	}
 	req, err := retryablehttp.NewRequestWithContext(reqCtx, method, u.endpoint(path), raw)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"unicode/utf8"
 
 	"golang.org/x/term"
 )
@@ -17,11 +16,12 @@ import (
 // progress, so everything written to stderr in that time must go through
 // it. It is safe for concurrent use.
 type StatusLine struct {
-	mu    sync.Mutex
-	out   io.Writer
-	width func() int
-	text  string
-	shown bool
+	mu     sync.Mutex
+	out    io.Writer
+	width  func() int
+	text   string
+	fields []Field // set by SetFields: fitted to the width at each draw
+	shown  bool
 }
 
 // Control sequences: carriage return, and erase to the end of the line.
@@ -47,7 +47,7 @@ func (s *StatusLine) Write(p []byte) (int, error) {
 		buf.WriteByte('\n') // a status never shares a line with a log
 	}
 	if s.text != "" {
-		buf.WriteString(s.fit(s.text))
+		buf.WriteString(s.render())
 		s.shown = true
 	} else {
 		s.shown = false
@@ -58,13 +58,32 @@ func (s *StatusLine) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Set replaces the status text and redraws it.
+// Set replaces the status text and redraws it, cut to the width.
 func (s *StatusLine) Set(text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.text = text
-	_, _ = io.WriteString(s.out, clearLine+s.fit(text))
+	s.text, s.fields = text, nil
+	_, _ = io.WriteString(s.out, clearLine+s.render())
 	s.shown = text != ""
+}
+
+// SetFields replaces the status with fields and redraws it: on a narrow
+// terminal the fields of least priority are dropped (Fit).
+func (s *StatusLine) SetFields(fields []Field) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fields = fields
+	s.text = Fit(fields, 1<<20)
+	_, _ = io.WriteString(s.out, clearLine+s.render())
+	s.shown = s.text != ""
+}
+
+// render is the status as drawn at the terminal's width now.
+func (s *StatusLine) render() string {
+	if s.fields != nil {
+		return Fit(s.fields, s.columns())
+	}
+	return cut(s.text, s.columns())
 }
 
 // Clear removes the status line, leaving the cursor at the start of an
@@ -72,26 +91,21 @@ func (s *StatusLine) Set(text string) {
 func (s *StatusLine) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.text = ""
+	s.text, s.fields = "", nil
 	if s.shown {
 		_, _ = io.WriteString(s.out, clearLine)
 		s.shown = false
 	}
 }
 
-// fit cuts text to one column less than the terminal's width.
-func (s *StatusLine) fit(text string) string {
-	w := 80
+// columns is the terminal's width, 80 when it cannot tell.
+func (s *StatusLine) columns() int {
 	if s.width != nil {
 		if n := s.width(); n > 0 {
-			w = n
+			return n
 		}
 	}
-	if utf8.RuneCountInString(text) < w {
-		return text
-	}
-	r := []rune(text)
-	return string(r[:max(w-1, 0)])
+	return 80
 }
 
 // terminalWidth reads f's columns, 80 when it cannot.

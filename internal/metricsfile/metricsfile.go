@@ -52,6 +52,8 @@ type Metrics struct {
 	conc     prometheus.Gauge
 	concMax  int
 	mu       sync.Mutex
+	rate     prometheus.Gauge // nil until SetRate
+	rateOnce sync.Once
 	sli      *sliSeries
 	flights  flightSeries
 }
@@ -109,6 +111,20 @@ func (m *Metrics) Add(c Counts) {
 	m.concMax = max(m.concMax, c.Concurrency)
 	m.conc.Set(float64(m.concMax))
 	m.mu.Unlock()
+}
+
+// SetRate records the run's upload rate: bytes sent per second of its
+// flights' upload time. A run that measured none leaves the series out
+// (unknown is no sample, never a 0).
+func (m *Metrics) SetRate(bytesPerSecond float64) {
+	m.rateOnce.Do(func() {
+		m.rate = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tilectl_upload_rate_bytes_per_second",
+			Help: "Bytes sent per second of the run's upload time.",
+		})
+		m.reg.MustRegister(m.rate)
+	})
+	m.rate.Set(bytesPerSecond)
 }
 
 // ObserveBatch records one settled batch's latency.

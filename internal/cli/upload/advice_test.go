@@ -197,7 +197,7 @@ func TestStatusLineSaysWhatWaitsForTheProvidersAdviceAndUntilWhen(t *testing.T) 
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.Local)
 	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.Nop(),
 		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
-		metricsfile.New(), func() time.Time { return now })
+		5*time.Second, metricsfile.New(), func() time.Time { return now })
 	defer p.finish()
 	p.wait(uploader.Wait{Reason: uploader.WaitProviderAdvice, OpID: "op-1", Tiles: 2, Until: now.Add(4 * time.Second)})
 	if got := p.line(); !strings.Contains(got, "waiting 4s for 2 tiles until 10:00:04 as the provider advised") {

@@ -115,7 +115,7 @@ func TestProgressLogsOnEachTickWhenNotATerminal(t *testing.T) {
 	var logs bytes.Buffer
 	tick := make(chan time.Time)
 	p := newProgress("F1", 10, 1000, nil, false, zerolog.New(&logs),
-		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, metricsfile.New(), time.Now)
+		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, 5*time.Second, metricsfile.New(), time.Now)
 	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 3, Latency: time.Second})
 	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1})
 	tick <- time.Now() // received by the logging goroutine
@@ -136,7 +136,7 @@ func TestProgressDrawsTileCountsAndACountdownOnATerminal(t *testing.T) {
 			t.Fatal("log ticker used on a terminal")
 			return nil, nil
 		},
-		metricsfile.New(), func() time.Time { return now })
+		5*time.Second, metricsfile.New(), func() time.Time { return now })
 	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 4})
 	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1, Sleep: 4 * time.Second, Pending: 6, Rejected: 2})
 	if got := p.line(); !strings.Contains(got, "4/10 tiles") || !strings.Contains(got, "retrying in 4s (6 pending, 2 rejected)") {
@@ -160,7 +160,7 @@ func TestProgressShowsSettlingOpenBatchesInPlaceOnATerminal(t *testing.T) {
 			t.Fatal("log ticker used on a terminal")
 			return nil, nil
 		},
-		metricsfile.New(), func() time.Time { return now })
+		5*time.Second, metricsfile.New(), func() time.Time { return now })
 	p.settle(uploader.SettlingProgress{Open: 2})
 	if got := p.line(); !strings.Contains(got, "settling 2 open batches") {
 		t.Errorf("status %q, want the settling state", got)
@@ -190,7 +190,7 @@ func TestProgressShowsSettlingOpenBatchesInPlaceOnATerminal(t *testing.T) {
 func TestProgressLogsSettlingOpenBatchesWhenNotATerminal(t *testing.T) {
 	var logs bytes.Buffer
 	p := newProgress("F1", 10, 1000, nil, false, zerolog.New(&logs),
-		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} }, metricsfile.New(), time.Now)
+		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} }, 5*time.Second, metricsfile.New(), time.Now)
 	p.settle(uploader.SettlingProgress{Open: 1})
 	if got := p.stateText(); got != "settling 1 open batch" {
 		t.Errorf("state %q, want the settling state in the periodic log lines", got)
@@ -240,7 +240,7 @@ func TestProgressShowsATotalNotYetCountedAsUnknownNotZero(t *testing.T) {
 	var logs bytes.Buffer
 	tick := make(chan time.Time)
 	p := newProgress("F1", -1, 0, nil, false, zerolog.New(&logs),
-		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, metricsfile.New(), time.Now)
+		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, 5*time.Second, metricsfile.New(), time.Now)
 	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 4})
 	if got := p.line(); !strings.Contains(got, "4/? tiles") {
 		t.Errorf("status %q, want 4/? tiles before the count arrives", got)
@@ -264,7 +264,7 @@ func TestProgressShowsWhoseBatchesTheRunWaitsForAndUntilWhen(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.Local)
 	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 300 }), false, zerolog.Nop(),
 		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
-		metricsfile.New(), func() time.Time { return now })
+		5*time.Second, metricsfile.New(), func() time.Time { return now })
 	until := time.Date(2026, 11, 22, 21, 4, 5, 0, time.Local)
 	p.holding(uploader.Held{Tiles: 120, Until: until, Holders: []uploader.Holder{
 		{RunID: "3f9c", Host: "ground-1", PID: 4242, Tiles: 100, LeaseEnds: until},

@@ -88,6 +88,9 @@ func TestMetricsFileFromConfigParsesWithAFlightLabelForNodeExporter(t *testing.T
 	if got := seriesValue(t, fams, "tilectl_last_run_timestamp_seconds", fl); got < float64(before.Unix()) {
 		t.Errorf("tilectl_last_run_timestamp_seconds = %v, want at least %d", got, before.Unix())
 	}
+	if got := seriesValue(t, fams, "tilectl_upload_rate_bytes_per_second", map[string]string{}); got <= 0 {
+		t.Errorf("tilectl_upload_rate_bytes_per_second = %v, want the run's rate", got)
+	}
 	if got := seriesValue(t, fams, "tilectl_last_run_success", fl); got != 0 {
 		t.Errorf("tilectl_last_run_success = %v, want 0 (a tile was given up)", got)
 	}

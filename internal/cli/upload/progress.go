@@ -2,6 +2,7 @@ package upload
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/retrydecorator"
@@ -16,13 +18,10 @@ import (
 	"github.com/tilectl/tilectl/uploader"
 )
 
-// progressLogEvery is how often progress is logged when stderr is not a
-// terminal; redrawEvery is how often the status line is redrawn on one
-// (often enough for a countdown in seconds to tick smoothly).
-const (
-	progressLogEvery = 5 * time.Second
-	redrawEvery      = 250 * time.Millisecond
-)
+// redrawEvery is how often the status line is redrawn on a terminal
+// (often enough for a countdown in seconds to tick smoothly); off one,
+// progress is logged every upload.progress_interval.
+const redrawEvery = 250 * time.Millisecond
 
 // progress follows one flight's upload: a status line on a terminal (tile
 // count, bar, bytes, rate and the state, such as "retrying in 4s (37
@@ -35,6 +34,14 @@ type progress struct {
 	metrics  *metricsfile.Metrics
 	now      func() time.Time
 	started  time.Time
+	meter    *rateMeter // of body bytes handed to the connections, or of settled bytes
+	// limiter is the run's bandwidth limit, shown while one is set.
+	limiter atomic.Pointer[bwlimit.Limiter]
+	// wire counts the body bytes sent, for the rate and the ETA; nil:
+	// they follow settled batches.
+	wire atomic.Pointer[wireCount]
+	// lastSettled is when a batch last settled with tiles uploaded.
+	lastSettled atomic.Pointer[time.Time]
 
 	tiles, retries, giveups, rejections atomic.Int64
 	bytes                               atomic.Int64
@@ -73,11 +80,12 @@ func (p *progress) setTotal(tiles int, bytes int64) {
 }
 
 // newProgress starts the display; tiles < 0 means the total is not known
-// yet (setTotal gives it).
+// yet (setTotal gives it). Off a terminal, progress is logged every every.
 func newProgress(flightID string, tiles int, bytes int64, status *iostreams.StatusLine, quiet bool, log zerolog.Logger,
-	ticker func(time.Duration) (<-chan time.Time, func()), m *metricsfile.Metrics, now func() time.Time) *progress {
+	ticker func(time.Duration) (<-chan time.Time, func()), every time.Duration, m *metricsfile.Metrics, now func() time.Time) *progress {
 	p := &progress{flightID: flightID, metrics: m, log: log, quiet: quiet,
 		status: status, now: now, started: now(), done: make(chan struct{}), stop: func() {}}
+	p.meter = newRateMeter(p.started)
 	if tiles >= 0 {
 		p.setTotal(tiles, bytes)
 	}
@@ -90,7 +98,7 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 		c, p.stop = t.C, t.Stop
 		p.redraw()
 	} else {
-		c, p.stop = ticker(progressLogEvery)
+		c, p.stop = ticker(every)
 	}
 	p.wg.Add(1)
 	go func() {
@@ -111,8 +119,26 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	return p
 }
 
-// line is the status line's text.
-func (p *progress) line() string {
+// line is the status line's text, every field shown.
+func (p *progress) line() string { return iostreams.Fit(p.fields(), 1<<20) }
+
+// Status line priorities (0 is kept longest on a narrow terminal): what
+// the run is doing and when it will be done, then how far it is, the rate,
+// the limit, the bar, the bytes, and last the flight ID (shortened first).
+const (
+	prioState = iota
+	prioTiles
+	prioRate
+	prioLimit
+	prioIdle // the state when it is only "uploading"
+	prioBar
+	prioBytes
+	prioFlight
+)
+
+// fields is the status line: flight, bar, tiles, bytes, rate, limit, state
+// and ETA, each with its priority.
+func (p *progress) fields() []iostreams.Field {
 	done, tot := p.tiles.Load(), p.total.Load()
 	total, totalTiles, totalBytes := int64(0), "?", "?"
 	if tot != nil {
@@ -127,14 +153,122 @@ func (p *progress) line() string {
 	if filled > 0 && filled < width {
 		bar = strings.Repeat("=", filled-1) + ">" + strings.Repeat(" ", width-filled)
 	}
-	elapsed := p.now().Sub(p.started)
-	rate := "-"
-	if elapsed > 0 {
-		rate = iostreams.HumanBytes(int64(float64(p.bytes.Load())/elapsed.Seconds())) + "/s"
+	rate := "-/s"
+	if bps, ok := p.rate(); ok {
+		rate = iostreams.HumanBytes(int64(bps)) + "/s"
 	}
-	return fmt.Sprintf("%s [%s] %d/%s tiles  %s/%s  %s  %s", p.flightID, bar, done, totalTiles,
-		iostreams.HumanBytes(p.bytes.Load()), totalBytes, rate, p.stateText())
+	state, statePrio := p.stateText(), prioState
+	if state == "uploading" {
+		statePrio = prioIdle
+	}
+	f := []iostreams.Field{
+		{Text: p.flightID, Short: shortID(p.flightID), Priority: prioFlight},
+		{Text: "[" + bar + "]", Priority: prioBar},
+		{Text: fmt.Sprintf("%d/%s tiles", done, totalTiles), Priority: prioTiles},
+		{Text: iostreams.HumanBytes(p.bytes.Load()) + "/" + totalBytes, Priority: prioBytes},
+		{Text: rate, Priority: prioRate},
+	}
+	if l := p.limiter.Load(); l.Configured() {
+		f = append(f, iostreams.Field{Text: "limit " + l.Current().String(), Priority: prioLimit})
+	}
+	f = append(f, iostreams.Field{Text: state, Priority: statePrio})
+	if eta, ok := p.eta(); ok {
+		f = append(f, iostreams.Field{Text: "ETA " + iostreams.HumanDuration(eta.Round(time.Second)), Priority: prioState})
+	}
+	return f
 }
+
+// shortID is a long flight ID cut to its first 8 characters and an
+// ellipsis; "" (nothing shorter to show) for a short one.
+func shortID(id string) string {
+	r := []rune(id)
+	if len(r) <= 10 {
+		return ""
+	}
+	return string(r[:8]) + "…"
+}
+
+// wireOverheadPerTile estimates the bytes a tile adds to a batch body
+// beyond its own: its part's header and its manifest entry.
+const wireOverheadPerTile = 384
+
+// wireCount is where the flight's body bytes on the wire are counted: the
+// run's counter, and its value when the flight started.
+type wireCount struct {
+	c    *sentCounter
+	base int64
+}
+
+// countWire has the rate and the ETA follow the body bytes c lets through
+// from now on, instead of the bytes of settled batches.
+func (p *progress) countWire(c *sentCounter) {
+	p.wire.Store(&wireCount{c: c, base: c.sent()})
+}
+
+// rate is the smoothed rate in bytes per second of batch bodies put on
+// the wire (what --bwlimit caps), or, without a count of those, of settled
+// batches; ok is false while it is not known.
+func (p *progress) rate() (float64, bool) {
+	if w := p.wire.Load(); w != nil {
+		p.meter.observe(p.now(), w.c.sent()-w.base)
+		if p.meter.moves() < trustedMoves {
+			// The first bodies fill the connections' buffers at once:
+			// no rate of the link yet.
+			return 0, false
+		}
+	} else {
+		p.meter.observe(p.now(), p.bytes.Load())
+	}
+	return p.meter.rate()
+}
+
+// eta is the smoothed time left for the flight's pending tiles; ok is
+// false while the total or the rate is not known.
+//
+// With the body bytes counted, the rate is theirs, trusted once the count
+// has moved a few times after the run's first bodies filled the
+// connections' buffers. What is left is the flight's bodies (its bytes, and
+// a part header and manifest entry per tile) less those of settled batches
+// and half of what is in flight: bodies handed over and not settled have,
+// on the whole, half arrived (none just after their batch started, all just
+// before it settles). Where buffers are shallow (a bandwidth limit paces
+// the bodies) that is nearly exact; behind a deep buffer before a slow link
+// it is as good as the guess of a half.
+//
+// Without the count, it is the bytes not yet settled at the rate of
+// settled ones.
+func (p *progress) eta() (time.Duration, bool) {
+	tot := p.total.Load()
+	if tot == nil {
+		return 0, false
+	}
+	now := p.now()
+	w := p.wire.Load()
+	if w == nil {
+		return p.meter.estimate(now, p.bytes.Load(), max(tot.bytes-p.bytes.Load(), 0), 0)
+	}
+	sent := w.c.sent() - w.base
+	bps, _, ok := p.meter.rateAt(now, sent)
+	if int64(tot.tiles)-p.tiles.Load() <= 0 {
+		return p.meter.blend(0), true
+	}
+	last := p.lastSettled.Load()
+	if !ok || bps <= 0 || last == nil || p.meter.moves() < trustedMoves {
+		return 0, false
+	}
+	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
+	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
+	inFlight := max(sent-settled, 0)
+	// Settled bytes move in steps: half of what is left counts down
+	// between two settlements.
+	est := float64(max(whole-settled, 0))/bps - float64(inFlight)/2/bps - now.Sub(*last).Seconds()/2
+	return p.meter.blend(max(est, 0)), true
+}
+
+// trustedMoves is how often the count of body bytes must have moved
+// before its rate makes an ETA: its first moves fill the connections'
+// buffers at once and then wait for the link.
+const trustedMoves = 3
 
 func (p *progress) stateText() string {
 	if st := p.interrupt.Load(); st != nil {
@@ -169,7 +303,7 @@ func (p *progress) setState(format string, until time.Time) {
 
 func (p *progress) redraw() {
 	if p.status != nil && !p.quiet {
-		p.status.Set(p.line())
+		p.status.SetFields(p.fields())
 	}
 }
 
@@ -181,6 +315,20 @@ func (p *progress) logLine() {
 	} else { // not counted yet: null, not 0
 		e = e.Int64("tiles_done", p.tiles.Load()).RawJSON("tiles_total", []byte("null")).
 			Int64("bytes_done", p.bytes.Load()).RawJSON("bytes_total", []byte("null"))
+	}
+	// Unknown is null, never a 0 made up.
+	if bps, ok := p.rate(); ok {
+		e = e.Float64("rate_bytes_per_second", math.Round(bps))
+	} else {
+		e = e.RawJSON("rate_bytes_per_second", []byte("null"))
+	}
+	if eta, ok := p.eta(); ok {
+		e = e.Float64("eta_seconds", math.Round(eta.Seconds()*10)/10)
+	} else {
+		e = e.RawJSON("eta_seconds", []byte("null"))
+	}
+	if l := p.limiter.Load(); l.Configured() {
+		e = e.Str("bwlimit", l.Current().String())
 	}
 	e.Int64("retries", p.retries.Load()).Int64("given_up", p.giveups.Load()).
 		Str("state", p.stateText()).
@@ -207,6 +355,8 @@ func (p *progress) batch(b uploader.BatchProgress) {
 		done = b.Bytes * int64(b.Uploaded) / int64(b.Tiles)
 	}
 	p.bytes.Add(done)
+	now := p.now()
+	p.lastSettled.Store(&now)
 	p.mu.Lock()
 	if p.until.IsZero() || !p.now().Before(p.until) {
 		p.state, p.until = "", time.Time{} // a batch settled: sending again

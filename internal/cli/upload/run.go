@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
@@ -47,6 +48,8 @@ type run struct {
 	reported  bool                     // the summary was printed
 	locks     tilestore.RunLocks       // the machine's run locks (cache_dir/runs)
 	lock      *tilestore.RunLock       // this run's, held for its whole life; nil in a dry run
+	limiter   *bwlimit.Limiter         // the process's bandwidth limit, shared by every batch
+	sent      *sentCounter             // the uploader's Pace: the limiter, counting body bytes
 }
 
 // uploadRun runs the command. Whatever ends it, -o json prints exactly one
@@ -96,6 +99,10 @@ func (r *run) upload(ctx context.Context) error {
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Upload.Deadline)
 	defer cancel()
+	if err := r.newLimiter(); err != nil {
+		return exitcode.UsageError(err)
+	}
+	defer r.watchToggle(ctx)()
 	if err := r.wire(ctx); err != nil {
 		return err
 	}
@@ -161,6 +168,10 @@ func (r *run) upload(ctx context.Context) error {
 		firstErr = exitcode.New(se.Code(), fmt.Errorf("%s (%s)", msg, se))
 		sum.Interrupted = true
 	}
+	sum.Rate = runRate(sum.Flights)
+	if sum.Rate != nil && !opts.DryRun {
+		r.metrics.SetRate(*sum.Rate)
+	}
 	if r.rec != nil {
 		sum.FDR = fdrSummary(r.cfg.FDRPath, r.rec.Capacity(), fdrRecords, fdrBytes)
 	}
@@ -204,6 +215,7 @@ func (r *run) wire(ctx context.Context) error {
 		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
 		ClientID:     r.cfg.Upload.ClientID,
 		Liveness:     r.locks,
+		Pace:         r.sent,
 	})
 	if err != nil {
 		return exitcode.UsageError(err)
@@ -354,7 +366,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	if !r.opts.DryRun { // a dry run changes nothing, the history included
 		r.startRun(ctx, id, started)
 	}
-	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.metrics, r.opts.Clock.Now)
+	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.cfg.Upload.ProgressInterval, r.metrics, r.opts.Clock.Now)
+	p.limiter.Store(r.limiter)
+	p.countWire(r.sent)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
 	stopWatch := r.watchInterrupt(ctx, p, id)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/tilectl/tilectl/internal/iostreams"
@@ -61,6 +62,10 @@ import (
 //	concurrency         the limit on batches in flight as the run ended
 //	                    (upload.concurrency auto: what it measured); in the
 //	                    totals the highest of the flights'; 0 when none sent
+//	rate_bytes_per_second
+//	                    bytes sent per second of the run's upload time
+//	                    (per flight: of its own), or null when not known
+//	                    (a dry run, or no time measured): never a made-up 0
 //	sli                 the run's retry indicators (see SLI)
 //	next_retry_at       RFC 3339 hint for the next run, or null
 //	error               the run-level error message, or null
@@ -83,6 +88,7 @@ type Summary struct {
 	RetryDecorator bool            `json:"retry_decorator"`
 	Counts                         // the totals
 	LocalFailures  []LocalFailure  `json:"local_failures"`
+	Rate           *float64        `json:"rate_bytes_per_second"`
 	SLI            SLI             `json:"sli"`
 	NextRetryAt    *time.Time      `json:"next_retry_at"`
 	Error          *string         `json:"error"`
@@ -195,6 +201,8 @@ type FlightSummary struct {
 	Finished        time.Time         `json:"finished"`
 	// ElapsedSeconds is Finished - Started.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// Rate is Bytes / ElapsedSeconds; nil when not known.
+	Rate *float64 `json:"rate_bytes_per_second"`
 	// GiveUpsAwaitingReview is every tile of the flight in upload_giveup
 	// after the run, this run's and earlier ones'; null when it could not
 	// be counted.
@@ -232,6 +240,9 @@ func flightSummary(rep uploader.UploadBatchReport, pending *int, pendingBytes *i
 	}
 	if !rep.Started.IsZero() && rep.Finished.After(rep.Started) {
 		fs.ElapsedSeconds = rep.Finished.Sub(rep.Started).Seconds()
+		if !dryRun {
+			fs.Rate = new(math.Round(float64(fs.Bytes) / fs.ElapsedSeconds))
+		}
 	}
 	switch {
 	case err != nil:
@@ -305,6 +316,9 @@ func (s *Summary) writeText(w io.Writer) error {
 		batches := iostreams.Count(f.Batches, "batch", "batches")
 		p("  %s (%s); %s; %s sent%s\n", plural(f.Rejected, "rejection"), plural(f.RejectedTiles, "tile"), batches,
 			iostreams.HumanBytes(f.Bytes), rates(f, elapsed))
+		if left := timeLeft(f); left != "" {
+			p("  %s\n", left)
+		}
 		if f.LocalFailed > 0 {
 			p("  %s not sent because of their cached blob (still pending, no attempt counted):\n", iostreams.Count(f.LocalFailed, "tile", "tiles"))
 			writeLocalFailures(p, f.localFailures)
@@ -344,6 +358,22 @@ func (s *Summary) writeText(w io.Writer) error {
 	return err
 }
 
+// runRate is the run's bytes per second over its flights' upload time,
+// nil when no flight measured its time.
+func runRate(flights []FlightSummary) *float64 {
+	var bytes int64
+	var secs float64
+	for _, f := range flights {
+		if f.Rate != nil {
+			bytes, secs = bytes+f.Bytes, secs+f.ElapsedSeconds
+		}
+	}
+	if secs <= 0 {
+		return nil
+	}
+	return new(math.Round(float64(bytes) / secs))
+}
+
 // pendingText is "N still pending (SIZE)", or "still pending: unknown"
 // when the run could not count them.
 func pendingText(c Counts) string {
@@ -369,6 +399,16 @@ func rates(f FlightSummary, elapsed time.Duration) string {
 	}
 	sec := elapsed.Seconds()
 	return fmt.Sprintf(" at %s/s, %.1f tiles/s", iostreams.HumanBytes(int64(float64(f.Bytes)/sec)), float64(f.Uploaded)/sec)
+}
+
+// timeLeft is, for a flight with bytes still pending, how long they would
+// take at this run's rate; "" when nothing is left or the rate is not known.
+func timeLeft(f FlightSummary) string {
+	if f.Rate == nil || *f.Rate <= 0 || f.StillPendingBytes == nil || *f.StillPendingBytes <= 0 {
+		return ""
+	}
+	d := time.Duration(float64(*f.StillPendingBytes) / *f.Rate * float64(time.Second)).Round(time.Second)
+	return fmt.Sprintf("the %s still pending would take about %s at this run's rate", iostreams.HumanBytes(*f.StillPendingBytes), iostreams.HumanDuration(d))
 }
 
 // plural is n and a noun whose plural adds an s.

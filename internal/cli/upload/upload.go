@@ -69,6 +69,8 @@ type Options struct {
 	Order              string
 	InsecureSkipVerify bool
 	Output             string
+	BWLimit            string
+	ProgressInterval   time.Duration
 	// Quiet shows only errors and the summary: no progress, no INFO/WARN.
 	Quiet      bool
 	CPUProfile string // hidden --cpuprofile: where to write a CPU profile
@@ -139,6 +141,8 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.StringVar(&opts.ClientID, "client-id", "", "strict client sequencing: send Client-Id and a journaled Client-Sequence with every batch, one batch in flight (default from config upload.client_id)")
 	fl.StringVar(&opts.Order, "order", "", "the order tiles are sent in: zoom (lowest zoom first, then by tile ID) or id (default from config upload.order)")
 	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
+	fl.StringVar(&opts.BWLimit, "bwlimit", "", "cap on the bytes per second this process sends: 512k, 10M, off, or a timetable such as \"08:00,512k 18:00,10M 23:00,off\"; SIGUSR2 toggles it (default from config upload.bwlimit)")
+	fl.DurationVar(&opts.ProgressInterval, "progress-interval", 0, "how often the progress line is logged when stderr is not a terminal (default from config upload.progress_interval)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "show only errors and the summary (no progress, no info or warning logs)")
 	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file (or set "+cpuProfileEnv+")")
@@ -185,6 +189,8 @@ var configFlags = []struct {
 	{"metrics-file", "upload.metrics_file", func(o *Options) string { return o.MetricsFile }},
 	{"client-id", "upload.client_id", func(o *Options) string { return o.ClientID }},
 	{"order", "upload.order", func(o *Options) string { return o.Order }},
+	{"bwlimit", "upload.bwlimit", func(o *Options) string { return o.BWLimit }},
+	{"progress-interval", "upload.progress_interval", func(o *Options) string { return o.ProgressInterval.String() }},
 }
 
 // settings is the configuration with the user's flags applied (from the

@@ -45,7 +45,7 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	wantKeys := []string{"outcome", "exit_code", "dry_run", "retry_decorator", "uploaded", "accepted", "duplicate",
 		"rejected", "rejected_tiles", "given_up", "still_pending", "still_pending_bytes", "retries", "batches", "bytes", "resends",
 		"replayed", "timeouts", "next_retry_at", "error", "flights", "fdr",
-		"requests", "first_attempts", "resends_refused", "breaker_openings", "concurrency", "sli", "local_failed", "local_failures"}
+		"requests", "first_attempts", "resends_refused", "breaker_openings", "concurrency", "sli", "local_failed", "local_failures", "rate_bytes_per_second"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)
@@ -65,6 +65,12 @@ func TestAllUploadedExitsZeroWithStableJSONSummary(t *testing.T) {
 	fl := m["flights"].([]any)
 	if len(fl) != 1 || fl[0].(map[string]any)["flight_id"] != "F1" || fl[0].(map[string]any)["outcome"] != "success" {
 		t.Errorf("flights %v, want one F1 success", fl)
+	}
+	// The rate is bytes over the upload's time, for the run and the flight.
+	for _, obj := range []map[string]any{m, fl[0].(map[string]any)} {
+		if r, ok := obj["rate_bytes_per_second"].(float64); !ok || r <= 0 {
+			t.Errorf("rate_bytes_per_second = %v, want a positive number", obj["rate_bytes_per_second"])
+		}
 	}
 	for _, id := range ids {
 		if s := r.status(id); s != "uploaded" {
@@ -238,6 +244,10 @@ func TestDryRunSendsAndChangesNothing(t *testing.T) {
 	f := m["flights"].([]any)[0].(map[string]any)
 	if m["outcome"] != "dry_run" || f["still_pending"] != 7.0 || f["batches"] != 1.0 || f["bytes"].(float64) <= 0 {
 		t.Errorf("dry-run summary %v, want 7 tiles in 1 batch", m)
+	}
+	// Nothing was sent: the rate is not known, not 0.
+	if rate, ok := m["rate_bytes_per_second"]; !ok || rate != nil || f["rate_bytes_per_second"] != nil {
+		t.Errorf("dry-run rate_bytes_per_second %v (flight %v), want null", rate, f["rate_bytes_per_second"])
 	}
 }
 

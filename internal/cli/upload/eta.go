@@ -1,0 +1,186 @@
+package upload
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Smoothing of the rate and the ETA. A batch's bytes count when it
+// settles, so uploaded bytes arrive in steps: the rate is weighted over
+// rateTau of the steps (taken when the totals change, so it does not sag
+// between two settlements), and the ETA counts down between them, blended
+// into each new estimate over etaTau instead of jumping to it.
+const (
+	rateTau = 10 * time.Second
+	etaTau  = 1500 * time.Millisecond
+)
+
+// rateMeter is a rate of bytes per second (the batch bodies put on the
+// wire, or, without a count of those, the bytes of settled batches) and
+// the ETA from it. It knows no rate before the first bytes are uploaded (unknown,
+// not 0). When nothing has settled for much longer than usual (stalled:
+// an outage, a long wait), the rate counts the stall in and sinks, and the
+// ETA grows instead of counting down. It is safe for concurrent use.
+type rateMeter struct {
+	mu         sync.Mutex
+	now        time.Time // of the last observation
+	changed    time.Time // when the totals last changed
+	bytes      int64     // the total then
+	wBytes, wT float64   // decayed sums of bytes and seconds
+	gap        float64   // the usual seconds between changes (weighted)
+	changes    int       // how often the total has moved
+	// The first change: its total and the seconds from the start to it.
+	first      time.Time
+	firstBytes int64
+	firstDT    float64
+
+	eta   float64 // seconds, the shown estimate; < 0: none yet
+	etaAt time.Time
+}
+
+func newRateMeter(start time.Time) *rateMeter {
+	return &rateMeter{now: start, changed: start, eta: -1}
+}
+
+// observe takes the bytes counted so far at now.
+func (m *rateMeter) observe(now time.Time, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.observeLocked(now, bytes)
+}
+
+func (m *rateMeter) observeLocked(now time.Time, bytes int64) {
+	if now.After(m.now) {
+		m.now = now
+	}
+	if bytes == m.bytes {
+		return
+	}
+	m.changes++
+	dt := max(m.now.Sub(m.changed).Seconds(), 0)
+	if m.first.IsZero() {
+		// The first settlement ends the run's start-up (capabilities,
+		// claims, a batch's round trip): the rate is measured from it on,
+		// and until the next one is the plain average since the start.
+		m.first, m.firstBytes, m.firstDT = m.now, bytes, dt
+		m.changed, m.bytes = m.now, bytes
+		return
+	}
+	f := math.Exp(-dt / rateTau.Seconds())
+	m.wBytes = m.wBytes*f + float64(bytes-m.bytes)
+	m.wT = m.wT*f + dt
+	if m.gap == 0 {
+		m.gap = dt
+	} else {
+		m.gap += (dt - m.gap) / 4
+	}
+	m.changed, m.bytes = m.now, bytes
+}
+
+// stalledLocked: nothing settled for longer than rateTau and three usual
+// gaps; since is the time since the totals last changed.
+func (m *rateMeter) stalledLocked() (since float64, stalled bool) {
+	since = max(m.now.Sub(m.changed).Seconds(), 0)
+	return since, since > max(rateTau.Seconds(), 3*m.gap)
+}
+
+// rate is bytes per second; ok is false while nothing has been counted.
+func (m *rateMeter) rate() (bytesPerSec float64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rateLocked()
+}
+
+func (m *rateMeter) rateLocked() (float64, bool) {
+	if m.bytes == 0 {
+		return 0, false
+	}
+	wB, wT := m.wBytes, m.wT
+	if wT <= 0 { // one change so far
+		wB, wT = float64(m.firstBytes), m.firstDT
+		if wT <= 0 {
+			return 0, false
+		}
+	}
+	if since, stalled := m.stalledLocked(); stalled {
+		f := math.Exp(-since / rateTau.Seconds())
+		wB, wT = wB*f, wT*f+since
+	}
+	return wB / wT, true
+}
+
+// estimate observes the bytes counted at now and returns the ETA for left
+// more and then tail (the time the last of them takes to be answered):
+// left at the rate, less the time since the count last moved (the bytes
+// kept moving meanwhile), plus tail, blended into the last estimate
+// counted down to now (blend). ok is false when the rate or what is left
+// is not known.
+func (m *rateMeter) estimate(now time.Time, bytes, left int64, tail time.Duration) (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.observeLocked(now, bytes)
+	bps, ok := m.rateLocked()
+	if left < 0 || left > 0 && (!ok || bps <= 0) {
+		return 0, false
+	}
+	raw := tail.Seconds()
+	if left > 0 {
+		rest := float64(left) / bps
+		if since, stalled := m.stalledLocked(); !stalled {
+			rest = max(rest-since, 0)
+		}
+		raw += rest
+	}
+	return m.blendLocked(raw), true
+}
+
+// moves is how often the count has moved.
+func (m *rateMeter) moves() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changes
+}
+
+// rateAt observes the bytes counted at now and returns the rate, as rate
+// does, and the seconds since the count last moved (0 once stalled: the
+// rate then counts the stall in).
+func (m *rateMeter) rateAt(now time.Time, bytes int64) (bps, since float64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.observeLocked(now, bytes)
+	bps, ok = m.rateLocked()
+	if s, stalled := m.stalledLocked(); !stalled {
+		since = s
+	}
+	return bps, since, ok
+}
+
+// blend takes raw, a new estimate in seconds made at the last observation,
+// and returns the ETA shown: the last one counted down to now and moved
+// toward raw over etaTau (at once to 0 when nothing is left).
+func (m *rateMeter) blend(raw float64) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.blendLocked(raw)
+}
+
+func (m *rateMeter) blendLocked(raw float64) time.Duration {
+	switch {
+	case raw <= 0:
+		m.eta, m.etaAt = 0, m.now
+	case m.eta < 0:
+		m.eta, m.etaAt = raw, m.now
+	default:
+		dt := max(m.now.Sub(m.etaAt).Seconds(), 0)
+		counted := max(m.eta-dt, 0)
+		a := 1 - math.Exp(-dt/etaTau.Seconds())
+		if math.Abs(raw-counted) > raw/4 {
+			// Far off (an estimate from the run's first seconds): close
+			// half the gap at each look rather than show it for long.
+			a = max(a, 0.5)
+		}
+		m.eta, m.etaAt = counted+a*(raw-counted), m.now
+	}
+	return time.Duration(m.eta * float64(time.Second))
+}

@@ -1,0 +1,111 @@
+package upload
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tilectl/tilectl/bwlimit"
+	"github.com/tilectl/tilectl/internal/iostreams"
+	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/retrydecorator"
+)
+
+func TestTheRateIsUnknownUntilBytesAreUploaded(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	m := newRateMeter(start)
+	m.observe(start.Add(3*time.Second), 0)
+	if _, ok := m.rate(); ok {
+		t.Fatal("a rate is known before any byte was uploaded")
+	}
+	if _, ok := m.estimate(start.Add(4*time.Second), 0, 1000, 0); ok {
+		t.Fatal("an ETA is known before any byte was uploaded")
+	}
+	m.observe(start.Add(5*time.Second), 5000)
+	if bps, ok := m.rate(); !ok || math.Abs(bps-1000) > 1 {
+		t.Fatalf("rate %v (known %v) after 5000 bytes in 5 s, want 1000 B/s", bps, ok)
+	}
+}
+
+// A link that moves 1 MiB/s while batches of 4 MiB settle together every
+// 4 s: from a quarter done on, the ETA shown each 250 ms stays within 20% of
+// the real time left and never jumps by more than a tenth of itself between
+// two looks (beyond the 250 ms that passed).
+func TestTheETAFollowsBurstySettlementsWithoutJumping(t *testing.T) {
+	t.Parallel()
+	const total, batch = 120 << 20, 4 << 20
+	start := time.Unix(1_700_000_000, 0)
+	m := newRateMeter(start)
+	const step = 250 * time.Millisecond
+	var done int64
+	prev := time.Duration(-1)
+	for i := 1; done < total; i++ {
+		now := start.Add(time.Duration(i) * step)
+		if i%16 == 0 { // every 4 s, 4 s of bytes settle at once
+			done += batch
+		}
+		eta, ok := m.estimate(now, done, total-done, 0)
+		if done == 0 {
+			continue
+		}
+		if !ok {
+			t.Fatalf("no ETA at %s with %d bytes done", now.Sub(start), done)
+		}
+		if done*4 >= total && done < total {
+			real := start.Add(total / batch * 4 * time.Second).Sub(now) // the last batch settles then
+			if math.Abs(eta.Seconds()/real.Seconds()-1) > 0.2 {
+				t.Errorf("at %s (%d%% done) ETA %s, real %s: off by more than 20%%", now.Sub(start), done*100/total, eta, real)
+			}
+			if prev >= 0 && math.Abs((eta-prev+step).Seconds()) > 0.1*prev.Seconds() {
+				t.Errorf("at %s the ETA jumped from %s to %s", now.Sub(start), prev, eta)
+			}
+		}
+		prev = eta
+	}
+}
+
+func TestAStallMakesTheETAGrowInsteadOfCountingDown(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	m := newRateMeter(start)
+	for i := 1; i <= 20; i++ { // 1 MB/s, a settlement a second
+		m.estimate(start.Add(time.Duration(i)*time.Second), int64(i)*1e6, 100e6-int64(i)*1e6, 0)
+	}
+	before, _ := m.estimate(start.Add(20*time.Second), 20e6, 80e6, 0)
+	after, ok := m.estimate(start.Add(80*time.Second), 20e6, 80e6, 0) // a minute with nothing settled
+	if !ok || after <= before {
+		t.Fatalf("after a minute's stall the ETA is %s (known %v), before it %s: want it to grow", after, ok, before)
+	}
+}
+
+// The status line shows the limit in force while one is set: the rate,
+// "limit off" once SIGUSR2 toggled it off, the rate again once back on.
+func TestTheStatusLineShowsTheLimitInForce(t *testing.T) {
+	t.Parallel()
+	var errOut bytes.Buffer
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.Nop(),
+		func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+		5*time.Second, metricsfile.New(), func() time.Time { return now })
+	defer p.finish()
+	if got := p.line(); strings.Contains(got, "limit") {
+		t.Errorf("status %q shows a limit while none is set", got)
+	}
+	tt, err := bwlimit.Parse("2M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := bwlimit.New(tt, retrydecorator.SystemClock{})
+	p.limiter.Store(l)
+	for _, want := range []string{"limit 2.0 MiB/s", "limit off", "limit 2.0 MiB/s"} {
+		if got := p.line(); !strings.Contains(got, want) {
+			t.Errorf("status %q, want %q", got, want)
+		}
+		l.Toggle()
+	}
+}
