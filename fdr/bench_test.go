@@ -12,7 +12,7 @@ func benchAppend(b *testing.B, durable bool) {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	e := Entry{Kind: "c11.upload.giveup", Durable: durable, Payload: map[string]any{
+	e := Entry{Kind: "upload.giveup", Durable: durable, Payload: map[string]any{
 		"tile_id": "f1-17-70312-43079", "flight_id": "f1", "attempts": 5, "last_rejection_reason": "checksum_mismatch"}}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -34,7 +34,7 @@ func BenchmarkReadFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := 0; i < 50000; i++ { // fills and wraps the default 4 MiB
-		r.Append(context.Background(), Entry{Kind: "c11.upload.giveup", Payload: map[string]int{"i": i}})
+		r.Append(context.Background(), Entry{Kind: "upload.giveup", Payload: map[string]int{"i": i}})
 	}
 	r.Close()
 	b.ReportAllocs()

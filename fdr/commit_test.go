@@ -59,7 +59,7 @@ func TestAFrameTheHeaderNeverCommittedIsNotARecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			giveUp := Entry{Kind: "c11.upload.giveup", Key: "giveup/t1/1", Durable: true, Payload: map[string]string{"tile_id": "t1"}}
+			giveUp := Entry{Kind: "upload.giveup", Key: "giveup/t1/1", Durable: true, Payload: map[string]string{"tile_id": "t1"}}
 			crashAfterFrameCopy(t, path, giveUp)
 
 			recs, rep, err := ReadFile(context.Background(), path)

@@ -41,7 +41,7 @@ func childWrite(path, id string, n int) error {
 	}
 	defer r.Close()
 	for i := 0; i < n; i++ {
-		e := Entry{Kind: "c11.upload.giveup", Payload: map[string]any{"writer": id, "i": i}}
+		e := Entry{Kind: "upload.giveup", Payload: map[string]any{"writer": id, "i": i}}
 		if i%25 == 0 {
 			e.Key = fmt.Sprintf("giveup/shared/%d", i)
 			e.Durable = true

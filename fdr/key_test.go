@@ -8,7 +8,7 @@ import (
 func TestKeyedAppendWritesOnceAcrossReopen(t *testing.T) {
 	t.Parallel()
 	r, path := openRing(t, 0)
-	e := Entry{Kind: "c11.upload.giveup", Key: "giveup/t1/5", Payload: map[string]any{"tile_id": "t1", "attempts": 5}, Durable: true}
+	e := Entry{Kind: "upload.giveup", Key: "giveup/t1/5", Payload: map[string]any{"tile_id": "t1", "attempts": 5}, Durable: true}
 	first, err := r.Append(context.Background(), e)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestKeyedAppendSeesAnotherWritersRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	e := Entry{Kind: "c11.upload.giveup", Key: "giveup/t2/3"}
+	e := Entry{Kind: "upload.giveup", Key: "giveup/t2/3"}
 	if _, err := a.Append(context.Background(), Entry{Kind: "warmup", Key: "w"}); err != nil {
 		t.Fatal(err)
 	}

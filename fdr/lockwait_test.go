@@ -25,7 +25,7 @@ func TestAppendWaitsForABusyLockOnlyAsLongAsItsContext(t *testing.T) {
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		_, err := r.Append(ctx, Entry{Kind: "c11.upload.giveup", Key: "giveup/t1/1", Durable: true})
+		_, err := r.Append(ctx, Entry{Kind: "upload.giveup", Key: "giveup/t1/1", Durable: true})
 		done <- result{err, time.Since(start)}
 	}()
 	select {
@@ -49,7 +49,7 @@ func TestAppendWaitsForABusyLockOnlyAsLongAsItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatalf("begin on a free lock with an ended context: %v", err)
 	}
-	if _, err := b.Append(Entry{Kind: "c11.upload.giveup", Key: "giveup/t1/1"}); err != nil {
+	if _, err := b.Append(Entry{Kind: "upload.giveup", Key: "giveup/t1/1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Sync(); err != nil {
@@ -87,7 +87,7 @@ func TestABatchNeverOverwritesARecordItReturned(t *testing.T) {
 	t.Parallel()
 	r, path := openRing(t, MinCapacity)
 	appendN(t, r, 1, 10)
-	old, err := r.Append(context.Background(), Entry{Kind: "c11.upload.giveup", Key: "giveup/old/1"})
+	old, err := r.Append(context.Background(), Entry{Kind: "upload.giveup", Key: "giveup/old/1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,13 +99,13 @@ func TestABatchNeverOverwritesARecordItReturned(t *testing.T) {
 	}
 	defer b.Release()
 	// The batch finds a record written before it...
-	if found, err := b.Append(Entry{Kind: "c11.upload.giveup", Key: "giveup/old/1"}); err != nil || found.Seq != old.Seq {
+	if found, err := b.Append(Entry{Kind: "upload.giveup", Key: "giveup/old/1"}); err != nil || found.Seq != old.Seq {
 		t.Fatalf("keyed append = %+v, %v; want the existing record %d", found, err, old.Seq)
 	}
 	// ...then writes until the ring is full of its own records.
 	var wrote []Record
 	for i := 0; ; i++ {
-		rec, err := b.Append(Entry{Kind: "c11.upload.giveup", Key: fmt.Sprintf("giveup/new/%d", i), Payload: map[string]int{"i": i}})
+		rec, err := b.Append(Entry{Kind: "upload.giveup", Key: fmt.Sprintf("giveup/new/%d", i), Payload: map[string]int{"i": i}})
 		if errors.Is(err, ErrBatchOverflow) {
 			break
 		}
@@ -178,7 +178,7 @@ func TestOpenWaitsForABusyLockOnlyAsLongAsItsContext(t *testing.T) {
 func TestReadFileWaitsForAHeldLockOnlyAsLongAsItsContext(t *testing.T) {
 	t.Parallel()
 	r, path := openRing(t, MinCapacity)
-	if _, err := r.Append(context.Background(), Entry{Kind: "c11.upload.giveup", Key: "giveup/t1/1", Durable: true}); err != nil {
+	if _, err := r.Append(context.Background(), Entry{Kind: "upload.giveup", Key: "giveup/t1/1", Durable: true}); err != nil {
 		t.Fatal(err)
 	}
 	release := fdrtest.HoldLock(t, path) // a writer of another process, mid-append

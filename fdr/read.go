@@ -28,7 +28,8 @@ type ReadReport struct {
 	NextSeq uint64
 }
 
-// ReadFile reads every intact record in the ring at path, oldest first.
+// ReadFile reads every intact record in the ring at path, oldest first,
+// each under its current kind (CurrentKind).
 // Damage never fails the whole read: it is skipped and reported. The error
 // is for a file that cannot be read or is not a ring at all, or for a
 // ctx that ended while another process held the ring's write lock.
@@ -52,6 +53,9 @@ func ReadFile(ctx context.Context, path string) ([]Record, ReadReport, error) {
 	recs, rep, err := readRing(b)
 	if err != nil {
 		return nil, ReadReport{}, fmt.Errorf("read fdr %s: %w", path, err)
+	}
+	for i := range recs {
+		recs[i].Kind = CurrentKind(recs[i].Kind)
 	}
 	return recs, rep, nil
 }

@@ -232,7 +232,7 @@ func FuzzReadRing(f *testing.F) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(encodeFrame(nil, 7, t0, "c11.upload.giveup", "giveup/t/5", []byte(`{"tile_id":"t"}`)), uint16(0), byte(0))
+	f.Add(encodeFrame(nil, 7, t0, "upload.giveup", "giveup/t/5", []byte(`{"tile_id":"t"}`)), uint16(0), byte(0))
 	f.Add([]byte{0xFF, 'F', 'R', 0, 32, 0, 0, 0}, uint16(4), byte(1))
 	f.Fuzz(func(t *testing.T, b []byte, at uint16, flip byte) {
 		if rec, n, ok := decodeFrame(b); ok {

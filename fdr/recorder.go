@@ -13,7 +13,7 @@ import (
 
 // Entry is what a caller records.
 type Entry struct {
-	Kind string // required, e.g. "c11.upload.giveup"
+	Kind string // required, e.g. "upload.giveup"
 	// Key, when set, makes the append idempotent: if a record with this Key
 	// is still in the ring, Append returns it and writes nothing.
 	Key     string

@@ -66,7 +66,7 @@ func TestAppendThenReadRoundTrips(t *testing.T) {
 		LastReason string `json:"last_rejection_reason"`
 	}
 	want := []Entry{
-		{Kind: "c11.upload.giveup", Key: "giveup/f1-17-1-1/5", Payload: giveUp{"f1-17-1-1", "f1", 5, "checksum_mismatch"}, Durable: true},
+		{Kind: "upload.giveup", Key: "giveup/f1-17-1-1/5", Payload: giveUp{"f1-17-1-1", "f1", 5, "checksum_mismatch"}, Durable: true},
 		{Kind: "note", Payload: "ünïcødé"},
 		{Kind: "note", Payload: nil},
 		{Kind: "raw", Payload: json.RawMessage(`{"a": [1, 2]}`)},
@@ -259,7 +259,7 @@ func TestDurableAppendSyncsBeforeReturning(t *testing.T) {
 	if _, err := r.Append(context.Background(), Entry{Kind: "chatter"}); err != nil || syncs != 0 {
 		t.Fatalf("non-durable append: err %v, %d syncs, want 0", err, syncs)
 	}
-	rec, err := r.Append(context.Background(), Entry{Kind: "c11.upload.giveup", Key: "giveup/x/1", Durable: true, Payload: map[string]int{"attempts": 1}})
+	rec, err := r.Append(context.Background(), Entry{Kind: "upload.giveup", Key: "giveup/x/1", Durable: true, Payload: map[string]int{"attempts": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestDurableAppendSyncsBeforeReturning(t *testing.T) {
 		t.Fatalf("read %+v, %v", recs, err)
 	}
 	r.sync = func(*os.File) error { return os.ErrInvalid }
-	if _, err := r.Append(context.Background(), Entry{Kind: "c11.upload.giveup", Durable: true}); err == nil {
+	if _, err := r.Append(context.Background(), Entry{Kind: "upload.giveup", Durable: true}); err == nil {
 		t.Fatal("a failed sync was not reported")
 	}
 }

@@ -47,7 +47,7 @@ func TestAGivenUpTileIsRequeuedWithAFreshBudgetARecordAndUploadsOnceAccepted(t *
 	if tl := s.tiles("F4")[poison]; tl.Status != "pending" || tl.Attempts != 2 {
 		t.Fatalf("requeued tile: %s with %d attempts, want pending keeping its 2 spent attempts", tl.Status, tl.Attempts)
 	}
-	out := s.mustRun("fdr", "tail", "--kind", "c11.upload.requeue", "-o", "json", "--file", s.fdr)
+	out := s.mustRun("fdr", "tail", "--kind", "upload.requeue", "-o", "json", "--file", s.fdr)
 	var rec struct {
 		Payload struct {
 			TileID           string `json:"tile_id"`

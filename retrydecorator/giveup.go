@@ -15,7 +15,7 @@ import (
 const countTimeout = 30 * time.Second
 
 // GiveUpKind is the FDR record kind of a give-up.
-const GiveUpKind = "c11.upload.giveup"
+const GiveUpKind = "upload.giveup"
 
 // GiveUpPayload is the FDR payload of a give-up: what a safety officer needs
 // to decide whether to move the tile back to pending by hand.

@@ -41,8 +41,8 @@ func TestTileAtMaxAttemptsGivesUpWithOneDurableFDRRecordAndOneErrorLog(t *testin
 		t.Fatalf("FDR records %+v (durable %v), want exactly one durable record", r.rec.records, r.rec.durable)
 	}
 	rec := r.rec.records[0]
-	if rec.Kind != "c11.upload.giveup" || rec.Key != "giveup/bad/1" {
-		t.Errorf("record kind %q key %q, want c11.upload.giveup giveup/bad/1 (the first give-up of tile bad)", rec.Kind, rec.Key)
+	if rec.Kind != "upload.giveup" || rec.Key != "giveup/bad/1" {
+		t.Errorf("record kind %q key %q, want upload.giveup giveup/bad/1 (the first give-up of tile bad)", rec.Kind, rec.Key)
 	}
 	var p map[string]any
 	if err := json.Unmarshal(rec.Payload, &p); err != nil {

@@ -76,7 +76,7 @@ code=$?
 set -e
 echo "(exit code $code: 0 all uploaded, 3 partial: tiles given up or still pending)"
 step status
-step fdr tail --kind c11.upload.giveup
+step fdr tail --kind upload.giveup
 echo
 echo "the run's metrics are in demo-run/metrics.prom; faults the provider injected:"
 if command -v curl >/dev/null; then

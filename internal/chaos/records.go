@@ -11,7 +11,7 @@ import (
 )
 
 // giveUpKind is the FDR record kind of a give-up (retrydecorator).
-const giveUpKind = "c11.upload.giveup"
+const giveUpKind = "upload.giveup"
 
 // clientTile is one tile as tilectl's database holds it.
 type clientTile struct {

@@ -42,7 +42,7 @@ func TestCompletionOffersFlightsFromTheDatabaseAndEnumValues(t *testing.T) {
 		{[]string{"status", "-o", ""}, "text,json"},
 		{[]string{"migrate", "up", "-o", ""}, "text,json"},
 		{[]string{"tiles", "import", "--state", ""}, "on_ground,airborne"},
-		{[]string{"fdr", "tail", "--kind", ""}, "c11.upload.giveup,c11.upload.requeue,c11.upload.reconcile,c11.flight.landed,c11.flight.deleted"},
+		{[]string{"fdr", "tail", "--kind", ""}, "upload.giveup,upload.requeue,upload.reconcile,flight.landed,flight.deleted"},
 		{[]string{"--log-level", ""}, "trace,debug,info,warn,error"},
 	} {
 		if got, dir := completions(t, s, tc.args...); strings.Join(got, ",") != tc.want || dir != ":4" {

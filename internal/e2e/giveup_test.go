@@ -36,7 +36,7 @@ func TestEveryGiveUpAfterARequeueHasItsOwnFDRRecord(t *testing.T) {
 	}
 
 	// The ring file itself, read back by the real binary.
-	r := s.mustRun("fdr", "tail", "--kind", "c11.upload.giveup", "-o", "json",
+	r := s.mustRun("fdr", "tail", "--kind", "upload.giveup", "-o", "json",
 		"--file", filepath.Join(s.dir, "cache", "fdr.ring"))
 	var keys []string
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {

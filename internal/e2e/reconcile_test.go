@@ -230,7 +230,7 @@ func TestReconcileListsWhatTheProviderLacksOrHoldsWithOtherBytesAndRequeueSendsT
 	if !slices.Equal(pending, want) {
 		t.Fatalf("pending after --requeue = %v, want %v", pending, want)
 	}
-	tail := rg.mustRun("fdr", "tail", "--kind", "c11.upload.reconcile", "-o", "json")
+	tail := rg.mustRun("fdr", "tail", "--kind", "upload.reconcile", "-o", "json")
 	var rec struct {
 		Payload struct {
 			FlightID string   `json:"flight_id"`

@@ -16,7 +16,7 @@ func NewCmdFDR(f *factory.Factory) *cobra.Command {
 		Use:   "fdr <command>",
 		Short: "Read the flight data recorder",
 		Long: "The flight data recorder is a fixed-size ring file (config fdr_path) where\n" +
-			"tilectl records notable events, such as tiles given up (kind c11.upload.giveup).",
+			"tilectl records notable events, such as tiles given up (kind upload.giveup).",
 	}
 	cmd.AddCommand(NewCmdTail(f, nil))
 	return cmd

@@ -73,7 +73,7 @@ func NewCmdTail(f *factory.Factory, runF func(context.Context, *TailOptions) err
 	}
 	fl := cmd.Flags()
 	fl.BoolVarP(&opts.Follows, "follow", "f", false, "keep printing records as they are appended (until interrupted)")
-	fl.StringVar(&opts.Kind, "kind", "", "only records of this kind, e.g. c11.upload.giveup")
+	fl.StringVar(&opts.Kind, "kind", "", "only records of this kind, e.g. upload.giveup")
 	fl.IntVarP(&opts.N, "lines", "n", 0, "print only the last N records (0 = all)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	fl.StringVar(&opts.File, "file", "", "ring file to read (default: config fdr_path)")
@@ -126,10 +126,13 @@ func tailRun(ctx context.Context, opts *TailOptions) error {
 	return err
 }
 
+// filterKind keeps the records of kind, asked for by today's name or by
+// the name an earlier version wrote (records are read under today's).
 func filterKind(recs []fdr.Record, kind string) []fdr.Record {
 	if kind == "" {
 		return recs
 	}
+	kind = fdr.CurrentKind(kind)
 	out := recs[:0:0]
 	for _, r := range recs {
 		if r.Kind == kind {

@@ -27,11 +27,11 @@ func ring(t *testing.T) string {
 	}
 	defer r.Close()
 	for i, e := range []fdr.Entry{
-		{Kind: "c11.upload.giveup", Key: "giveup/t1/5", Payload: map[string]any{"tile_id": "t1", "flight_id": "f1", "attempts": 5, "last_rejection_reason": "checksum_mismatch"}},
+		{Kind: "upload.giveup", Key: "giveup/t1/5", Payload: map[string]any{"tile_id": "t1", "flight_id": "f1", "attempts": 5, "last_rejection_reason": "checksum_mismatch"}},
 		{Kind: "run.start", Payload: map[string]string{"flight_id": "f1"}},
-		{Kind: "c11.upload.giveup", Key: "giveup/t2/5", Payload: map[string]any{"tile_id": "t2", "attempts": 5}},
+		{Kind: "upload.giveup", Key: "giveup/t2/5", Payload: map[string]any{"tile_id": "t2", "attempts": 5}},
 		{Kind: "run.end"},
-		{Kind: "c11.upload.giveup", Key: "giveup/t3/5", Payload: map[string]any{"tile_id": "t3", "attempts": 5}},
+		{Kind: "upload.giveup", Key: "giveup/t3/5", Payload: map[string]any{"tile_id": "t3", "attempts": 5}},
 	} {
 		if _, err := r.Append(context.Background(), e); err != nil {
 			t.Fatalf("append %d: %v", i, err)
@@ -60,7 +60,7 @@ func TestTailPrintsRecordsOldestFirst(t *testing.T) {
 	if len(lines) != 5 {
 		t.Fatalf("%d lines:\n%s", len(lines), out)
 	}
-	want := `2026-11-21T10:00:01Z #1 c11.upload.giveup key=giveup/t1/5 {"attempts":5,"flight_id":"f1","last_rejection_reason":"checksum_mismatch","tile_id":"t1"}`
+	want := `2026-11-21T10:00:01Z #1 upload.giveup key=giveup/t1/5 {"attempts":5,"flight_id":"f1","last_rejection_reason":"checksum_mismatch","tile_id":"t1"}`
 	if lines[0] != want {
 		t.Errorf("line 1 = %s\nwant     %s", lines[0], want)
 	}
@@ -71,7 +71,7 @@ func TestTailPrintsRecordsOldestFirst(t *testing.T) {
 
 func TestTailJSONFiltersByKindAndKeepsTheLastN(t *testing.T) {
 	t.Parallel()
-	out, _ := run(t, &TailOptions{File: ring(t), Kind: "c11.upload.giveup", N: 2, Output: "json"})
+	out, _ := run(t, &TailOptions{File: ring(t), Kind: "upload.giveup", N: 2, Output: "json"})
 	var got []map[string]any
 	dec := json.NewDecoder(strings.NewReader(out))
 	for dec.More() {
@@ -85,7 +85,7 @@ func TestTailJSONFiltersByKindAndKeepsTheLastN(t *testing.T) {
 		t.Fatalf("want 2 lines, got:\n%s", out)
 	}
 	first := got[0]
-	if first["seq"] != 3.0 || first["kind"] != "c11.upload.giveup" || first["key"] != "giveup/t2/5" ||
+	if first["seq"] != 3.0 || first["kind"] != "upload.giveup" || first["key"] != "giveup/t2/5" ||
 		first["time"] != "2026-11-21T10:00:03Z" || first["payload"].(map[string]any)["tile_id"] != "t2" {
 		t.Errorf("first = %v", first)
 	}
@@ -115,12 +115,12 @@ func TestTailFollowPrintsOnlyNewMatchingRecords(t *testing.T) {
 	t.Parallel()
 	path := ring(t)
 	var gotAfter uint64
-	opts := &TailOptions{File: path, Follows: true, Kind: "c11.upload.giveup", N: 1,
+	opts := &TailOptions{File: path, Follows: true, Kind: "upload.giveup", N: 1,
 		Follow: func(ctx context.Context, p string, after uint64, _ time.Duration, emit func(fdr.Record) error) error {
 			gotAfter = after
 			for _, r := range []fdr.Record{
 				{Seq: 6, Kind: "run.start", Time: t0},
-				{Seq: 7, Kind: "c11.upload.giveup", Key: "giveup/t4/5", Time: t0, Payload: json.RawMessage(`{"tile_id":"t4"}`)},
+				{Seq: 7, Kind: "upload.giveup", Key: "giveup/t4/5", Time: t0, Payload: json.RawMessage(`{"tile_id":"t4"}`)},
 			} {
 				if err := emit(r); err != nil {
 					return err
@@ -133,7 +133,7 @@ func TestTailFollowPrintsOnlyNewMatchingRecords(t *testing.T) {
 		t.Errorf("follow started after seq %d, want 5 (the newest of any kind)", gotAfter)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], "#5 ") || !strings.Contains(lines[1], "#7 c11.upload.giveup key=giveup/t4/5") {
+	if len(lines) != 2 || !strings.Contains(lines[0], "#5 ") || !strings.Contains(lines[1], "#7 upload.giveup key=giveup/t4/5") {
 		t.Errorf("output:\n%s", out)
 	}
 }
@@ -163,11 +163,11 @@ func TestTailCommandValidatesFlags(t *testing.T) {
 	}
 	var got *TailOptions
 	cmd := NewCmdTail(f, func(_ context.Context, o *TailOptions) error { got = o; return nil })
-	cmd.SetArgs([]string{"-f", "--kind", "c11.upload.giveup", "-n", "10", "-o", "json", "--file", "/x/fdr.ring"})
+	cmd.SetArgs([]string{"-f", "--kind", "upload.giveup", "-n", "10", "-o", "json", "--file", "/x/fdr.ring"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if !got.Follows || got.Kind != "c11.upload.giveup" || got.N != 10 || got.Output != "json" || got.File != "/x/fdr.ring" {
+	if !got.Follows || got.Kind != "upload.giveup" || got.N != 10 || got.Output != "json" || got.File != "/x/fdr.ring" {
 		t.Errorf("options %+v", got)
 	}
 }
@@ -183,7 +183,45 @@ func TestTailUsesTheConfiguredPath(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "#5 c11.upload.giveup key=giveup/t3/5") {
+	if !strings.Contains(out.String(), "#5 upload.giveup key=giveup/t3/5") {
 		t.Errorf("output %q", out)
+	}
+}
+
+// A ring that an earlier version wrote to holds give-ups under the kind it
+// used then ("c11.upload.giveup"): they read under today's name, and the
+// old name still selects them, beside today's records.
+func TestRecordsOfAnEarlierVersionReadUnderTodaysKind(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "fdr.ring")
+	r, err := fdr.Open(context.Background(), path, fdr.Options{Capacity: fdr.MinCapacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []fdr.Entry{
+		{Kind: "c11.upload.giveup", Key: "giveup/old/1", Payload: map[string]any{"tile_id": "old"}},
+		{Kind: "upload.giveup", Key: "giveup/new/1", Payload: map[string]any{"tile_id": "new"}},
+		{Kind: "c11.flight.landed", Payload: map[string]any{"flight_id": "f"}},
+	} {
+		if _, err := r.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	for _, kind := range []string{"upload.giveup", "c11.upload.giveup"} {
+		out, _ := run(t, &TailOptions{File: path, Kind: kind, Output: "json"})
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[0], `"tile_id":"old"`) || !strings.Contains(lines[1], `"tile_id":"new"`) {
+			t.Fatalf("--kind %s: want the old and the new give-up, got:\n%s", kind, out)
+		}
+		for _, l := range lines {
+			if !strings.Contains(l, `"kind":"upload.giveup"`) {
+				t.Errorf("--kind %s: a record not under today's kind: %s", kind, l)
+			}
+		}
+	}
+	out, _ := run(t, &TailOptions{File: path, Kind: "flight.landed"})
+	if !strings.Contains(out, "flight.landed") || strings.Contains(out, "c11.") {
+		t.Errorf("an old landing, read: %q", out)
 	}
 }

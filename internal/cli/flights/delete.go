@@ -25,7 +25,7 @@ import (
 
 // DeletedKind is the flight-data record kind of a flight removed by
 // `flights delete`.
-const DeletedKind = "c11.flight.deleted"
+const DeletedKind = "flight.deleted"
 
 // DeletedPayload is what the record of a deletion keeps.
 type DeletedPayload struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// deleted reads the c11.flight.deleted records back from the FDR file.
+// deleted reads the flight.deleted records back from the FDR file.
 func (s *station) deleted() []DeletedPayload {
 	s.t.Helper()
 	out := s.mustRun("fdr", "tail", "--kind", DeletedKind, "-o", "json", "--file", s.fdr)

@@ -19,7 +19,7 @@ import (
 
 // LandedKind is the flight-data record kind of a flight set on_ground by
 // `flights land`.
-const LandedKind = "c11.flight.landed"
+const LandedKind = "flight.landed"
 
 // LandedPayload is what the record of a landing keeps: which flight, the
 // state it left, who landed it from which host, and when (the database's

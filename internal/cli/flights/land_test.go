@@ -71,7 +71,7 @@ func (s *station) mustRun(args ...string) result {
 	return r
 }
 
-// landed reads the c11.flight.landed records back from the FDR file.
+// landed reads the flight.landed records back from the FDR file.
 func (s *station) landed() []LandedPayload {
 	s.t.Helper()
 	out := s.mustRun("fdr", "tail", "--kind", LandedKind, "-o", "json", "--file", s.fdr)

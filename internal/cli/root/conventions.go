@@ -60,7 +60,7 @@ var examples = map[string]string{
 		"  tilectl flights delete F-2026-11-22-test --reason 'duplicate import' --force --yes",
 	"tilectl fdr": "  tilectl fdr tail -n 20",
 	"tilectl fdr tail": "  tilectl fdr tail -n 20\n" +
-		"  tilectl fdr tail -f --kind c11.upload.giveup -o json",
+		"  tilectl fdr tail -f --kind upload.giveup -o json",
 	"tilectl version": "  tilectl version\n  tilectl --version\n  tilectl version -o json",
 }
 
@@ -70,11 +70,11 @@ var enumFlags = map[string][]string{
 	"output":    {"text\tfor people", "json\tstable, for scripts"},
 	"state":     {"on_ground\tthe flight has landed: its tiles may be uploaded", "airborne\tstill flying: nothing is uploaded"},
 	"log-level": {"trace", "debug", "info", "warn", "error"},
-	"kind": {"c11.upload.giveup\ta tile given up after too many rejections",
-		"c11.upload.requeue\ta given-up tile moved back to pending",
-		"c11.upload.reconcile\tuploaded tiles the provider lacks moved back to pending by tiles reconcile",
-		"c11.flight.landed\ta flight set on_ground by flights land",
-		"c11.flight.deleted\ta flight removed by flights delete"},
+	"kind": {"upload.giveup\ta tile given up after too many rejections",
+		"upload.requeue\ta given-up tile moved back to pending",
+		"upload.reconcile\tuploaded tiles the provider lacks moved back to pending by tiles reconcile",
+		"flight.landed\ta flight set on_ground by flights land",
+		"flight.deleted\ta flight removed by flights delete"},
 }
 
 // flightArg are the commands whose one argument is a flight ID, completed

@@ -19,7 +19,7 @@ import (
 
 // ReconcileKind is the flight-data record kind of tiles a reconcile moved
 // back to pending because the provider lacks them or holds other bytes.
-const ReconcileKind = "c11.upload.reconcile"
+const ReconcileKind = "upload.reconcile"
 
 // ReconcileOptions are `tiles reconcile`'s inputs.
 type ReconcileOptions struct {

@@ -22,7 +22,7 @@ import (
 )
 
 // RequeueKind is the flight-data record kind of one requeued tile.
-const RequeueKind = "c11.upload.requeue"
+const RequeueKind = "upload.requeue"
 
 // RequeuePayload is what the record of a requeue keeps: who moved which
 // given-up tile back, why, and what it had spent.

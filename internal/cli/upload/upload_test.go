@@ -115,8 +115,8 @@ func TestGivenUpTileExitsThreeAndWritesMetricsFileAtomically(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1 || recs[0].Kind != "c11.upload.giveup" || recs[0].Key != "giveup/F1-t002/1" {
-		t.Errorf("FDR records %+v, want one c11.upload.giveup for F1-t002, its first give-up", recs)
+	if len(recs) != 1 || recs[0].Kind != "upload.giveup" || recs[0].Key != "giveup/F1-t002/1" {
+		t.Errorf("FDR records %+v, want one upload.giveup for F1-t002, its first give-up", recs)
 	}
 	b, err := os.ReadFile(metrics)
 	if err != nil {
