@@ -26,6 +26,51 @@ import (
 	"github.com/tilectl/tilectl/uploader"
 )
 
+// Inner is the uploader the decorator wraps (*uploader.HTTPTileUploader
+// in tilectl). This is the whole of what the decorator relies on; an
+// uploader that keeps these promises can be wrapped, and one that breaks
+// any of them breaks the decorator's exactly-once counting.
+//
+// UploadPendingTiles:
+//
+//   - Records every rejection before reporting it. Each tile the provider
+//     rejected during the call is journaled as an uncounted rejection
+//     (tilestore) before the call returns, and report.Rejected counts
+//     every rejection the call recorded. A call that returns no error and
+//     Rejected == 0 recorded none: the decorator then skips its count. A
+//     call that returns an error may have recorded some: the decorator
+//     counts after it anyway.
+//   - Calls req.SettledOpen, when set, once: after settling the batches an
+//     earlier run left open and before forming any new batch, on the
+//     goroutine running UploadPendingTiles; an error from it ends the
+//     call with that error. The decorator counts there, so a tile the
+//     settlements brought to its budget gives up before it can be sent
+//     again.
+//   - Forms batches only from the flight's pending tiles as the store has
+//     them at each claim: a retry sends only unanswered or rejected tiles,
+//     never an uploaded or given-up one.
+//   - Reports an Outcome of success (every tile it attempted is uploaded),
+//     partial (every batch was answered, some tiles are still pending) or
+//     failure (with a non-nil error; a run-level stop).
+//   - Fills Pending and PendingBytes with the flight's pending tiles as the
+//     call ended (tilestore's PendingSummary): the decorator counts again
+//     only when its own count of rejections has just given tiles up.
+//   - Counts in LocalFailed the pending tiles it did not send for their
+//     cached blob: another call would find them bad too.
+//   - Says through report.Blocked when the work left must wait past the
+//     call's deadline (the provider's advised time, or other runs'
+//     batches): the decorator then ends instead of retrying.
+//   - Changes nothing with req.DryRun.
+//
+// EnumeratePendingTiles and ConfirmFlightState are passed through.
+type Inner interface {
+	UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error)
+	EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error]
+	ConfirmFlightState(ctx context.Context, flightID string) error
+}
+
+var _ Inner = uploader.TileUploader(nil)
+
 // RejectionCounter is the part of *tilestore.Store the decorator needs.
 //
 // CountRejectionsUpTo must, in one transaction, take the first maxTiles
@@ -105,7 +150,7 @@ type Hooks struct {
 // uploader's partial outcomes. It holds no per-call state, so one value may
 // serve concurrent calls for different flights.
 type IdempotentRetryTileUploader struct {
-	inner uploader.TileUploader
+	inner Inner
 	store RejectionCounter
 	rec   GiveUpRecorder
 	log   zerolog.Logger
@@ -119,7 +164,7 @@ var _ uploader.TileUploader = (*IdempotentRetryTileUploader)(nil)
 // New wraps inner. cfg must pass Validate (New panics otherwise: a bad
 // config is a programming error by the time it gets here; commands validate
 // user input first).
-func New(inner uploader.TileUploader, store RejectionCounter, rec GiveUpRecorder,
+func New(inner Inner, store RejectionCounter, rec GiveUpRecorder,
 	log zerolog.Logger, clock Clock, cfg Config, hooks Hooks) *IdempotentRetryTileUploader {
 	if err := cfg.Validate(); err != nil {
 		panic(fmt.Sprintf("retrydecorator.New: %v", err))

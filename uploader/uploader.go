@@ -54,8 +54,7 @@ type Request struct {
 	// SettledOpen, if set, is called after the batches an earlier run left
 	// open were settled and before any new batch forms, from the goroutine
 	// running UploadPendingTiles; an error ends the call. The retry
-	// decorator counts the rejections those settlements recorded here, so a
-	// tile they brought to its budget gives up before it can be sent again.
+	// decorator counts there (retrydecorator.Inner has the whole contract).
 	SettledOpen func(ctx context.Context) error
 	// Settling, if set, is told when the run starts settling the batches
 	// an earlier run left open (Done false) and when it has finished with
@@ -150,17 +149,15 @@ type UploadBatchReport struct {
 	Outcome   Outcome `json:"outcome"`
 	Accepted  int     `json:"accepted"`
 	Duplicate int     `json:"duplicate"`
-	// Rejected counts every rejection the call recorded in the store: the
-	// retry decorator counts rejections after a call only when this is
-	// positive or the call returned an error.
+	// Rejected counts every rejection the call recorded in the store
+	// (retrydecorator.Inner says what the decorator makes of it).
 	Rejected int `json:"rejected"`
 	GivenUp  int `json:"given_up"`
 	// Pending is the flight's tiles still pending after the run, counted
 	// in the store as the call ends (PendingSummary), with PendingBytes
 	// their bytes (a real run's count; 0 in a dry run, which reports what
-	// it would send in Bytes). A TileUploader must fill both: the retry
-	// decorator takes them as the flight's count and counts again only
-	// when its count of rejections has just given tiles up.
+	// it would send in Bytes). The retry decorator takes them as the
+	// flight's count (retrydecorator.Inner).
 	Pending      int   `json:"pending"`
 	PendingBytes int64 `json:"pending_bytes"`
 	Bytes        int64 `json:"bytes"`
