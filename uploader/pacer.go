@@ -97,10 +97,9 @@ func (p *pacer) wait(ctx context.Context) error {
 // went on the wire. A throttle raises the interval, any other answer eases
 // it (no answer at all says nothing about rate); a throttle of a request
 // that started before the last raise was sent at the old pace and says
-// nothing new. It reports whether the verdict raised the interval: the
-// limit on batches in flight is cut once for each raise, not once for
-// each request refused at the old pace.
-func (p *pacer) answered(v verdict, started time.Time) (raised bool) {
+// nothing new. It reports whether the throttle is news for the limit on
+// batches in flight (raise).
+func (p *pacer) answered(v verdict, started time.Time) (cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -109,32 +108,39 @@ func (p *pacer) answered(v verdict, started time.Time) (raised bool) {
 		if !p.raised.IsZero() && started.Before(p.raised) {
 			return false
 		}
-		p.raise(now, v.floor)
-		return true
+		return p.raise(now, v.floor)
 	case v.status != 0:
 		p.ease(now)
 	}
 	return false
 }
 
-// raise lengthens the interval: to what keeps a little under the rate the
-// provider took in the last window when that is longer, and by half at
-// least (a throttle at this interval says it is too short). advice (the
-// throttle's wait, 0 if none) caps it, so no request is held longer than
-// the provider asked. The rate it took is what it allows: its limit, not
-// the client, decided how many got through.
-func (p *pacer) raise(now time.Time, advice time.Duration) {
+// raise lengthens the interval to what keeps a little under the rate the
+// provider took in the last window (a throttle at this interval says it is
+// too short: a little longer than it at least). Where no full window of
+// answers tells that rate (the run's first answers), it is a guess: the
+// interval grows by half at least, and the pace grows back fast until a
+// throttle measures it. advice (the throttle's wait, 0 if none) caps it,
+// so no request is held longer than the provider asked.
+//
+// cut reports whether the limit on batches in flight should come down
+// too: when the provider's rate was not known, or it now takes less than
+// it did at the last raise. A throttle at about the rate it took before is
+// the pacer's own probe going over, which the interval answers.
+func (p *pacer) raise(now time.Time, advice time.Duration) (cut bool) {
 	took, span := p.recent(now)
-	iv := max(p.interval+p.interval/2, paceStep/4)
-	if took > 0 {
-		rate := float64(took) / span.Seconds()
-		iv = max(iv, time.Duration(float64(time.Second)/(paceMargin*rate)))
-	}
-	// A rate measured over less than a window (the run's first answers) is
-	// a guess: the pace then grows back fast until a throttle measures it.
-	p.took = 0
+	var iv time.Duration
 	if took > 0 && span >= paceWindow {
-		p.took = float64(took) / span.Seconds()
+		rate := float64(took) / span.Seconds()
+		iv = max(time.Duration(float64(time.Second)/(paceMargin*rate)), p.interval+p.interval/20)
+		cut = p.took == 0 || rate < paceMargin*p.took
+		p.took = rate
+	} else {
+		iv = max(p.interval+p.interval/2, paceStep/4)
+		if took > 0 {
+			iv = max(iv, time.Duration(float64(span)/(paceMargin*float64(took))))
+		}
+		cut, p.took = true, 0
 	}
 	limit := paceCap
 	if advice > 0 {
@@ -142,6 +148,7 @@ func (p *pacer) raise(now time.Time, advice time.Duration) {
 	}
 	p.interval = min(iv, limit)
 	p.raised, p.eased = now, now
+	return cut
 }
 
 // ease shortens the interval by the growth rate for the time since the

@@ -111,14 +111,14 @@ func TestRefusalsOfRequestsSentAtTheOldPaceRaiseTheIntervalOnce(t *testing.T) {
 	c.advance(10 * time.Millisecond)
 	for range 5 {
 		if p.answered(throttle1, before) {
-			t.Fatal("a refusal of a request sent before the raise raised the interval again")
+			t.Fatal("a refusal of a request sent before the raise cut the limit on batches in flight")
 		}
 	}
 	if p.current() != iv {
 		t.Fatalf("interval %v, want %v: old refusals say nothing new", p.current(), iv)
 	}
 	// A request sent at the new pace and refused again: too short still.
-	if !p.answered(throttle1, c.now()) || p.current() <= iv {
+	if p.answered(throttle1, c.now()); p.current() <= iv {
 		t.Fatalf("interval %v after a refusal at the new pace, want more than %v", p.current(), iv)
 	}
 }
@@ -192,5 +192,33 @@ func TestAPacedWaitEndsWithItsContext(t *testing.T) {
 	cancel()
 	if err := p.wait(ctx); err == nil {
 		t.Fatal("a paced wait on an ended context returned nil")
+	}
+}
+
+func TestTheLimitOnBatchesInFlightIsCutOnlyWhenTheProvidersRateIsNewOrLower(t *testing.T) {
+	t.Parallel()
+	c := &fakeClock{t: t0}
+	p := newPacer(c.now, c.sleep)
+	tookTwentyASecond(c, p)
+	if !p.answered(throttle1, c.now()) {
+		t.Fatal("the first throttle did not cut the limit: the provider's rate was not known")
+	}
+	// At about the same rate: the pacer's probe went over; no cut.
+	for range 20 {
+		c.advance(50 * time.Millisecond)
+		p.answered(okAnswer, c.now())
+	}
+	c.advance(time.Millisecond)
+	if p.answered(throttle1, c.now()) {
+		t.Fatal("a throttle at the rate the provider took before cut the limit")
+	}
+	// The provider now takes half as many: news for the limit.
+	for range 10 {
+		c.advance(100 * time.Millisecond)
+		p.answered(okAnswer, c.now())
+	}
+	c.advance(time.Millisecond)
+	if !p.answered(throttle1, c.now()) {
+		t.Fatal("a throttle at half the rate the provider took before did not cut the limit")
 	}
 }

@@ -104,10 +104,11 @@ type exchange struct {
 	// status): it stops the first contact's fuse.
 	heard func()
 	// batch: the exchange sends a batch, whose attempts the adaptive
-	// limit learns from; attemptStart is when the attempt asked the pacer
-	// to go.
+	// limit learns from; attemptStart is when the attempt went on the
+	// wire, less its wait for the pacer (paced).
 	batch        bool
 	attemptStart time.Time
+	paced        time.Duration
 }
 
 // attemptCtx returns ctx with a write trace of its own for one attempt.
@@ -250,13 +251,12 @@ func (ex *exchange) admit() bool {
 		ex.budgetSpent, ex.giveUp = true, errResendBudget
 		return false
 	}
-	// The attempt's time counts from here: a batch that waits for the
-	// pacer is a batch queued on the path, as the adaptive limit sees it.
-	ex.attemptStart = u.now()
+	asked := u.now()
 	if err := u.pacer.wait(ex.runCtx); err != nil {
 		ex.cancelled, ex.giveUp = true, err
 		return false
 	}
+	ex.paced = u.now().Sub(asked)
 	return true
 }
 
@@ -297,6 +297,10 @@ func (ex *exchange) send(reqCtx context.Context, method, path string, body *batc
 	if u.token != "" {
 		req.Header.Set("Authorization", "Bearer "+u.token)
 	}
+	// The attempt's time counts its wait for the pacer: a batch that
+	// waits for it is a batch queued on the path, as the adaptive limit
+	// sees it.
+	ex.attemptStart = u.now().Add(-ex.paced)
 	resp, err := u.client.Do(req)
 	if err != nil {
 		return attemptEnd{err: err, accept: ex.accept}, true
