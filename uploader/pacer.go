@@ -9,10 +9,13 @@ import (
 )
 
 // pacer spaces the starts of one uploader's requests by a shared least
-// interval, which the provider's answers set: a throttle (429, 503) raises
-// it to what the provider has just shown it takes, and answers that are
-// not throttles ease it off again, slowly near the rate a throttle last
-// set and faster once that is long past, until it is zero (no pacing).
+// interval, which the provider's answers set: a throttle with advice (429
+// or 503 with Retry-After or the retry extension's "after") raises it to
+// what the provider has just shown it takes, and answers that are not
+// throttles ease it off again, slowly near the rate a throttle last set
+// and faster once that is long past, until it is zero (no pacing).
+// Refusals that come at any pace (what the provider takes falls with the
+// pace: injected faults, not a limit on rate) stop the pacing for a while.
 // rclone's lib/pacer keeps one such interval for all calls of a backend;
 // here the limit on batches in flight (concurrency.Controller) says how
 // many may be on the wire, the pacer how often one may start: a provider
@@ -33,8 +36,12 @@ type pacer struct {
 	next     time.Time     // the earliest start of the next request
 	raised   time.Time     // when a throttle last raised the interval
 	took     float64       // the rate, per second, the provider allowed then
-	first    time.Time     // the first answer's end
-	eased    time.Time     // when an answer last eased it
+	// first is the rate measured at the first raise of this run of
+	// pacing; quiet, when pacing is suspended until (paceFollow).
+	first   float64
+	quiet   time.Time
+	started time.Time // the first answer's end
+	eased   time.Time // when an answer last eased it
 	// ends are the times of the latest answers that were not throttles,
 	// a ring of endsCap: how many the provider took in the last window.
 	ends [endsCap]time.Time
@@ -58,6 +65,10 @@ const (
 	easeNear   = 0.03
 	easeFar    = 0.25
 	paceMemory = 10 * time.Second
+	// paceFollow: when what the provider takes falls below this share of
+	// what it took at the first raise of a run of pacing, its refusals
+	// follow the pace instead of a limit, and pacing stops for paceMemory.
+	paceFollow = 0.7
 	// paceFloor: an interval below it is no pacing at all.
 	paceFloor = time.Millisecond
 	// paceStep is the interval a throttle sets when no answer came in the
@@ -105,6 +116,12 @@ func (p *pacer) answered(v verdict, started time.Time) (cut bool) {
 	now := p.now()
 	switch {
 	case v.hasSignal && v.signal == concurrency.Overloaded:
+		if v.floor == 0 || now.Before(p.quiet) {
+			// A throttle without advice is a fault the breaker and the
+			// backoff answer, not a rate to keep to; and while pacing is
+			// suspended the limit on batches in flight answers alone.
+			return true
+		}
 		if !p.raised.IsZero() && started.Before(p.raised) {
 			return false
 		}
@@ -130,8 +147,21 @@ func (p *pacer) answered(v verdict, started time.Time) (cut bool) {
 func (p *pacer) raise(now time.Time, advice time.Duration) (cut bool) {
 	took, span := p.recent(now)
 	var iv time.Duration
+	if p.interval == 0 {
+		p.first = 0 // a new run of pacing
+	}
 	if took > 0 && span >= paceWindow {
 		rate := float64(took) / span.Seconds()
+		if p.first > 0 && rate < paceFollow*p.first {
+			// What the provider takes fell with the pace: its refusals
+			// come at any pace (faults, not a limit on rate), and pacing
+			// would only slow the run down. It stops for a while.
+			p.interval, p.took, p.first, p.quiet = 0, 0, 0, now.Add(paceMemory)
+			return true
+		}
+		if p.first == 0 {
+			p.first = rate
+		}
 		iv = max(time.Duration(float64(time.Second)/(paceMargin*rate)), p.interval+p.interval/20)
 		cut = p.took == 0 || rate < paceMargin*p.took
 		p.took = rate
@@ -159,8 +189,8 @@ func (p *pacer) ease(now time.Time) {
 	p.ends[p.head] = now
 	p.head = (p.head + 1) % endsCap
 	p.n = min(p.n+1, endsCap)
-	if p.first.IsZero() {
-		p.first = now
+	if p.started.IsZero() {
+		p.started = now
 	}
 	if p.interval == 0 {
 		return
@@ -193,8 +223,8 @@ func (p *pacer) recent(now time.Time) (int, time.Duration) {
 		c++
 	}
 	span := paceWindow
-	if !p.first.IsZero() && now.Sub(p.first) < span {
-		span = max(now.Sub(p.first), paceStep)
+	if !p.started.IsZero() && now.Sub(p.started) < span {
+		span = max(now.Sub(p.started), paceStep)
 	}
 	return c, span
 }

@@ -222,3 +222,39 @@ func TestTheLimitOnBatchesInFlightIsCutOnlyWhenTheProvidersRateIsNewOrLower(t *t
 		t.Fatal("a throttle at half the rate the provider took before did not cut the limit")
 	}
 }
+
+func TestRefusalsThatComeAtAnyPaceDoNotSlowTheRunToACrawl(t *testing.T) {
+	t.Parallel()
+	c := &fakeClock{t: t0}
+	p := newPacer(c.now, c.sleep)
+	// A provider that refuses every third request with advice whatever
+	// the pace (injected faults, not a limit on rate); a client that would
+	// send one request every 10 ms.
+	sent := 0
+	end := t0.Add(60 * time.Second)
+	for c.now().Before(end) {
+		if err := p.wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		started := c.now()
+		c.advance(10 * time.Millisecond)
+		sent++
+		if sent%3 == 0 {
+			p.answered(throttle1, started)
+		} else {
+			p.answered(okAnswer, started)
+		}
+	}
+	if sent < 6000/2 {
+		t.Fatalf("%d requests in 60 s where 6000 would go unpaced: the pacer follows faults down", sent)
+	}
+	// A throttle without advice is not a rate to keep to.
+	q := newPacer(c.now, c.sleep)
+	for range 10 {
+		c.advance(10 * time.Millisecond)
+		q.answered(verdict{kind: throttled, status: 503, wait: time.Second, signal: concurrency.Overloaded, hasSignal: true}, c.now())
+	}
+	if q.current() != 0 {
+		t.Fatalf("interval %v after 503s without advice, want 0", q.current())
+	}
+}
