@@ -95,3 +95,18 @@ func randBetween(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	}
 	return lo + time.Duration(rng.Int64N(span))
 }
+
+// expDelay is min(base*2^(n-1), limit) without overflow for any n.
+func expDelay(base time.Duration, n int, limit time.Duration) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	if n < 1 {
+		n = 1
+	}
+	shift := n - 1
+	if shift >= 63 || base > limit>>uint(shift) {
+		return limit
+	}
+	return base << uint(shift)
+}

@@ -10,9 +10,9 @@
 // /v1/operations/{op_id}) and ClientStateResponse (GET
 // /v1/clients/{client_id}/state) are the wire's names and bodies;
 // ErrorBody, the Code constants, ParseErrorBody and WriteError are its
-// error envelope. Advise, ParseRetryAfter and ParseRetryExtension turn a
-// server's answer into retry advice; Backoff and Schedule bound the
-// waits; RetryBudget limits resends across a run; Sleep waits on a
-// context. The attempt loop itself is the uploader's (retryablehttp with
-// the contract's CheckRetry), so this package has none.
+// error envelope. ParseRetryAfter and ParseRetryExtension read the advice
+// in a server's answer; Backoff and Schedule bound the waits; RetryBudget
+// limits resends across a run; Sleep waits on a context. What an answer
+// means, and the attempt loop, are the uploader's sender (its classify and
+// doExchange), so this package decides nothing about retrying.
 package operation

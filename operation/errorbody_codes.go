@@ -1,7 +1,7 @@
 package operation
 
 // Error codes of the provider API (docs/provider-api.md). Servers write them with
-// WriteError; DefaultRule maps them to retry rules.
+// WriteError; the uploader's classifier reads them with the contract's table.
 const (
 	CodeInvalidRequest        = "INVALID_REQUEST"
 	CodeIdempotencyKeyMissing = "IDEMPOTENCY_KEY_MISSING"

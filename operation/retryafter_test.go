@@ -6,6 +6,8 @@ import (
 	"time"
 )
 
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
 func TestParseRetryAfter(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

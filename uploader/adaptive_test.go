@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -100,7 +101,10 @@ func TestAutoConcurrencyDropsWhenTheProviderThrottles(t *testing.T) {
 	p, url := startInFlight(t, f)
 	c := providertest.NewClient(t, "ft")
 	c.AddTiles(t, "ft", 300, 256, 1)
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) { o.ResendBudget = 1000 })
+	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+		o.ResendBudget = 1000
+		o.Sleep = operation.Sleep // the pacer paces on the real clock
+	})
 
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ft", BatchSize: 2})
 	if err != nil || rep.Accepted != 300 {

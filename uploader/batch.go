@@ -93,11 +93,14 @@ var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sen
 // left open for the next run. It makes no body reader after it returns,
 // so the caller may then release tb.
 //
+// resumed says the batch went in this run already and waited apart for the
+// provider's advised time (dueBatches): its sends are resends.
+//
 // A sequenced batch (seq.n > 0) carries its Client-Id and Client-Sequence;
 // SEQUENCE_GAP rebinds it and resends it under the same key and body, and
 // a number the provider holds committed settles it from the operation's
 // sealed answer, or else by tile lookup.
-func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, t *tally) error {
+func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, resumed bool, t *tally) error {
 	body, err := newBatchBody(opID, tiles, tb)
 	if err != nil {
 		return err
@@ -107,7 +110,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	var a answer
 	memo := &answerMemo{}
 	for rebinds := 0; ; rebinds++ {
-		a = u.doExchange(&exchange{u: u, runCtx: ctx, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles),
+		a = u.doExchange(&exchange{u: u, runCtx: ctx, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), resumed: resumed && rebinds == 0,
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
 				return u.store.DeferBatch(ctx, opID, wait)
 			}},
@@ -177,7 +180,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	}
 	if a.err != nil || !ok2xx {
 		perr := a.failure(opID, "upload batch")
-		if !a.cancelled && failsBatch(a.status) {
+		if !a.cancelled && a.verdict.keyDead {
 			detail := cleanText(u.redact(perr.Error()), 2000)
 			jctx, cancel := journalCtx(ctx)
 			defer cancel()
@@ -191,18 +194,10 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	_, bytes := idsAndBytes(tiles)
 	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: a.replayed(),
 		Latency: u.now().Sub(start), Resends: max(a.attempts-1, 0)}
-	return u.applyAnswer(ctx, flightID, opID, tiles, a.status, a.body, memo, p, t)
-}
-
-// failsBatch: answers after which this key can never succeed, so the batch
-// is failed and its tiles free for a new one. 401/403/404 leave it open: a
-// rerun with a fixed token or URL resends the same key.
-func failsBatch(status int) bool {
-	switch status {
-	case 0, 401, 403, 404, 408, 409, 425, 429:
-		return false
+	if resumed {
+		p.Resends = a.attempts
 	}
-	return status >= 400 && status < 500
+	return u.applyAnswer(ctx, flightID, opID, tiles, a.status, a.body, memo, p, t)
 }
 
 // journalCtx outlives the run's cancellation by a little, so an answer that

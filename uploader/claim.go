@@ -274,7 +274,7 @@ func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID s
 	if err := stopCtx.Err(); err != nil {
 		return false, nil // the run ended while the blobs were read; the batch stays open
 	}
-	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, t)
+	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, false, t)
 	if we := (*waitingError)(nil); errors.As(err, &we) {
 		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
 		return true, nil

@@ -214,7 +214,11 @@ type HTTPTileUploader struct {
 	// adaptive is the limit on batches in flight of the runs that set no
 	// fixed one; it learns from every batch attempt and breaker opening,
 	// and carries what it learnt from one call to the next.
-	adaptive       *concurrency.Controller
+	adaptive *concurrency.Controller
+	// pacer spaces the starts of all of this uploader's requests when the
+	// provider throttles (pacer.go); the sender asks it before every
+	// attempt and tells it every verdict.
+	pacer          *pacer
 	liveness       RunLiveness // HTTPOptions.Liveness; nil: leases decide
 	livenessWarned atomic.Bool // a failed liveness check was logged
 	pace           BodyLimiter // HTTPOptions.Pace; nil: no limit
@@ -272,6 +276,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 		u.sleep = operation.Sleep
 	}
 	u.adaptive = concurrency.New(concurrency.Options{Max: opts.MaxConcurrency, Now: u.now})
+	u.pacer = newPacer(u.now, u.sleep)
 	bo := opts.Breaker
 	onChange := bo.OnChange
 	bo.OnChange = func(e BreakerEvent) {

@@ -162,8 +162,8 @@ type Lookup struct {
 }
 
 // LookUpTile asks the provider (GET /v1/flights/{flight_id}/tiles/{tile_id})
-// whether it holds tl, resending on the contract's retryable answers under
-// the run's breaker and retry budget as every request does. Only a 200
+// whether it holds tl, through the sender as every request goes (the one
+// classifier, the run's breaker, retry budget and pacer). Only a 200
 // naming the tile with its sha256 is Holds; the contract's 404
 // TILE_NOT_FOUND is Lacks; a 404 without that code is Unclear (a
 // gateway's, or a server that does not route lookups: said once per

@@ -61,7 +61,7 @@ func noAnswer(err error) string {
 	case strings.Contains(err.Error(), "certificate required") || strings.Contains(err.Error(), "bad certificate"):
 		return "the provider refused the TLS handshake: it wants a client certificate it accepts; " +
 			"set provider_client_cert and provider_client_key (--provider-client-cert, --provider-client-key)"
-	case permanentTransport(err) || strings.Contains(err.Error(), "tls:"):
+	case untrustedCertificate(err) || strings.Contains(err.Error(), "tls:"):
 		return "the TLS handshake failed; check the scheme (http/https) and the certificate"
 	case errors.As(err, &op) && strings.Contains(err.Error(), "connection refused"):
 		return "connection refused; check the port and that the provider is running"

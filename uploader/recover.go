@@ -57,7 +57,7 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		err := u.settleAdopted(ctx, flightID, b, members, t)
+		err := u.settleAdopted(ctx, flightID, b, members, false, t)
 		if we := (*waitingError)(nil); errors.As(err, &we) {
 			due.hold(we.w, we.left)
 			continue
@@ -78,13 +78,14 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead
 // the provider's record of it. A batch the provider asks to wait is left
 // open with its journaled not-before, and its *waitingError returned; one
 // whose outcome stays unknown is left open, and errUnsettled returned.
-func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
+// resumed: this run sent it already and it waited apart (sendBatch).
+func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, resumed bool, t *tally) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 		Msg("settling a batch an earlier run left open")
 	var err error
 	if ok {
-		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, t)
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, resumed, t)
 		switch {
 		case errors.Is(err, errWaiting):
 			return err

@@ -111,7 +111,7 @@ func TestABatchNoLongerOpenIsNotSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := u.settleAdopted(ctx, "fno", claimed.Batch, members, tl); err != nil {
+	if err := u.settleAdopted(ctx, "fno", claimed.Batch, members, false, tl); err != nil {
 		t.Fatalf("settle a batch failed meanwhile: %v; want nothing to do", err)
 	}
 	if l := p.Ledger(t); len(l.Tiles) != 0 {

@@ -161,13 +161,16 @@ func (t *tally) held(n int) {
 	t.rep.Duplicate += n
 }
 
-// exchange counts one request and its resends.
-func (t *tally) exchange(attempts, timeouts int, refused bool) {
+// exchange counts one request and its resends; a resumed one (a batch
+// that waited apart, sent again) is all resends.
+func (t *tally) exchange(attempts, timeouts int, refused, resumed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rep.Requests += attempts
 	t.rep.Timeouts += timeouts
-	if attempts > 0 {
+	if resumed {
+		t.rep.Resends += attempts
+	} else if attempts > 0 {
 		t.rep.FirstAttempts++
 		t.rep.Resends += attempts - 1
 	}

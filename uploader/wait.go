@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -94,16 +93,16 @@ func (e *waitingError) Error() string {
 func (e *waitingError) Is(target error) bool { return target == errWaiting }
 
 // adviceDetail says what asked for a wait, for logs and the report.
-func adviceDetail(adv operation.Advice, journaled time.Duration) string {
-	s := fmt.Sprintf("%d %s asked for %s", adv.Status, adv.Code, adv.MinDelay.Round(time.Millisecond))
-	if journaled < adv.MinDelay {
+func adviceDetail(v verdict, journaled time.Duration) string {
+	s := fmt.Sprintf("%d %s asked for %s", v.status, v.code, v.floor.Round(time.Millisecond))
+	if journaled < v.floor {
 		s += fmt.Sprintf(", kept for %s at most", journaled)
 	}
 	return s
 }
 
 // fitsDeadline reports whether a wait of d from now ends before ctx's
-// deadline, as operation.Advice.Bound decides it.
+// deadline, as bound decides it.
 func (u *HTTPTileUploader) fitsDeadline(ctx context.Context, d time.Duration) bool {
 	dl, ok := ctx.Deadline()
 	return !ok || d < dl.Sub(u.now())
@@ -173,7 +172,12 @@ func newDueBatches(ctx context.Context, u *HTTPTileUploader, flightID string, t 
 
 // hold takes a batch that waits for its not-before, left from now: it is
 // announced, then waited for within the deadline or left for a later run.
-func (d *dueBatches) hold(w Wait, left time.Duration) {
+func (d *dueBatches) hold(w Wait, left time.Duration) { d.holdFor(w, left, true) }
+
+// holdFor is hold; resumed says this run sent the batch before it waited
+// (its next send is a resend), as against a batch an earlier run left
+// waiting.
+func (d *dueBatches) holdFor(w Wait, left time.Duration, resumed bool) {
 	d.mu.Lock()
 	if d.held == nil {
 		d.held = map[string]bool{}
@@ -187,7 +191,7 @@ func (d *dueBatches) hold(w Wait, left time.Duration) {
 		return
 	}
 	d.wg.Go(func() {
-		d.settleWhenDue(w, left)
+		d.settleWhenDue(w, left, resumed)
 		if !d.t.leftWaiting(w.OpID) {
 			// Settled, failed, or left open for another reason: a later
 			// pass may adopt it again.
@@ -233,8 +237,8 @@ func notIn(open []tilestore.Batch, ids map[string]bool) []tilestore.Batch {
 // when the database read them (their NotBeforeIn counts from it).
 func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 	for _, b := range waiting {
-		d.hold(Wait{Reason: WaitProviderAdvice, OpID: b.OpID, Tiles: len(b.TileIDs), Until: *b.NotBefore,
-			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read))
+		d.holdFor(Wait{Reason: WaitProviderAdvice, OpID: b.OpID, Tiles: len(b.TileIDs), Until: *b.NotBefore,
+			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read), false)
 	}
 }
 
@@ -242,7 +246,7 @@ func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 // (another advice may have moved its not-before, or a run settled it) and
 // settles it as an adopted batch, until it is settled, failed or left for
 // a later run.
-func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
+func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
 	for {
 		if d.u.sleep(d.ctx, left) != nil {
 			return // the call ended first: the batch stays open
@@ -269,7 +273,7 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 			}
 			continue
 		}
-		err = d.settle(b)
+		err = d.settle(b, resumed)
 		var we *waitingError
 		switch {
 		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
@@ -279,7 +283,7 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration) {
 			return
 		case errors.As(err, &we):
 			d.u.announce(d.ctx, we.w)
-			w, left = we.w, we.left
+			w, left, resumed = we.w, we.left, true
 		case errors.Is(err, errLeftOpen):
 			d.leave(w.OpID) // its outcome is unknown: the next call asks again
 			return
@@ -307,7 +311,7 @@ func (d *dueBatches) cutOff() bool {
 }
 
 // settle settles b, with at most concurrency batches at once.
-func (d *dueBatches) settle(b tilestore.Batch) error {
+func (d *dueBatches) settle(b tilestore.Batch, resumed bool) error {
 	select {
 	case d.sem <- struct{}{}:
 	case <-d.ctx.Done():
@@ -318,7 +322,7 @@ func (d *dueBatches) settle(b tilestore.Batch) error {
 	if err != nil {
 		return err
 	}
-	return d.u.settleAdopted(d.ctx, d.flightID, b, members, d.t)
+	return d.u.settleAdopted(d.ctx, d.flightID, b, members, resumed, d.t)
 }
 
 // fail records a run-level failure and stops the call's loop at once.
