@@ -49,7 +49,7 @@ func (r *Report) WriteDoc(w io.Writer, run DocRun) error {
 	fmt.Fprintf(&b, "- %d database restarts (`pg_ctl restart -m immediate`), %d of them while a batch was executing at the provider, and %d provider SIGKILLs with restarts, %d mid-batch; %d / %d of %d rounds had a database restart / a provider crash while a run was going (a round whose work was done first ends without one).\n",
 		r.DBRestarts, r.DBRestartsMidBatch, r.ProviderKills, r.ProviderKillsMidBatch,
 		r.RoundsWithDBRestart, r.RoundsWithProviderCrash, r.Rounds)
-	fmt.Fprintf(&b, "- %d tiles uploaded, each held once by the provider (`stored-at-most-once`), and %d given up: the poison tile of each round, none of them held by the provider (`given-up-tile-not-held-by-provider`).\n",
+	fmt.Fprintf(&b, "- %d tiles uploaded, each held once by the provider (`stored-at-most-once`), and %d given up, the poison tile of each round among them (`poison-tile-given-up`), none of them held by the provider (`given-up-tile-not-held-by-provider`).\n",
 		r.Uploaded, r.GivenUp)
 	fmt.Fprintf(&b, "- %d runs were SIGKILLed and %d database connections broken under a run; runs that ended on an error left their batches to the next run, which settled them under the same keys (`no-open-batch-after-round`).\n",
 		r.Kills, r.DBBreaks)
