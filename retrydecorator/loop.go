@@ -113,7 +113,7 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		}
 		agg.r.Pending, agg.r.PendingBytes = pending, pendingBytes
 		if pending == 0 {
-			return agg.settle(), nil
+			return agg.finalReport(), nil
 		}
 		waitsUntil, blocked := agg.r.Blocked()
 		if blocked {
@@ -127,14 +127,14 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 				e = e.Int("held_by_other_runs", agg.r.Held.Tiles)
 			}
 			e.Msg("the tiles still pending must wait past this run's deadline; not retrying")
-			return agg.settle(), nil
+			return agg.finalReport(), nil
 		}
 		if pending <= rep.LocalFailed {
 			// Only tiles with a bad cached blob are left: another call
 			// would find the same blobs bad. A person mends them.
 			log.Warn().Int("remaining_pending_count", pending).Int("local_failures", rep.LocalFailed).
 				Msg("only tiles with bad cached blobs are still pending; not retrying")
-			return agg.settle(), nil
+			return agg.finalReport(), nil
 		}
 		if n >= u.cfg.MaxInCallRetries {
 			next := u.clock.Now().Add(u.cfg.BackoffCap)
@@ -144,7 +144,7 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 			agg.r.NextRetryAt = &next
 			log.Warn().Int("retries", n).Int("remaining_pending_count", pending).
 				Time("next_retry_at", next).Msg("in-call retry budget used up; tiles still pending")
-			return agg.settle(), nil
+			return agg.finalReport(), nil
 		}
 
 		attempt := n + 1
@@ -161,7 +161,7 @@ func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, re
 		if err := u.clock.Sleep(ctx, sleep); err != nil {
 			// Every batch so far was answered and counted; only the retry
 			// was interrupted, so the report is partial, not failed.
-			r := agg.settle()
+			r := agg.finalReport()
 			r.Finished = u.clock.Now()
 			return r, fmt.Errorf("wait %s before retry %d of flight %s: %w",
 				sleep, attempt, req.FlightID, err)

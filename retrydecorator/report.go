@@ -103,9 +103,9 @@ func (a *aggregate) report() uploader.UploadBatchReport {
 	return r
 }
 
-// settle is the report of a call that ended on a partial inner outcome:
+// finalReport is the report of a call that ended on a partial inner outcome:
 // success only if nothing is left pending and nothing was given up.
-func (a *aggregate) settle() uploader.UploadBatchReport {
+func (a *aggregate) finalReport() uploader.UploadBatchReport {
 	r := a.report()
 	if r.Pending == 0 && r.GivenUp == 0 {
 		r.Outcome = uploader.OutcomeSuccess

@@ -9,7 +9,7 @@ import (
 
 // failure turns an exchange that did not end in a complete 2xx answer into
 // the run-level error: the caller's context error, or a *ProviderError.
-func (a answer) failure(opID, doing string) error {
+func (a exchangeResult) failure(opID, doing string) error {
 	if a.cancelled {
 		return fmt.Errorf("%s: %w", doing, a.err)
 	}

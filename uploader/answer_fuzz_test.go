@@ -32,7 +32,7 @@ func FuzzClassifyAnswer(f *testing.F) {
 		st, accepted, duplicate, strangers := classifyAnswer(op, ids, 200, []byte(body), nil)
 		// Through a memo that parsed another body, then this one (the
 		// transport's check), the verdict is the same.
-		memo := &answerMemo{}
+		memo := &responseMemo{}
 		memo.accept([]byte(`{"op_id":"` + op + `","results":[{"tile_id":"` + strings.Join(ids, `","status":"accepted"},{"tile_id":"`) + `","status":"accepted"}]}`))
 		memo.accept([]byte(body))
 		mst, macc, mdup, mstr := classifyAnswer(op, ids, 200, []byte(body), memo)
@@ -65,7 +65,7 @@ func FuzzClassifyAnswer(f *testing.F) {
 		if accepted+duplicate != len(st.Uploaded) {
 			t.Fatalf("accepted %d + duplicate %d != uploaded %d", accepted, duplicate, len(st.Uploaded))
 		}
-		ans, ok := parseBatchAnswer([]byte(body))
+		ans, ok := parseBatchResponse([]byte(body))
 		for _, id := range st.Uploaded {
 			if !ok || ans.OpID != op {
 				t.Fatalf("tile %q uploaded from an unreadable or foreign answer", id)

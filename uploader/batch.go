@@ -16,8 +16,8 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// batchAnswer is the 200 body of POST .../tiles:batch.
-type batchAnswer struct {
+// batchResponse is the 200 body of POST .../tiles:batch.
+type batchResponse struct {
 	OpID    string       `json:"op_id"`
 	Results []tileResult `json:"results"`
 }
@@ -29,39 +29,39 @@ type tileResult struct {
 	Message string `json:"message"`
 }
 
-func parseBatchAnswer(b []byte) (batchAnswer, bool) {
-	var a batchAnswer
+func parseBatchResponse(b []byte) (batchResponse, bool) {
+	var a batchResponse
 	if err := json.Unmarshal(b, &a); err != nil || a.OpID == "" {
-		return batchAnswer{}, false
+		return batchResponse{}, false
 	}
 	return a, true
 }
 
-// answerMemo parses one exchange's batch answer once: the transport's
+// responseMemo parses one exchange's batch answer once: the transport's
 // check that a 2xx body is an answer (its accept), the sequence verdict
 // and the settlement's read of the same body share the parse (decoding a
 // batch answer costs time per tile, which three parses would pay three
 // times). It keeps the body it parsed, to
 // know it again: the caller must not change a body it passed. A nil memo
 // parses every time.
-type answerMemo struct {
+type responseMemo struct {
 	body []byte
-	ans  batchAnswer
+	ans  batchResponse
 	ok   bool
 }
 
-func (m *answerMemo) parse(b []byte) (batchAnswer, bool) {
+func (m *responseMemo) parse(b []byte) (batchResponse, bool) {
 	if m == nil {
-		return parseBatchAnswer(b)
+		return parseBatchResponse(b)
 	}
 	if m.body == nil || !bytes.Equal(m.body, b) {
-		m.ans, m.ok = parseBatchAnswer(b)
+		m.ans, m.ok = parseBatchResponse(b)
 		m.body = b
 	}
 	return m.ans, m.ok
 }
 
-func (m *answerMemo) accept(b []byte) bool { _, ok := m.parse(b); return ok }
+func (m *responseMemo) accept(b []byte) bool { _, ok := m.parse(b); return ok }
 
 // errBatchFailed wraps the provider's answer when it made a batch's key
 // unusable (413, 422) and the batch was failed in the journal: its tiles
@@ -107,8 +107,8 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	}
 	start := u.now()
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles:batch"
-	var a answer
-	memo := &answerMemo{}
+	var a exchangeResult
+	memo := &responseMemo{}
 	for rebinds := 0; ; rebinds++ {
 		a = u.doExchange(&exchange{u: u, runCtx: ctx, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), resumed: resumed && rebinds == 0,
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
@@ -182,7 +182,7 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 		perr := a.failure(opID, "upload batch")
 		if !a.cancelled && a.verdict.keyDead {
 			detail := cleanText(u.redact(perr.Error()), 2000)
-			jctx, cancel := journalCtx(ctx)
+			jctx, cancel := detachedCtx(ctx)
 			defer cancel()
 			if err := u.store.FailBatch(jctx, opID, a.status, detail); err != nil {
 				return fmt.Errorf("%w (and recording the failure: %v)", perr, err)
@@ -200,9 +200,9 @@ func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string,
 	return u.applyAnswer(ctx, flightID, opID, tiles, a.status, a.body, memo, p, t)
 }
 
-// journalCtx outlives the run's cancellation by a little, so an answer that
+// detachedCtx outlives the run's cancellation by a little, so an answer that
 // arrived is recorded rather than lost.
-func journalCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func detachedCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 }
 
@@ -233,7 +233,7 @@ func sizesOf(tiles []tilestore.Tile) map[string]int64 {
 // not; when the provider cannot say, nothing is recorded and the batch
 // stays open (errUnsettled).
 func (u *HTTPTileUploader) applyAnswer(ctx context.Context, flightID, opID string, tiles []tilestore.Tile,
-	status int, body []byte, memo *answerMemo, p BatchProgress, t *tally) error {
+	status int, body []byte, memo *responseMemo, p BatchProgress, t *tally) error {
 	ids := make([]string, len(tiles))
 	for i, tl := range tiles {
 		ids[i] = tl.ID
@@ -254,7 +254,7 @@ func (u *HTTPTileUploader) applyAnswer(ctx context.Context, flightID, opID strin
 	}
 	// The answer is in hand: record it even if the run was cancelled
 	// meanwhile, or the next run would have to ask again.
-	jctx, cancel := journalCtx(ctx)
+	jctx, cancel := detachedCtx(ctx)
 	defer cancel()
 	t.skip(st.Rejections) // before the commit frees them for other workers
 	if err := u.store.SettleBatch(jctx, st); err != nil {
@@ -325,7 +325,7 @@ func (u *HTTPTileUploader) settleUnclear(ctx context.Context, flightID string, s
 // token redacted from the provider's text. Whatever the body, it passes
 // tilestore.Settlement.Validate (FuzzAnswerToSettlement), so no answer can
 // keep a batch from settling.
-func (u *HTTPTileUploader) settlement(opID string, ids []string, status int, body []byte, memo *answerMemo) (st tilestore.Settlement, accepted, duplicate, strangers int) {
+func (u *HTTPTileUploader) settlement(opID string, ids []string, status int, body []byte, memo *responseMemo) (st tilestore.Settlement, accepted, duplicate, strangers int) {
 	st, accepted, duplicate, names := classifyAnswer(opID, ids, status, body, memo)
 	for i := range st.Rejections {
 		st.Rejections[i].Message = u.redact(st.Rejections[i].Message)
@@ -344,7 +344,7 @@ func (u *HTTPTileUploader) settlement(opID string, ids []string, status int, bod
 // another operation). Every member lands in exactly one of the two lists;
 // results for tiles that were not sent are returned as strangers and
 // change nothing.
-func classifyAnswer(opID string, ids []string, status int, body []byte, memo *answerMemo) (st tilestore.Settlement, accepted, duplicate int, strangers []string) {
+func classifyAnswer(opID string, ids []string, status int, body []byte, memo *responseMemo) (st tilestore.Settlement, accepted, duplicate int, strangers []string) {
 	ans, ok := memo.parse(body)
 	var protoMsg string
 	switch {

@@ -51,7 +51,7 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 	}
 	t.setLookedUp(notHeld, asOf)
 	if len(same) > 0 {
-		jctx, cancel := journalCtx(ctx)
+		jctx, cancel := detachedCtx(ctx)
 		defer cancel()
 		if _, err := u.store.MarkUploaded(jctx, same); err != nil {
 			return nil, 0, err
@@ -170,7 +170,7 @@ type Lookup struct {
 // uploader). 401, 403 and a cancelled ctx are the error.
 func (u *HTTPTileUploader) LookUpTile(ctx context.Context, flightID string, tl tilestore.Tile) (Lookup, error) {
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
-	a := u.do(ctx, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
+	a := u.query(ctx, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
 	l := Lookup{Verdict: Unclear, Status: a.status, Strained: a.attempts > 1 || a.timeouts > 0 || a.status == 0 || a.budgetSpent}
 	switch {
 	case a.cancelled:

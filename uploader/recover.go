@@ -189,7 +189,7 @@ type operationState struct {
 // does not route the state) says nothing about the operation, and the run
 // says once that the provider does not answer it.
 func (u *HTTPTileUploader) readOperation(ctx context.Context, opID string) (st operationState, answered bool, status int, err error) {
-	a := u.do(ctx, http.MethodGet, "/v1/operations/"+url.PathEscape(opID), opID, func(body []byte) bool {
+	a := u.query(ctx, http.MethodGet, "/v1/operations/"+url.PathEscape(opID), opID, func(body []byte) bool {
 		return json.Unmarshal(body, &operationState{}) == nil
 	})
 	if a.status == http.StatusNotFound && a.err == nil {

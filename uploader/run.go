@@ -20,7 +20,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	stopRenewal := func() {}
 	finish := func(err error) (UploadBatchReport, error) {
 		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
-		pctx, cancel := journalCtx(ctx)
+		pctx, cancel := detachedCtx(ctx)
 		defer cancel()
 		// The three are independent and go at once: the end of a run is
 		// time no batch is on the wire.

@@ -133,8 +133,8 @@ func (ex *exchange) replays() int {
 	return r
 }
 
-// answer is how an exchange ended.
-type answer struct {
+// exchangeResult is how an exchange ended.
+type exchangeResult struct {
 	status   int // 0 when no answer came
 	header   http.Header
 	body     []byte
@@ -157,10 +157,10 @@ type answer struct {
 	redact func(string) string
 }
 
-func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
+func (a exchangeResult) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
 
-// do runs method path, a request without a body, through the sender.
-func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string, accept func([]byte) bool) answer {
+// query runs method path, a request without a body, through the sender.
+func (u *HTTPTileUploader) query(runCtx context.Context, method, path, opID string, accept func([]byte) bool) exchangeResult {
 	return u.doExchange(&exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}, method, path, nil, nil)
 }
 
@@ -169,7 +169,7 @@ func (u *HTTPTileUploader) do(runCtx context.Context, method, path, opID string,
 // sequence). body is nil for a request without one; onAttempt runs before
 // every attempt of a body request (the journal's NoteSend) and stops the
 // exchange if it fails.
-func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *batchBody, onAttempt func(context.Context) error) answer {
+func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *batchBody, onAttempt func(context.Context) error) exchangeResult {
 	runCtx := ex.runCtx
 	// A batch already on the wire is allowed to finish when the run is
 	// cancelled (it is journaled either way); no further resend starts.
@@ -196,14 +196,14 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 		}
 		if !ex.admit() {
 			if ex.attempts == 0 {
-				return answer{err: ex.giveUp, cancelled: ex.cancelled}
+				return exchangeResult{err: ex.giveUp, cancelled: ex.cancelled}
 			}
 			break
 		}
 		e, sent := ex.send(reqCtx, method, path, body, onAttempt)
 		if !sent {
 			if ex.attempts == 0 {
-				return answer{err: e.err, cancelled: runCtx.Err() != nil && errors.Is(e.err, runCtx.Err())}
+				return exchangeResult{err: e.err, cancelled: runCtx.Err() != nil && errors.Is(e.err, runCtx.Err())}
 			}
 			ex.giveUp = e.err
 			break
@@ -221,7 +221,7 @@ func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *b
 	if t := tallyOf(runCtx); t != nil {
 		t.exchange(sends, ex.timeouts, ex.budgetSpent, ex.resumed)
 	}
-	a := answer{err: end.err, attempts: sends, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent, redact: u.redact,
+	a := exchangeResult{err: end.err, attempts: sends, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent, redact: u.redact,
 		verdict: v, status: end.status, header: end.header, body: end.body, bodyErr: end.bodyErr}
 	if ex.giveUp != nil {
 		a.err = ex.giveUp
@@ -419,7 +419,7 @@ func (ex *exchange) waitToResend() bool {
 // journal cannot be written.
 func (ex *exchange) journalAdvice(v verdict) bool {
 	wait := min(v.floor, MaxAdvisedWait)
-	jctx, cancel := journalCtx(ex.runCtx)
+	jctx, cancel := detachedCtx(ex.runCtx)
 	defer cancel()
 	nb, err := ex.advised(jctx, wait)
 	if err != nil {

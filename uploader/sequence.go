@@ -121,7 +121,7 @@ func (u *HTTPTileUploader) syncStream(ctx context.Context, s sequenceStore, clie
 // number for the client.
 func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint64, error) {
 	path := "/v1/clients/" + url.PathEscape(client) + "/state"
-	a := u.do(ctx, http.MethodGet, path, "", func(b []byte) bool {
+	a := u.query(ctx, http.MethodGet, path, "", func(b []byte) bool {
 		return json.Unmarshal(b, &operation.ClientStateResponse{}) == nil
 	})
 	if a.err == nil && (a.status == http.StatusNotFound || a.status == http.StatusMethodNotAllowed) {
@@ -183,7 +183,7 @@ const (
 // sequenceVerdict reads an answer to a sequenced batch. A 2xx naming another
 // operation is another batch's outcome replayed for this number: it is
 // never applied to this batch's tiles.
-func sequenceVerdict(opID string, a answer, memo *answerMemo) (seqVerdict, string) {
+func sequenceVerdict(opID string, a exchangeResult, memo *responseMemo) (seqVerdict, string) {
 	if a.err != nil {
 		return seqPlain, ""
 	}
@@ -259,7 +259,7 @@ func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID s
 	}
 	u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
 		Msg("batch's number is committed at the provider; settling it by tile lookup")
-	jctx, cancel := journalCtx(ctx)
+	jctx, cancel := detachedCtx(ctx)
 	defer cancel()
 	if err := s.FailCommittedBatch(jctx, opID, status, cleanText(detail, 2000)); err != nil {
 		return err
