@@ -48,28 +48,11 @@ func (s *Store) RequeueUploaded(ctx context.Context, flightID string, ids []stri
 	}
 	var out []Requeued
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE tiles SET voting_status = 'pending', budget_base = upload_attempts,
-			requeues = requeues + 1, requeued_at = now(), uploaded_at = NULL
+		var err error
+		out, err = requeueRows(ctx, tx, beforeCommit, `UPDATE tiles SET `+requeueSet+`, uploaded_at = NULL
 			WHERE flight_id = $1 AND tile_id = ANY($2) AND voting_status = 'uploaded'
-			RETURNING tile_id, flight_id, upload_attempts, requeues, requeued_at`, flightID, ids)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Requeued, error) {
-			var q Requeued
-			err := r.Scan(&q.TileID, &q.FlightID, &q.PreviousAttempts, &q.Requeues, &q.RequeuedAt)
-			return q, err
-		})
-		if err != nil {
-			return err
-		}
-		sortRequeued(out)
-		if len(out) > 0 && beforeCommit != nil {
-			if err := beforeCommit(ctx, out); err != nil {
-				return fmt.Errorf("before commit (nothing was requeued): %w", err)
-			}
-		}
-		return nil
+			RETURNING `+requeueReturning, flightID, ids)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("requeue %d uploaded tiles of flight %s: %w", len(ids), flightID, err)

@@ -88,27 +88,9 @@ func (s *Store) Requeue(ctx context.Context, flightID string, ids []string, all 
 			}
 		}
 		slices.Sort(take)
-		rows, err = tx.Query(ctx, `UPDATE tiles SET voting_status = 'pending', budget_base = upload_attempts,
-			requeues = requeues + 1, requeued_at = now()
-			WHERE tile_id = ANY($1) RETURNING tile_id, flight_id, upload_attempts, requeues, requeued_at`, take)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Requeued, error) {
-			var q Requeued
-			err := r.Scan(&q.TileID, &q.FlightID, &q.PreviousAttempts, &q.Requeues, &q.RequeuedAt)
-			return q, err
-		})
-		if err != nil {
-			return err
-		}
-		sortRequeued(out)
-		if len(out) > 0 && beforeCommit != nil {
-			if err := beforeCommit(ctx, out); err != nil {
-				return fmt.Errorf("before commit (nothing was requeued): %w", err)
-			}
-		}
-		return nil
+		out, err = requeueRows(ctx, tx, beforeCommit, `UPDATE tiles SET `+requeueSet+`
+			WHERE tile_id = ANY($1) RETURNING `+requeueReturning, take)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("requeue tiles of flight %s: %w", flightID, err)
@@ -116,6 +98,36 @@ func (s *Store) Requeue(ctx context.Context, flightID string, ids []string, all 
 	return out, nil
 }
 
-func sortRequeued(rs []Requeued) {
-	slices.SortFunc(rs, func(a, b Requeued) int { return strings.Compare(a.TileID, b.TileID) })
+// What a requeue does to a tile: pending again, with its attempts so far
+// kept and its budget counted from here (budget_base), one more requeue
+// recorded. requeueReturning is what requeueRows reads back.
+const (
+	requeueSet       = `voting_status = 'pending', budget_base = upload_attempts, requeues = requeues + 1, requeued_at = now()`
+	requeueReturning = `tile_id, flight_id, upload_attempts, requeues, requeued_at`
+)
+
+// requeueRows runs update (an UPDATE ... SET requeueSet ... RETURNING
+// requeueReturning) in tx and hands the moved tiles, in tile_id order, to
+// beforeCommit (if not nil and any moved), whose error rolls back.
+func requeueRows(ctx context.Context, tx pgx.Tx, beforeCommit func(ctx context.Context, rs []Requeued) error,
+	update string, args ...any) ([]Requeued, error) {
+	rows, err := tx.Query(ctx, update, args...)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Requeued, error) {
+		var q Requeued
+		err := r.Scan(&q.TileID, &q.FlightID, &q.PreviousAttempts, &q.Requeues, &q.RequeuedAt)
+		return q, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Requeued) int { return strings.Compare(a.TileID, b.TileID) })
+	if len(out) > 0 && beforeCommit != nil {
+		if err := beforeCommit(ctx, out); err != nil {
+			return nil, fmt.Errorf("before commit (nothing was requeued): %w", err)
+		}
+	}
+	return out, nil
 }
