@@ -5,9 +5,12 @@
 package iostreams
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"golang.org/x/term"
@@ -68,6 +71,22 @@ func (s *IOStreams) IsStdoutTTY() bool { return s.stdoutTTY }
 // IsStderrTTY reports whether ErrOut is a terminal: progress bars and
 // console-style logs only there.
 func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
+
+// IsStdinTTY reports whether In is a terminal, so that a person can
+// answer a confirmation there (off one, a command needs --yes).
+func (s *IOStreams) IsStdinTTY() bool {
+	f, ok := s.In.(*os.File)
+	return ok && isTerminal(f)
+}
+
+// Confirm writes prompt to ErrOut and reports whether the line read from In
+// is want (blanks around it ignored). The commands that destroy or move
+// data ask a person this way, on a terminal (IsStdinTTY).
+func (s *IOStreams) Confirm(prompt, want string) bool {
+	fmt.Fprint(s.ErrOut, prompt)
+	line, _ := bufio.NewReader(s.In).ReadString('\n')
+	return strings.TrimSpace(line) == want
+}
 
 // SetStdoutTTY overrides the stdout decision (tests, --no-tty style flags).
 func (s *IOStreams) SetStdoutTTY(v bool) { s.stdoutTTY = v }

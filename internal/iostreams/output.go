@@ -1,6 +1,7 @@
 package iostreams
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -33,3 +34,20 @@ func CheckOutput(v string) error {
 
 // IsJSON reports whether -o asks for JSON.
 func IsJSON(v string) bool { return v == OutputJSON }
+
+// Report ends a command that reports one object: with -o json it prints
+// rep (which the caller has filled, its error included) as the one JSON
+// object of every exit, otherwise it runs text when the command succeeded.
+// It returns err, or the error of printing rep when err is nil.
+func (s *IOStreams) Report(output string, rep any, err error, text func()) error {
+	if IsJSON(output) {
+		if jerr := json.NewEncoder(s.Out).Encode(rep); jerr != nil && err == nil {
+			err = jerr
+		}
+		return err
+	}
+	if err == nil {
+		text()
+	}
+	return err
+}

@@ -1,18 +1,14 @@
 package flights
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
@@ -108,9 +104,7 @@ func NewCmdDelete(f *factory.Factory, runF func(context.Context, *DeleteOptions)
 			if strings.TrimSpace(opts.Reason) == "" {
 				return exitcode.UsageError(errors.New("--reason is required: say why the flight is deleted (it is kept in the flight data recorder)"))
 			}
-			if in, ok := f.IOStreams.In.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
-				opts.StdinTTY = true
-			}
+			opts.StdinTTY = f.IOStreams.IsStdinTTY()
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -134,20 +128,13 @@ func DeleteRun(ctx context.Context, opts *DeleteOptions) error {
 		msg := err.Error()
 		rep.Error = &msg
 	}
-	if iostreams.IsJSON(opts.Output) {
-		if jerr := json.NewEncoder(opts.IO.Out).Encode(rep); jerr != nil && err == nil {
-			err = jerr
-		}
-		return err
-	}
-	if err == nil {
+	return opts.IO.Report(opts.Output, rep, err, func() {
 		fmt.Fprintf(opts.IO.Out, "flight %s deleted (recorded as %s): %s, %s, %s, %s; "+
 			"freed %s in %s from the cache\n", rep.FlightID, DeletedKind,
 			iostreams.Count(rep.Tiles, "tile", "tiles"), iostreams.Count(rep.Batches, "batch", "batches"),
 			iostreams.Count(rep.Rejections, "rejection", "rejections"), iostreams.Count(rep.Runs, "run", "runs"),
 			iostreams.HumanBytes(rep.DiskBytes), iostreams.Count(rep.Files, "file", "files"))
-	}
-	return err
+	})
 }
 
 func deleteFlight(ctx context.Context, opts *DeleteOptions, rep *DeleteReport) error {
@@ -271,9 +258,7 @@ func (opts *DeleteOptions) confirm(h tilestore.FlightHold) error {
 	if !opts.StdinTTY {
 		return exitcode.UsageError(fmt.Errorf("flights delete would remove %s; pass --yes to confirm (no terminal to ask on)", what))
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "flights delete removes %s. Type the flight ID to go on: ", what)
-	line, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
-	if strings.TrimSpace(line) != h.FlightID {
+	if !opts.IO.Confirm(fmt.Sprintf("flights delete removes %s. Type the flight ID to go on: ", what), h.FlightID) {
 		return exitcode.New(exitcode.Failure, errors.New("not confirmed; nothing was deleted"))
 	}
 	return nil

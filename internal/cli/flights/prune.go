@@ -2,7 +2,6 @@ package flights
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -133,16 +132,7 @@ func PruneRun(ctx context.Context, opts *PruneOptions) error {
 		msg := err.Error()
 		rep.Error = &msg
 	}
-	if iostreams.IsJSON(opts.Output) {
-		if jerr := json.NewEncoder(opts.IO.Out).Encode(rep); jerr != nil && err == nil {
-			err = jerr
-		}
-		return err
-	}
-	if err == nil {
-		printPrune(opts, rep)
-	}
-	return err
+	return opts.IO.Report(opts.Output, rep, err, func() { printPrune(opts, rep) })
 }
 
 func prune(ctx context.Context, opts *PruneOptions, rep *PruneReport) error {

@@ -1,16 +1,12 @@
 package migrate
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/term"
 
 	"github.com/spf13/cobra"
 
@@ -95,9 +91,7 @@ func NewCmdDown(d Deps, runF func(context.Context, *DownOptions) error) *cobra.C
 				}
 				opts.Steps = n
 			}
-			if in, ok := d.IO.In.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
-				opts.StdinTTY = true
-			}
+			opts.StdinTTY = d.IO.IsStdinTTY()
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -161,9 +155,7 @@ func (opts *DownOptions) confirmAll(ctx context.Context) error {
 	if !opts.StdinTTY {
 		return exitcode.UsageError(fmt.Errorf("migrate down --all would destroy %s; pass --yes to confirm (no terminal to ask on)", what))
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "migrate down --all destroys %s. Type destroy to go on: ", what)
-	line, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
-	if strings.TrimSpace(line) != "destroy" {
+	if !opts.IO.Confirm(fmt.Sprintf("migrate down --all destroys %s. Type destroy to go on: ", what), "destroy") {
 		return exitcode.New(exitcode.Failure, errors.New("not confirmed; nothing was rolled back"))
 	}
 	return nil

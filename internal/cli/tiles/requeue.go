@@ -1,16 +1,13 @@
 package tiles
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/fdr"
@@ -71,9 +68,7 @@ func NewCmdRequeue(f *factory.Factory, runF func(context.Context, *RequeueOption
 		// examples are checked against the same rules).
 		PreRunE: func(*cobra.Command, []string) error { return opts.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if in, ok := f.IOStreams.In.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
-				opts.StdinTTY = true
-			}
+			opts.StdinTTY = f.IOStreams.IsStdinTTY()
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -125,10 +120,8 @@ func RequeueRun(ctx context.Context, opts *RequeueOptions) error {
 		if !opts.StdinTTY {
 			return exitcode.UsageError(fmt.Errorf("--all-given-up would requeue %s of flight %s: pass --yes to confirm (no terminal to ask on)", iostreams.Count(len(gs), "tile", "tiles"), opts.FlightID))
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "requeue %s of flight %s (reason: %s)? type yes: ",
-			iostreams.Count(len(gs), "given-up tile", "given-up tiles"), opts.FlightID, opts.Reason)
-		line, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
-		if strings.TrimSpace(line) != "yes" {
+		if !opts.IO.Confirm(fmt.Sprintf("requeue %s of flight %s (reason: %s)? type yes: ",
+			iostreams.Count(len(gs), "given-up tile", "given-up tiles"), opts.FlightID, opts.Reason), "yes") {
 			return exitcode.New(exitcode.Failure, errors.New("not confirmed; nothing was requeued"))
 		}
 	}
