@@ -1,15 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/creack/pty"
 )
 
 // On a terminal of any width from 40 columns, the status line keeps what
@@ -35,26 +30,7 @@ func TestOnANarrowTerminalTheStatusLineDropsFieldsByPriority(t *testing.T) {
 			flight := fmt.Sprintf("nar-%d", tc.cols)
 			s.flight(flight, 24)
 			cmd := s.command("upload-pending", "--flight", flight, "--bwlimit", "1.5k", "--batch-size", "3", "--concurrency", "2")
-			tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: uint16(tc.cols)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tty.Close()
-			var raw bytes.Buffer
-			copied := make(chan struct{})
-			go func() { _, _ = io.Copy(&raw, tty); close(copied) }()
-			waited := make(chan error, 1)
-			go func() { waited <- cmd.Wait() }()
-			select {
-			case <-waited:
-			case <-time.After(60 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatal("upload-pending did not finish in 60s")
-			}
-			select {
-			case <-copied:
-			case <-time.After(5 * time.Second):
-			}
+			raw := runOnTerminal(t, cmd, uint16(tc.cols))
 			if code := cmd.ProcessState.ExitCode(); code != 0 {
 				t.Fatalf("exit %d; output:\n%q", code, raw.String())
 			}

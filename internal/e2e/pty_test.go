@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"io"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -74,29 +75,7 @@ func TestOnATerminalLogsPrintAboveTheBarAndTheSummaryHasItsOwnLine(t *testing.T)
 
 	cmd := s.command("upload-pending", "--flight", "pty1", "--batch-size", "2", "--concurrency", "1",
 		"--max-in-call-retries", "1", "--max-per-tile-attempts", "2")
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tty.Close()
-	var raw bytes.Buffer
-	copied := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(&raw, tty) // ends with EIO when the child exits
-		close(copied)
-	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	select {
-	case <-waited:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("upload-pending did not finish in 60s")
-	}
-	select {
-	case <-copied:
-	case <-time.After(5 * time.Second):
-	}
+	raw := runOnTerminal(t, cmd, 200)
 	if code := cmd.ProcessState.ExitCode(); code != 3 {
 		t.Fatalf("exit %d, want 3 (tiles given up); output:\n%q", code, raw.String())
 	}
@@ -142,4 +121,35 @@ func TestOnATerminalLogsPrintAboveTheBarAndTheSummaryHasItsOwnLine(t *testing.T)
 	if l := sc.lines[summary]; barMark.MatchString(l) || logMark.MatchString(l) {
 		t.Errorf("summary shares its line: %q", l)
 	}
+}
+
+// runOnTerminal runs cmd with a pseudo-terminal of cols columns as its
+// stdin, stdout and stderr, waits up to 60 s for it to exit, and returns
+// everything it wrote to the terminal.
+func runOnTerminal(t *testing.T, cmd *exec.Cmd, cols uint16) *bytes.Buffer {
+	t.Helper()
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	var raw bytes.Buffer
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(&raw, tty) // ends with EIO when the child exits
+		close(copied)
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s did not finish in 60s", strings.Join(cmd.Args[1:], " "))
+	}
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
+	return &raw
 }
