@@ -372,9 +372,9 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
 	stopWatch := r.watchInterrupt(ctx, p, id)
-	// Counting a large flight's pending tiles takes a scan of them (0.5 s
-	// at 1M): the display gets the total when it is known and the first
-	// batch does not wait for it.
+	// Counting a large flight's pending tiles takes a scan of them: the
+	// display gets the total when it is known and the first batch does
+	// not wait for it.
 	var bytes *int64 // nil until counted
 	var counted sync.WaitGroup
 	counted.Go(func() {
