@@ -55,11 +55,11 @@ func badBlobStory(t *testing.T, hurt damage, problem string) {
 	hurt(t, s.blobPath("F2", 3))
 
 	r, sum := s.uploadJSON("--flight", "F2")
-	if r.exit != 3 {
-		t.Fatalf("upload: exit %d, want 3\nstderr: %s", r.exit, r.stderr)
+	if r.Exit != 3 {
+		t.Fatalf("upload: exit %d, want 3\nstderr: %s", r.Exit, r.Stderr)
 	}
-	if !strings.Contains(r.stderr, "tilectl tiles verify --flight F2") || !strings.Contains(r.stderr, "tiles import --flight F2") {
-		t.Errorf("stderr does not point to tiles verify and a re-import:\n%s", r.stderr)
+	if !strings.Contains(r.Stderr, "tilectl tiles verify --flight F2") || !strings.Contains(r.Stderr, "tiles import --flight F2") {
+		t.Errorf("stderr does not point to tiles verify and a re-import:\n%s", r.Stderr)
 	}
 	lfs, _ := sum["local_failures"].([]any)
 	if len(lfs) != 1 || lfs[0].(map[string]any)["tile_id"] != bad || lfs[0].(map[string]any)["problem"] != problem ||
@@ -74,7 +74,7 @@ func badBlobStory(t *testing.T, hurt damage, problem string) {
 		t.Fatalf("tile %s: %s with %d attempts, want pending with 0", bad, tl.Status, tl.Attempts)
 	}
 
-	v := s.run("tiles", "verify", "--flight", "F2", "-o", "json")
+	v := s.Run("tiles", "verify", "--flight", "F2", "-o", "json")
 	var vs struct {
 		Checked  int `json:"checked"`
 		Problems []struct {
@@ -82,21 +82,21 @@ func badBlobStory(t *testing.T, hurt damage, problem string) {
 			Problem string `json:"problem"`
 		} `json:"problems"`
 	}
-	if err := json.Unmarshal([]byte(v.stdout), &vs); err != nil || v.exit != 1 || vs.Checked != 1 ||
+	if err := json.Unmarshal([]byte(v.Stdout), &vs); err != nil || v.Exit != 1 || vs.Checked != 1 ||
 		len(vs.Problems) != 1 || vs.Problems[0].TileID != bad || vs.Problems[0].Problem != problem {
-		t.Fatalf("verify: exit %d, %+v (%v); want exit 1 flagging %s\nstdout: %s", v.exit, vs, err, bad, v.stdout)
+		t.Fatalf("verify: exit %d, %+v (%v); want exit 1 flagging %s\nstdout: %s", v.Exit, vs, err, bad, v.Stdout)
 	}
 
-	imp := s.mustRun("tiles", "import", "--flight", "F2", "-o", "json", original)
+	imp := s.MustRun("tiles", "import", "--flight", "F2", "-o", "json", original)
 	var is struct {
 		Repaired int `json:"repaired"`
 		Imported int `json:"imported"`
 	}
-	if err := json.Unmarshal([]byte(imp.stdout), &is); err != nil || is.Repaired != 1 || is.Imported != 0 {
-		t.Fatalf("re-import: %+v (%v), want 1 repaired, 0 imported\nstdout: %s", is, err, imp.stdout)
+	if err := json.Unmarshal([]byte(imp.Stdout), &is); err != nil || is.Repaired != 1 || is.Imported != 0 {
+		t.Fatalf("re-import: %+v (%v), want 1 repaired, 0 imported\nstdout: %s", is, err, imp.Stdout)
 	}
-	s.mustRun("tiles", "verify", "--flight", "F2")
-	s.mustRun("upload-pending", "--flight", "F2")
+	s.MustRun("tiles", "verify", "--flight", "F2")
+	s.MustRun("upload-pending", "--flight", "F2")
 	if held := s.heldByProvider(); len(held) != 6 {
 		t.Fatalf("the provider holds %d tiles, want all 6", len(held))
 	}
@@ -114,7 +114,7 @@ func TestReimportingADifferentFileForARecordedTileIsRefusedWithBothHashes(t *tes
 	corruptBlob(t, s.blobPath("F3", 1))
 	other := t.TempDir()
 	testbin.WriteTile(t, other, 1, 99) // tile 10/1/7 with other pixels
-	r := s.run("tiles", "import", "--flight", "F3", "-o", "json", other)
+	r := s.Run("tiles", "import", "--flight", "F3", "-o", "json", other)
 	var is struct {
 		Mismatched []struct {
 			TileID         string `json:"tile_id"`
@@ -122,18 +122,18 @@ func TestReimportingADifferentFileForARecordedTileIsRefusedWithBothHashes(t *tes
 			FileSHA256     string `json:"file_sha256"`
 		} `json:"mismatched"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &is); err != nil || r.exit != 1 || len(is.Mismatched) != 1 {
-		t.Fatalf("import of another file: exit %d, %+v (%v); want exit 1 with one mismatch\nstderr: %s", r.exit, is, err, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &is); err != nil || r.Exit != 1 || len(is.Mismatched) != 1 {
+		t.Fatalf("import of another file: exit %d, %+v (%v); want exit 1 with one mismatch\nstderr: %s", r.Exit, is, err, r.Stderr)
 	}
 	m := is.Mismatched[0]
 	if m.TileID != tileID("F3", 1) || m.RecordedSHA256 == m.FileSHA256 ||
-		!strings.Contains(r.stderr, m.RecordedSHA256) || !strings.Contains(r.stderr, m.FileSHA256) {
-		t.Errorf("mismatch %+v; stderr must name both hashes:\n%s", m, r.stderr)
+		!strings.Contains(r.Stderr, m.RecordedSHA256) || !strings.Contains(r.Stderr, m.FileSHA256) {
+		t.Errorf("mismatch %+v; stderr must name both hashes:\n%s", m, r.Stderr)
 	}
 	// The record is untouched: the original still repairs the blob.
-	if v := s.run("tiles", "verify", "--flight", "F3"); v.exit != 1 {
-		t.Fatalf("verify after the refused import: exit %d, want 1 (the blob is still bad)", v.exit)
+	if v := s.Run("tiles", "verify", "--flight", "F3"); v.Exit != 1 {
+		t.Fatalf("verify after the refused import: exit %d, want 1 (the blob is still bad)", v.Exit)
 	}
-	s.mustRun("tiles", "import", "--flight", "F3", original)
-	s.mustRun("tiles", "verify", "--flight", "F3")
+	s.MustRun("tiles", "import", "--flight", "F3", original)
+	s.MustRun("tiles", "verify", "--flight", "F3")
 }

@@ -16,18 +16,18 @@ func TestWrongCacheDirSendsNothingCountsNothingAndNamesTheDirAndWhereItCameFrom(
 	imported := filepath.Join(t.TempDir(), "cache-A")
 	s.importFlight("F1", 12, "--cache-dir", imported)
 
-	dry := s.run("upload-pending", "--flight", "F1", "--dry-run")
-	if dry.exit != 1 || strings.Contains(dry.stdout, "would send") {
-		t.Errorf("dry run: exit %d, stdout %q; want exit 1 and no 'would send'", dry.exit, dry.stdout)
+	dry := s.Run("upload-pending", "--flight", "F1", "--dry-run")
+	if dry.Exit != 1 || strings.Contains(dry.Stdout, "would send") {
+		t.Errorf("dry run: exit %d, stdout %q; want exit 1 and no 'would send'", dry.Exit, dry.Stdout)
 	}
 	for range 2 { // a second run must not give up what the first left alone
 		r, sum := s.uploadJSON("--flight", "F1")
-		if r.exit == 0 || r.exit == 3 {
-			t.Fatalf("exit %d, want a failure other than 3\nstderr: %s", r.exit, r.stderr)
+		if r.Exit == 0 || r.Exit == 3 {
+			t.Fatalf("exit %d, want a failure other than 3\nstderr: %s", r.Exit, r.Stderr)
 		}
-		for _, want := range []string{s.cache, "env TILECTL_CACHE_DIR", "tiles verify"} {
-			if !strings.Contains(r.stderr, want) {
-				t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		for _, want := range []string{s.Cache, "env TILECTL_CACHE_DIR", "tiles verify"} {
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, r.Stderr)
 			}
 		}
 		if sum["given_up"] != 0.0 {
@@ -43,7 +43,7 @@ func TestWrongCacheDirSendsNothingCountsNothingAndNamesTheDirAndWhereItCameFrom(
 		}
 	}
 	// Pointing tilectl at the right dir then uploads everything.
-	s.mustRun("--cache-dir", imported, "upload-pending", "--flight", "F1")
+	s.MustRun("--cache-dir", imported, "upload-pending", "--flight", "F1")
 	if held := s.heldByProvider(); len(held) != 12 {
 		t.Fatalf("the provider holds %d tiles after the run with the right cache dir, want 12", len(held))
 	}

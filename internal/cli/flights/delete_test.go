@@ -15,10 +15,10 @@ import (
 
 // deleted reads the flight.deleted records back from the FDR file.
 func (s *station) deleted() []DeletedPayload {
-	s.t.Helper()
-	out := s.mustRun("fdr", "tail", "--kind", DeletedKind, "-o", "json", "--file", s.fdr)
+	s.T.Helper()
+	out := s.MustRun("fdr", "tail", "--kind", DeletedKind, "-o", "json", "--file", s.FDR)
 	var ps []DeletedPayload
-	for _, line := range strings.Split(strings.TrimSpace(out.stdout), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out.Stdout), "\n") {
 		if line == "" {
 			continue
 		}
@@ -26,7 +26,7 @@ func (s *station) deleted() []DeletedPayload {
 			Payload DeletedPayload `json:"payload"`
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			s.t.Fatalf("fdr tail line %q: %v", line, err)
+			s.T.Fatalf("fdr tail line %q: %v", line, err)
 		}
 		ps = append(ps, rec.Payload)
 	}
@@ -40,36 +40,36 @@ func TestDeleteIsRefusedWhileTilesWaitNeedsYesOffATerminalAndRecordsWhoAndWhy(t 
 	for i := range 4 {
 		testbin.WriteTile(t, dir, i, 5)
 	}
-	s.mustRun("tiles", "import", "--flight", "F1", dir)
-	s.mustRun("tiles", "import", "--flight", "F2", dir)
+	s.MustRun("tiles", "import", "--flight", "F1", dir)
+	s.MustRun("tiles", "import", "--flight", "F2", dir)
 
 	// Pending tiles: refused, with or without --yes; nothing changes.
-	r := s.run("flights", "delete", "F1", "--reason", "bad survey", "--yes")
-	if r.exit != 1 || !strings.Contains(r.stderr, "4 tiles are not yet uploaded") || !strings.Contains(r.stderr, "--force") {
-		t.Fatalf("delete of a flight with pending tiles: exit %d\n%s", r.exit, r.stderr)
+	r := s.Run("flights", "delete", "F1", "--reason", "bad survey", "--yes")
+	if r.Exit != 1 || !strings.Contains(r.Stderr, "4 tiles are not yet uploaded") || !strings.Contains(r.Stderr, "--force") {
+		t.Fatalf("delete of a flight with pending tiles: exit %d\n%s", r.Exit, r.Stderr)
 	}
-	if r := s.run("flights", "delete", "F1"); r.exit != 2 || !strings.Contains(r.stderr, "--reason is required") {
-		t.Fatalf("delete without --reason: exit %d\n%s", r.exit, r.stderr)
+	if r := s.Run("flights", "delete", "F1"); r.Exit != 2 || !strings.Contains(r.Stderr, "--reason is required") {
+		t.Fatalf("delete without --reason: exit %d\n%s", r.Exit, r.Stderr)
 	}
-	s.mustRun("upload-pending", "--flight", "F1")
+	s.MustRun("upload-pending", "--flight", "F1")
 	// Uploaded, but off a terminal without --yes: refused, naming --yes.
-	r = s.run("flights", "delete", "F1", "--reason", "bad survey")
-	if r.exit != 2 || !strings.Contains(r.stderr, "pass --yes") {
-		t.Fatalf("delete off a terminal without --yes: exit %d\n%s", r.exit, r.stderr)
+	r = s.Run("flights", "delete", "F1", "--reason", "bad survey")
+	if r.Exit != 2 || !strings.Contains(r.Stderr, "pass --yes") {
+		t.Fatalf("delete off a terminal without --yes: exit %d\n%s", r.Exit, r.Stderr)
 	}
 	if f := s.flight("F1"); f.Total != 4 || !exists(s.blob("F1", 0)) || len(s.deleted()) != 0 {
 		t.Fatalf("a refused delete changed something: %+v", f)
 	}
 
-	out := s.mustRun("flights", "delete", "F1", "--reason", "bad survey", "--yes", "-o", "json")
+	out := s.MustRun("flights", "delete", "F1", "--reason", "bad survey", "--yes", "-o", "json")
 	var rep DeleteReport
-	if err := json.Unmarshal([]byte(out.stdout), &rep); err != nil {
-		t.Fatalf("delete -o json: %v\n%s", err, out.stdout)
+	if err := json.Unmarshal([]byte(out.Stdout), &rep); err != nil {
+		t.Fatalf("delete -o json: %v\n%s", err, out.Stdout)
 	}
 	if !rep.Deleted || rep.Tiles != 4 || rep.Batches < 1 || rep.Runs != 1 || rep.Files != 4 || rep.DiskBytes <= 0 {
 		t.Fatalf("delete report: %+v", rep)
 	}
-	if exists(filepath.Join(s.cache, "F1")) {
+	if exists(filepath.Join(s.Cache, "F1")) {
 		t.Fatal("F1's blob directory is still there")
 	}
 	for _, table := range []string{"tiles", "upload_batches", "upload_runs", "flights"} {
@@ -85,17 +85,17 @@ func TestDeleteIsRefusedWhileTilesWaitNeedsYesOffATerminalAndRecordsWhoAndWhy(t 
 		recs[0].Host == "" || recs[0].Tiles != 4 || recs[0].Forced {
 		t.Fatalf("deletion records: %+v", recs)
 	}
-	if r := s.run("flights", "delete", "F1", "--reason", "again", "--yes"); r.exit != 2 || !strings.Contains(r.stderr, "not recorded") {
-		t.Fatalf("delete of a deleted flight: exit %d\n%s", r.exit, r.stderr)
+	if r := s.Run("flights", "delete", "F1", "--reason", "again", "--yes"); r.Exit != 2 || !strings.Contains(r.Stderr, "not recorded") {
+		t.Fatalf("delete of a deleted flight: exit %d\n%s", r.Exit, r.Stderr)
 	}
 
 	// --force deletes a flight with pending tiles, and the record says so.
-	s.mustRun("flights", "delete", "F2", "--reason", "duplicate import", "--yes", "--force")
+	s.MustRun("flights", "delete", "F2", "--reason", "duplicate import", "--yes", "--force")
 	if recs := s.deleted(); len(recs) != 2 || !recs[1].Forced || recs[1].Waiting != 4 {
 		t.Fatalf("forced deletion record: %+v", recs)
 	}
 	// The same tiles import again as a new flight.
-	s.mustRun("tiles", "import", "--flight", "F2", dir)
+	s.MustRun("tiles", "import", "--flight", "F2", dir)
 	if f := s.flight("F2"); f.Total != 4 || f.Counts["pending"] != 4 {
 		t.Fatalf("F2 imported again: %+v", f)
 	}
@@ -106,8 +106,8 @@ func TestDeleteIsRefusedWhileAnImportHoldsTheFlightsCacheLockEvenWithForce(t *te
 	s := newStation(t)
 	dir := t.TempDir()
 	testbin.WriteTile(t, dir, 0, 6)
-	s.mustRun("tiles", "import", "--flight", "F1", dir)
-	blobs, err := tilestore.NewBlobStore(s.cache)
+	s.MustRun("tiles", "import", "--flight", "F1", dir)
+	blobs, err := tilestore.NewBlobStore(s.Cache)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +116,10 @@ func TestDeleteIsRefusedWhileAnImportHoldsTheFlightsCacheLockEvenWithForce(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := s.run("flights", "delete", "F1", "--reason", "x", "--yes", "--force")
+	r := s.Run("flights", "delete", "F1", "--reason", "x", "--yes", "--force")
 	l.Release()
-	if r.exit != 1 || !strings.Contains(r.stderr, "a tiles import of flight F1 is running") {
-		t.Fatalf("delete during an import: exit %d\n%s", r.exit, r.stderr)
+	if r.Exit != 1 || !strings.Contains(r.Stderr, "a tiles import of flight F1 is running") {
+		t.Fatalf("delete during an import: exit %d\n%s", r.Exit, r.Stderr)
 	}
 	if f := s.flight("F1"); f.Total != 1 {
 		t.Fatalf("the refused delete changed F1: %+v", f)
@@ -129,10 +129,10 @@ func TestDeleteIsRefusedWhileAnImportHoldsTheFlightsCacheLockEvenWithForce(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = s.run("tiles", "import", "--flight", "F1", dir)
+	r = s.Run("tiles", "import", "--flight", "F1", dir)
 	x.Release()
-	if r.exit != 1 || !strings.Contains(r.stderr, "is being deleted") {
-		t.Fatalf("import during a delete: exit %d\n%s", r.exit, r.stderr)
+	if r.Exit != 1 || !strings.Contains(r.Stderr, "is being deleted") {
+		t.Fatalf("import during a delete: exit %d\n%s", r.Exit, r.Stderr)
 	}
 }
 
@@ -143,23 +143,23 @@ func TestDeleteIsRefusedWhileAnUploadRunWorksOnTheFlight(t *testing.T) {
 	for i := range 3 {
 		testbin.WriteTile(t, dir, i, 7)
 	}
-	s.mustRun("tiles", "import", "--flight", "F1", dir)
-	s.mustRun("upload-pending", "--flight", "F1")
+	s.MustRun("tiles", "import", "--flight", "F1", dir)
+	s.MustRun("upload-pending", "--flight", "F1")
 	// A run of this machine that has not ended and holds its run lock:
 	// its history row, and its lock file held by this process.
 	s.count(`WITH r AS (INSERT INTO upload_runs (run_id, flight_id, host, pid, started_at)
 		VALUES ('live-run', 'F1', 'here', 1, now()) RETURNING 1) SELECT count(*) FROM r`)
-	held, err := tilestore.NewRunLocks(s.cache).Hold("live-run")
+	held, err := tilestore.NewRunLocks(s.Cache).Hold("live-run")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := s.run("flights", "delete", "F1", "--reason", "x", "--yes")
-	if r.exit != 1 || !strings.Contains(r.stderr, "an upload-pending run is working on it: run live-run") {
-		t.Fatalf("delete while a run holds the flight: exit %d\n%s", r.exit, r.stderr)
+	r := s.Run("flights", "delete", "F1", "--reason", "x", "--yes")
+	if r.Exit != 1 || !strings.Contains(r.Stderr, "an upload-pending run is working on it: run live-run") {
+		t.Fatalf("delete while a run holds the flight: exit %d\n%s", r.Exit, r.Stderr)
 	}
 	held.Release()
 	// Its lock released (the run ended without recording it): deleted.
-	s.mustRun("flights", "delete", "F1", "--reason", "x", "--yes")
+	s.MustRun("flights", "delete", "F1", "--reason", "x", "--yes")
 }
 
 func TestDeleteAsksForTheFlightIDOnATerminal(t *testing.T) {
@@ -167,14 +167,14 @@ func TestDeleteAsksForTheFlightIDOnATerminal(t *testing.T) {
 	s := newStation(t)
 	dir := t.TempDir()
 	testbin.WriteTile(t, dir, 0, 8)
-	s.mustRun("tiles", "import", "--flight", "F1", dir)
-	s.mustRun("upload-pending", "--flight", "F1")
+	s.MustRun("tiles", "import", "--flight", "F1", dir)
+	s.MustRun("upload-pending", "--flight", "F1")
 	for _, tc := range []struct {
 		answer string
 		exit   int
 	}{{"no\n", 1}, {"F1\n", 0}} {
-		cmd := exec.Command("script", "-qec", s.bin+" flights delete F1 --reason tty", "/dev/null")
-		cmd.Env = s.env
+		cmd := exec.Command("script", "-qec", s.Bin+" flights delete F1 --reason tty", "/dev/null")
+		cmd.Env = s.Env
 		cmd.Stdin = strings.NewReader(tc.answer)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -183,7 +183,7 @@ func TestDeleteAsksForTheFlightIDOnATerminal(t *testing.T) {
 			t.Fatalf("answer %q: exit %d, want %d\n%s", tc.answer, got, tc.exit, out.String())
 		}
 	}
-	if _, err := os.Stat(filepath.Join(s.cache, "F1")); err == nil {
+	if _, err := os.Stat(filepath.Join(s.Cache, "F1")); err == nil {
 		t.Fatal("confirmed on the terminal, F1's blobs are still there")
 	}
 }

@@ -50,19 +50,19 @@ func TestALandingWhoseRecordMeetsAFullDiskFailsClearlyAndChangesNothing(t *testi
 	s := newStation(t)
 	dir := t.TempDir()
 	testbin.WriteTile(t, dir, 0, 11)
-	s.mustRun("tiles", "import", "--flight", "F1", "--state", "airborne", dir)
+	s.MustRun("tiles", "import", "--flight", "F1", "--state", "airborne", dir)
 	full := fullFS(t)
-	s.env = append(s.env, "TILECTL_FDR_PATH="+filepath.Join(full, "fdr.ring"))
-	r := s.run("flights", "land", "F1")
-	if r.exit != 1 || !strings.Contains(r.stderr, "flight data recorder") || !strings.Contains(r.stderr, "no space left on device") {
-		t.Fatalf("landing with the FDR on a full disk: exit %d\n%s", r.exit, r.stderr)
+	s.Env = append(s.Env, "TILECTL_FDR_PATH="+filepath.Join(full, "fdr.ring"))
+	r := s.Run("flights", "land", "F1")
+	if r.Exit != 1 || !strings.Contains(r.Stderr, "flight data recorder") || !strings.Contains(r.Stderr, "no space left on device") {
+		t.Fatalf("landing with the FDR on a full disk: exit %d\n%s", r.Exit, r.Stderr)
 	}
 	if f := s.flight("F1"); f.State != "airborne" {
 		t.Fatalf("F1 is %s after a landing whose record failed", f.State)
 	}
-	r = s.run("flights", "delete", "F1", "--reason", "x", "--yes", "--force")
-	if r.exit != 1 || !strings.Contains(r.stderr, "no space left on device") {
-		t.Fatalf("delete with the FDR on a full disk: exit %d\n%s", r.exit, r.stderr)
+	r = s.Run("flights", "delete", "F1", "--reason", "x", "--yes", "--force")
+	if r.Exit != 1 || !strings.Contains(r.Stderr, "no space left on device") {
+		t.Fatalf("delete with the FDR on a full disk: exit %d\n%s", r.Exit, r.Stderr)
 	}
 	if f := s.flight("F1"); f.Total != 1 || !exists(s.blob("F1", 0)) {
 		t.Fatalf("F1 changed by a delete whose record failed: %+v", f)
@@ -78,18 +78,18 @@ func TestAMetricsFileOnAFullDiskFailsTheRunClearlyAndLeavesThePreviousFileWhole(
 	s := newStation(t)
 	dir := t.TempDir()
 	testbin.WriteTile(t, dir, 0, 12)
-	s.mustRun("tiles", "import", "--flight", "F1", dir)
+	s.MustRun("tiles", "import", "--flight", "F1", dir)
 	const old = "# previous run\ntilectl_last_run_success{flight=\"F0\"} 1\n"
 	full := fullFSAfter(t, func(d string) {
 		if err := os.WriteFile(filepath.Join(d, "tilectl.prom"), []byte(old), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	})
-	s.env = append(s.env, "TILECTL_UPLOAD_METRICS_FILE="+filepath.Join(full, "tilectl.prom"))
-	r := s.run("upload-pending", "--flight", "F1")
-	if r.exit != 1 || !strings.Contains(r.stderr, "write metrics file "+filepath.Join(full, "tilectl.prom")) ||
-		!strings.Contains(r.stderr, "no space left on device") {
-		t.Fatalf("upload-pending with its metrics file on a full disk: exit %d\n%s", r.exit, r.stderr)
+	s.Env = append(s.Env, "TILECTL_UPLOAD_METRICS_FILE="+filepath.Join(full, "tilectl.prom"))
+	r := s.Run("upload-pending", "--flight", "F1")
+	if r.Exit != 1 || !strings.Contains(r.Stderr, "write metrics file "+filepath.Join(full, "tilectl.prom")) ||
+		!strings.Contains(r.Stderr, "no space left on device") {
+		t.Fatalf("upload-pending with its metrics file on a full disk: exit %d\n%s", r.Exit, r.Stderr)
 	}
 	if f := s.flight("F1"); f.Counts["uploaded"] != 1 || f.LastRun == nil || !f.LastRun.Finished {
 		t.Fatalf("the upload and its history: %+v", f)

@@ -1,17 +1,14 @@
 package flights
 
 import (
-	"bytes"
 	"encoding/json"
-	"os/exec"
 	"os/user"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/internal/testbin"
+	"github.com/tilectl/tilectl/internal/teststation"
 	"github.com/tilectl/tilectl/provider"
 	"github.com/tilectl/tilectl/provider/providertest"
 )
@@ -20,63 +17,24 @@ func TestMain(m *testing.M) { testbin.Main(m) }
 
 // station runs the real tilectl on a real database, cache, FDR file and
 // the reference provider.
-type station struct {
-	t   *testing.T
-	bin string
-	fdr string
-	env []string
-	// db is the station's database URL, cache its cache directory.
-	db, cache string
-}
+type station struct{ *teststation.Station }
+
+type result = teststation.Result
 
 func newStation(t *testing.T) *station { return newStationWith(t, nil) }
 
 // newStationWith is newStation with the provider's configuration edited.
 func newStationWith(t *testing.T, edit func(*provider.Config)) *station {
 	t.Helper()
-	prov := providertest.Start(t, edit)
-	root := t.TempDir()
-	s := &station{t: t, bin: testbin.Tilectl(t), fdr: filepath.Join(root, "fdr.ring"), env: testbin.Environ("XDG_", "HOME="),
-		db: pgtest.NewURL(t), cache: filepath.Join(root, "cache")}
-	s.env = append(s.env, "HOME="+root, "XDG_CONFIG_HOME="+filepath.Join(root, "config"),
-		"TILECTL_DATABASE_URL="+s.db, "TILECTL_CACHE_DIR="+s.cache,
-		"TILECTL_FDR_PATH="+s.fdr, "TILECTL_PROVIDER_URL="+prov.URL, "TILECTL_PROVIDER_TOKEN="+providertest.Token)
-	s.mustRun("migrate", "up")
-	return s
-}
-
-type result struct {
-	exit           int
-	stdout, stderr string
-}
-
-func (s *station) run(args ...string) result {
-	s.t.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(s.bin, args...)
-	cmd.Env = s.env
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if took := testbin.RunFor(s.t, cmd, 2*time.Minute); took >= 2*time.Minute {
-		s.t.Fatalf("tilectl %s: timed out", strings.Join(args, " "))
-	}
-	return result{exit: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
-}
-
-func (s *station) mustRun(args ...string) result {
-	s.t.Helper()
-	r := s.run(args...)
-	if r.exit != 0 {
-		s.t.Fatalf("tilectl %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.exit, r.stdout, r.stderr)
-	}
-	return r
+	return &station{teststation.New(t, providertest.Start(t, edit).URL)}
 }
 
 // landed reads the flight.landed records back from the FDR file.
 func (s *station) landed() []LandedPayload {
-	s.t.Helper()
-	out := s.mustRun("fdr", "tail", "--kind", LandedKind, "-o", "json", "--file", s.fdr)
+	s.T.Helper()
+	out := s.MustRun("fdr", "tail", "--kind", LandedKind, "-o", "json", "--file", s.FDR)
 	var ps []LandedPayload
-	for _, line := range strings.Split(strings.TrimSpace(out.stdout), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out.Stdout), "\n") {
 		if line == "" {
 			continue
 		}
@@ -85,7 +43,7 @@ func (s *station) landed() []LandedPayload {
 			Payload LandedPayload `json:"payload"`
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Kind != LandedKind {
-			s.t.Fatalf("fdr tail line %q: %v", line, err)
+			s.T.Fatalf("fdr tail line %q: %v", line, err)
 		}
 		ps = append(ps, rec.Payload)
 	}
@@ -94,18 +52,18 @@ func (s *station) landed() []LandedPayload {
 
 // flight is one flight of `flights list -o json`.
 func (s *station) flight(id string) Flight {
-	s.t.Helper()
+	s.T.Helper()
 	var r ListReport
-	out := s.mustRun("flights", "list", "-o", "json")
-	if err := json.Unmarshal([]byte(out.stdout), &r); err != nil {
-		s.t.Fatalf("flights list -o json: %v\n%s", err, out.stdout)
+	out := s.MustRun("flights", "list", "-o", "json")
+	if err := json.Unmarshal([]byte(out.Stdout), &r); err != nil {
+		s.T.Fatalf("flights list -o json: %v\n%s", err, out.Stdout)
 	}
 	for _, f := range r.Flights {
 		if f.FlightID == id {
 			return f
 		}
 	}
-	s.t.Fatalf("flights list has no %s:\n%s", id, out.stdout)
+	s.T.Fatalf("flights list has no %s:\n%s", id, out.Stdout)
 	return Flight{}
 }
 
@@ -116,21 +74,21 @@ func TestLandingAnAirborneFlightRecordsItOnceAndUploadPendingThenSendsItsTiles(t
 	for i := range 5 {
 		testbin.WriteTile(t, dir, i, uint8(i))
 	}
-	s.mustRun("tiles", "import", "--flight", "F1", "--state", "airborne", dir)
+	s.MustRun("tiles", "import", "--flight", "F1", "--state", "airborne", dir)
 
 	// Airborne: a run over every flight skips it and sends nothing.
-	skip := s.mustRun("upload-pending")
+	skip := s.MustRun("upload-pending")
 	if f := s.flight("F1"); f.State != "airborne" || f.Counts["pending"] != 5 || f.LastRun != nil {
-		t.Fatalf("before landing: %+v\nupload-pending stderr: %s", f, skip.stderr)
+		t.Fatalf("before landing: %+v\nupload-pending stderr: %s", f, skip.Stderr)
 	}
-	if !strings.Contains(skip.stderr, "tilectl flights land ID") {
-		t.Errorf("upload-pending does not say how to record the landing:\n%s", skip.stderr)
+	if !strings.Contains(skip.Stderr, "tilectl flights land ID") {
+		t.Errorf("upload-pending does not say how to record the landing:\n%s", skip.Stderr)
 	}
 
 	before := time.Now().Add(-time.Minute) // the database's clock, within reason
-	land := s.mustRun("flights", "land", "F1")
-	if !strings.Contains(land.stdout, "flight F1 landed: airborne -> on_ground") {
-		t.Errorf("land says: %q", land.stdout)
+	land := s.MustRun("flights", "land", "F1")
+	if !strings.Contains(land.Stdout, "flight F1 landed: airborne -> on_ground") {
+		t.Errorf("land says: %q", land.Stdout)
 	}
 	recs := s.landed()
 	if len(recs) != 1 {
@@ -146,7 +104,7 @@ func TestLandingAnAirborneFlightRecordsItOnceAndUploadPendingThenSendsItsTiles(t
 	}
 
 	// Without --flight, the run now takes the landed flight.
-	s.mustRun("upload-pending")
+	s.MustRun("upload-pending")
 	f := s.flight("F1")
 	if f.State != "on_ground" || f.Counts["uploaded"] != 5 || f.Counts["pending"] != 0 {
 		t.Fatalf("after landing and a run without --flight: %+v", f)
@@ -156,9 +114,9 @@ func TestLandingAnAirborneFlightRecordsItOnceAndUploadPendingThenSendsItsTiles(t
 	}
 
 	// Landing again changes nothing and records nothing.
-	again := s.mustRun("flights", "land", "F1")
-	if !strings.Contains(again.stdout, "already on_ground") {
-		t.Errorf("second land says: %q", again.stdout)
+	again := s.MustRun("flights", "land", "F1")
+	if !strings.Contains(again.Stdout, "already on_ground") {
+		t.Errorf("second land says: %q", again.Stdout)
 	}
 	if recs := s.landed(); len(recs) != 1 {
 		t.Fatalf("%d landing records after landing twice, want 1", len(recs))
@@ -168,13 +126,13 @@ func TestLandingAnAirborneFlightRecordsItOnceAndUploadPendingThenSendsItsTiles(t
 func TestLandingAnUnknownFlightIsRefusedWithWhatToDoAndRecordsNothing(t *testing.T) {
 	t.Parallel()
 	s := newStation(t)
-	r := s.run("flights", "land", "F-NOPE")
-	if r.exit != 2 {
-		t.Fatalf("exit %d, want 2\nstderr: %s", r.exit, r.stderr)
+	r := s.Run("flights", "land", "F-NOPE")
+	if r.Exit != 2 {
+		t.Fatalf("exit %d, want 2\nstderr: %s", r.Exit, r.Stderr)
 	}
 	for _, want := range []string{"F-NOPE is not recorded", "tilectl flights list", "tilectl tiles import --flight F-NOPE"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 		}
 	}
 	if recs := s.landed(); len(recs) != 0 {

@@ -20,32 +20,32 @@ import (
 
 // blob is the cache path of tile 10/i/7 of flight f, as tiles import names it.
 func (s *station) blob(f string, i int) string {
-	return filepath.Join(s.cache, f, "10", strconv.Itoa(i), "7.png")
+	return filepath.Join(s.Cache, f, "10", strconv.Itoa(i), "7.png")
 }
 
 // count runs one statement on the station's database and returns its
 // single int64.
 func (s *station) count(sql string, args ...any) int64 {
-	s.t.Helper()
+	s.T.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, s.db)
+	conn, err := pgx.Connect(ctx, s.DB)
 	if err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
 	defer conn.Close(ctx)
 	var n int64
 	if err := conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		s.t.Fatalf("%s: %v", sql, err)
+		s.T.Fatalf("%s: %v", sql, err)
 	}
 	return n
 }
 
 func (s *station) prune(args ...string) PruneReport {
-	s.t.Helper()
-	out := s.mustRun(append([]string{"flights", "prune", "-o", "json"}, args...)...)
+	s.T.Helper()
+	out := s.MustRun(append([]string{"flights", "prune", "-o", "json"}, args...)...)
 	var r PruneReport
-	if err := json.Unmarshal([]byte(out.stdout), &r); err != nil {
-		s.t.Fatalf("flights prune -o json: %v\n%s", err, out.stdout)
+	if err := json.Unmarshal([]byte(out.Stdout), &r); err != nil {
+		s.T.Fatalf("flights prune -o json: %v\n%s", err, out.Stdout)
 	}
 	return r
 }
@@ -57,7 +57,7 @@ func TestPruneFreesOnlyUploadedBlobsKeepsEveryStatusAndDropsTheFinishedFlightsJo
 	// The provider always rejects tile 3 of F1: with a budget of one
 	// attempt it is given up, and its blob must stay.
 	s := newStationWith(t, func(c *provider.Config) { c.Faults.RejectTileIDs = []string{"F1-10-3-7"} })
-	s.env = append(s.env, "TILECTL_RETRY_MAX_PER_TILE_ATTEMPTS=1", "TILECTL_UPLOAD_BATCH_SIZE=2")
+	s.Env = append(s.Env, "TILECTL_RETRY_MAX_PER_TILE_ATTEMPTS=1", "TILECTL_UPLOAD_BATCH_SIZE=2")
 	d1, d2 := t.TempDir(), t.TempDir()
 	for i := range 6 {
 		testbin.WriteTile(t, d1, i, 1)
@@ -65,10 +65,10 @@ func TestPruneFreesOnlyUploadedBlobsKeepsEveryStatusAndDropsTheFinishedFlightsJo
 	for i := range 3 {
 		testbin.WriteTile(t, d2, i, 2)
 	}
-	s.mustRun("tiles", "import", "--flight", "F1", d1)
-	s.mustRun("tiles", "import", "--flight", "F2", d2) // on_ground, never uploaded: pending
-	if r := s.run("upload-pending", "--flight", "F1"); r.exit != 3 {
-		t.Fatalf("upload-pending: exit %d, want 3 (one give-up)\n%s", r.exit, r.stderr)
+	s.MustRun("tiles", "import", "--flight", "F1", d1)
+	s.MustRun("tiles", "import", "--flight", "F2", d2) // on_ground, never uploaded: pending
+	if r := s.Run("upload-pending", "--flight", "F1"); r.Exit != 3 {
+		t.Fatalf("upload-pending: exit %d, want 3 (one give-up)\n%s", r.Exit, r.Stderr)
 	}
 	batches := s.count(`SELECT count(*) FROM upload_batches WHERE flight_id = 'F1'`)
 	rejections := s.count(`SELECT count(*) FROM upload_rejections`)
@@ -113,8 +113,8 @@ func TestPruneFreesOnlyUploadedBlobsKeepsEveryStatusAndDropsTheFinishedFlightsJo
 	if n := s.count(`SELECT count(*) FROM upload_runs WHERE flight_id = 'F1'`); n != 1 {
 		t.Fatalf("run history: %d rows, want 1", n)
 	}
-	if st := s.mustRun("status", "--flight", "F1"); !strings.Contains(st.stdout, "F1-10-3-7") {
-		t.Fatalf("status no longer lists the give-up:\n%s", st.stdout)
+	if st := s.MustRun("status", "--flight", "F1"); !strings.Contains(st.Stdout, "F1-10-3-7") {
+		t.Fatalf("status no longer lists the give-up:\n%s", st.Stdout)
 	}
 	// Again: nothing left to free.
 	if again := s.prune(); again.Disk.Tiles != 0 || again.Disk.Files != 0 || again.Database.Batches != 0 {
@@ -122,22 +122,22 @@ func TestPruneFreesOnlyUploadedBlobsKeepsEveryStatusAndDropsTheFinishedFlightsJo
 	}
 
 	// verify says the pruned tiles' bytes are gone; requeue refuses one, saying so.
-	v := s.mustRun("tiles", "verify", "--flight", "F1")
-	if !strings.Contains(v.stdout, "5 uploaded tiles are not checked: their cached blobs were pruned") {
-		t.Fatalf("verify:\n%s", v.stdout)
+	v := s.MustRun("tiles", "verify", "--flight", "F1")
+	if !strings.Contains(v.Stdout, "5 uploaded tiles are not checked: their cached blobs were pruned") {
+		t.Fatalf("verify:\n%s", v.Stdout)
 	}
-	q := s.run("tiles", "requeue", "--flight", "F1", "--tile", "F1-10-0-7", "--reason", "test")
-	if q.exit != 1 || !strings.Contains(q.stderr, "its cached blob pruned at") ||
-		!strings.Contains(q.stderr, "bytes are gone from this station") {
-		t.Fatalf("requeue of a pruned tile: exit %d\n%s", q.exit, q.stderr)
+	q := s.Run("tiles", "requeue", "--flight", "F1", "--tile", "F1-10-0-7", "--reason", "test")
+	if q.Exit != 1 || !strings.Contains(q.Stderr, "its cached blob pruned at") ||
+		!strings.Contains(q.Stderr, "bytes are gone from this station") {
+		t.Fatalf("requeue of a pruned tile: exit %d\n%s", q.Exit, q.Stderr)
 	}
 	if f := s.flight("F1"); f.Counts["uploaded"] != 5 || f.Counts["upload_giveup"] != 1 {
 		t.Fatalf("after the refused requeue: %+v", f)
 	}
 	// The given-up tile is still sendable: requeued and uploaded once the provider takes it.
-	s.mustRun("tiles", "requeue", "--flight", "F1", "--tile", "F1-10-3-7", "--reason", "test", "--yes")
-	if lf := s.mustRun("tiles", "verify", "--flight", "F1"); !strings.Contains(lf.stdout, "1 sound, 0 bad") {
-		t.Fatalf("verify after requeue:\n%s", lf.stdout)
+	s.MustRun("tiles", "requeue", "--flight", "F1", "--tile", "F1-10-3-7", "--reason", "test", "--yes")
+	if lf := s.MustRun("tiles", "verify", "--flight", "F1"); !strings.Contains(lf.Stdout, "1 sound, 0 bad") {
+		t.Fatalf("verify after requeue:\n%s", lf.Stdout)
 	}
 }
 
@@ -148,8 +148,8 @@ func TestPruneUploadedBeforeKeepsTheBlobsOfRecentUploads(t *testing.T) {
 	for i := range 4 {
 		testbin.WriteTile(t, dir, i, 3)
 	}
-	s.mustRun("tiles", "import", "--flight", "F1", dir)
-	s.mustRun("upload-pending", "--flight", "F1")
+	s.MustRun("tiles", "import", "--flight", "F1", dir)
+	s.MustRun("upload-pending", "--flight", "F1")
 	if r := s.prune("--flight", "F1", "--uploaded-before", "1d"); r.Disk.Tiles != 0 || r.Disk.Files != 0 || r.UploadedBefore == nil {
 		t.Fatalf("--uploaded-before 1d right after the upload: %+v", r)
 	}
@@ -165,14 +165,14 @@ func TestPruneUploadedBeforeKeepsTheBlobsOfRecentUploads(t *testing.T) {
 	if exists(s.blob("F1", 0)) || !exists(s.blob("F1", 2)) {
 		t.Fatal("--uploaded-before 7d pruned the wrong blobs")
 	}
-	if r := s.run("flights", "prune", "--uploaded-before", "a week"); r.exit != 2 || !strings.Contains(r.stderr, "--uploaded-before") {
-		t.Fatalf("a bad age: exit %d\n%s", r.exit, r.stderr)
+	if r := s.Run("flights", "prune", "--uploaded-before", "a week"); r.Exit != 2 || !strings.Contains(r.Stderr, "--uploaded-before") {
+		t.Fatalf("a bad age: exit %d\n%s", r.Exit, r.Stderr)
 	}
-	r := s.run("flights", "prune", "--flight", "F9", "-o", "json")
+	r := s.Run("flights", "prune", "--flight", "F9", "-o", "json")
 	var rep PruneReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); r.exit != 2 || err != nil || rep.Error == nil ||
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); r.Exit != 2 || err != nil || rep.Error == nil ||
 		!strings.Contains(*rep.Error, "flight F9 is not recorded") {
-		t.Fatalf("prune of an unknown flight: exit %d, stdout %q\n%s", r.exit, r.stdout, r.stderr)
+		t.Fatalf("prune of an unknown flight: exit %d, stdout %q\n%s", r.Exit, r.Stdout, r.Stderr)
 	}
 }
 
@@ -183,22 +183,22 @@ func TestCacheRetentionPrunesAtTheEndOfASuccessfulRunOnly(t *testing.T) {
 	for i := range 4 {
 		testbin.WriteTile(t, dir, i, 4)
 	}
-	s.mustRun("tiles", "import", "--flight", "F1", dir)
-	s.mustRun("tiles", "import", "--flight", "F2", "--state", "airborne", dir)
-	s.mustRun("tiles", "import", "--flight", "F3", dir)
-	s.env = append(s.env, "TILECTL_CACHE_RETENTION=1ms", "TILECTL_RETRY_MAX_PER_TILE_ATTEMPTS=1")
+	s.MustRun("tiles", "import", "--flight", "F1", dir)
+	s.MustRun("tiles", "import", "--flight", "F2", "--state", "airborne", dir)
+	s.MustRun("tiles", "import", "--flight", "F3", dir)
+	s.Env = append(s.Env, "TILECTL_CACHE_RETENTION=1ms", "TILECTL_RETRY_MAX_PER_TILE_ATTEMPTS=1")
 	// A run that gives a tile up is partial (exit 3): it prunes nothing.
-	if r := s.run("upload-pending", "--flight", "F3"); r.exit != 3 || strings.Contains(r.stderr, "cache retention") {
-		t.Fatalf("a partial run with cache.retention: exit %d\n%s", r.exit, r.stderr)
+	if r := s.Run("upload-pending", "--flight", "F3"); r.Exit != 3 || strings.Contains(r.Stderr, "cache retention") {
+		t.Fatalf("a partial run with cache.retention: exit %d\n%s", r.Exit, r.Stderr)
 	}
 	for i := range 4 {
 		if !exists(s.blob("F3", i)) {
 			t.Errorf("F3 tile %d: blob pruned by a partial run", i)
 		}
 	}
-	r := s.mustRun("upload-pending", "--flight", "F1")
-	if !strings.Contains(r.stderr, "cache retention: pruned") {
-		t.Fatalf("upload-pending with cache.retention logged no prune:\n%s", r.stderr)
+	r := s.MustRun("upload-pending", "--flight", "F1")
+	if !strings.Contains(r.Stderr, "cache retention: pruned") {
+		t.Fatalf("upload-pending with cache.retention logged no prune:\n%s", r.Stderr)
 	}
 	for i := range 4 {
 		if exists(s.blob("F1", i)) {
@@ -228,18 +228,18 @@ func TestCacheRetentionPrunesAtTheEndOfASuccessfulRunOnly(t *testing.T) {
 func TestPruneBesideARunningUploadAndImportTakesNoBlobTheyNeed(t *testing.T) {
 	t.Parallel()
 	s := newStationWith(t, func(c *provider.Config) { c.Faults.Latency = 150 * time.Millisecond })
-	s.env = append(s.env, "TILECTL_UPLOAD_BATCH_SIZE=4", "TILECTL_UPLOAD_CONCURRENCY=2")
+	s.Env = append(s.Env, "TILECTL_UPLOAD_BATCH_SIZE=4", "TILECTL_UPLOAD_CONCURRENCY=2")
 	d1, d2 := t.TempDir(), t.TempDir()
 	for i := range 60 {
 		testbin.WriteTile(t, d1, i, 9)
 		testbin.WriteTile(t, d2, i, 10)
 	}
-	s.mustRun("tiles", "import", "--flight", "F1", d1)
+	s.MustRun("tiles", "import", "--flight", "F1", d1)
 
 	start := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
 		var out bytes.Buffer
-		cmd := exec.Command(s.bin, args...)
-		cmd.Env, cmd.Stdout, cmd.Stderr = s.env, &out, &out
+		cmd := exec.Command(s.Bin, args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = s.Env, &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +281,7 @@ func TestPruneBesideARunningUploadAndImportTakesNoBlobTheyNeed(t *testing.T) {
 	if f := s.flight("F1"); f.Counts["uploaded"] != 60 {
 		t.Fatalf("F1: %+v", f)
 	}
-	if v := s.run("tiles", "verify", "--flight", "F2"); v.exit != 0 || !strings.Contains(v.stdout, "60 sound, 0 bad") {
-		t.Fatalf("verify F2: exit %d\n%s%s", v.exit, v.stdout, v.stderr)
+	if v := s.Run("tiles", "verify", "--flight", "F2"); v.Exit != 0 || !strings.Contains(v.Stdout, "60 sound, 0 bad") {
+		t.Fatalf("verify F2: exit %d\n%s%s", v.Exit, v.Stdout, v.Stderr)
 	}
 }
