@@ -261,7 +261,12 @@ func pruneChunk(ctx context.Context, tx pgx.Tx, blobs *BlobStore, req PruneReque
 	if req.DryRun || len(pruned) == 0 {
 		return c, last, nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE tiles SET blob_pruned_at = now() WHERE tile_id = ANY($1)`, pruned); err != nil {
+	// The mark is never earlier than the upload it follows: a settlement
+	// whose transaction began after this one's (and so has a later now())
+	// may have committed before the candidates were read, and a mark
+	// earlier than its uploaded_at would read as "uploaded again since".
+	if _, err := tx.Exec(ctx, `UPDATE tiles SET blob_pruned_at = greatest(now(), uploaded_at)
+		WHERE tile_id = ANY($1)`, pruned); err != nil {
 		return c, last, fmt.Errorf("mark %d tiles' blobs pruned: %w", len(pruned), err)
 	}
 	return c, last, nil

@@ -86,3 +86,38 @@ func TestPruneTakesOnlyUploadedTilesOutsideOpenBatchesAndKeepsSharedBlobs(t *tes
 		t.Fatalf("prune of a tile uploaded again: %+v, %v", again, err)
 	}
 }
+
+// TestATilePrunedOnceIsNotPrunedAgain settles a tile with a settlement
+// time later than the prune's own transaction time (a settlement whose
+// transaction began after the prune's, committed before the prune read
+// the tile) and prunes twice: the second prune finds nothing, so no prune
+// reports a tile twice or a blob as missing that it removed itself.
+func TestATilePrunedOnceIsNotPrunedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	s := newStore(t)
+	ids := seedFlight(t, s, "P2", 1)
+	blobs, err := tilestore.NewBlobStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiles, err := s.TilesByID(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := blobs.Put(tiles[0].BlobPath, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE tiles SET voting_status = 'uploaded',
+		uploaded_at = now() + interval '1 second' WHERE tile_id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Prune(ctx, blobs, tilestore.PruneRequest{FlightID: "P2"})
+	if err != nil || first.Tiles != 1 || first.Files != 1 {
+		t.Fatalf("first prune: %+v, %v: want 1 tile, 1 file", first, err)
+	}
+	second, err := s.Prune(ctx, blobs, tilestore.PruneRequest{FlightID: "P2"})
+	if err != nil || second.Tiles != 0 || second.Missing != 0 {
+		t.Fatalf("second prune: %+v, %v: want nothing pruned", second, err)
+	}
+}
