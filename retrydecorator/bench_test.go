@@ -18,8 +18,8 @@ func BenchmarkDecoratorSuccessOverhead(b *testing.B) { benchSuccess(b, zerolog.N
 
 func benchSuccess(b *testing.B, log zerolog.Logger) {
 	st := newMemStore(flight, tileIDs("t", 100)...)
-	rep := uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeSuccess, Accepted: 100, Batches: 1}
-	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	rep := uploader.Report{FlightID: flight, Outcome: uploader.OutcomeSuccess, Accepted: 100, Batches: 1}
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		return rep, nil
 	}}
 	u := New(inner, st, &memRecorder{}, log, &fakeClock{now: t0}, defaultConfig(), Hooks{})

@@ -40,9 +40,9 @@ func droppingProvider(t *testing.T, reject []string) (*httptest.Server, *atomic.
 	return hs, &drop
 }
 
-func httpInner(t *testing.T, c *providertest.Client, baseURL string) *uploader.HTTPTileUploader {
+func httpInner(t *testing.T, c *providertest.Client, baseURL string) *uploader.Client {
 	t.Helper()
-	u, err := uploader.NewHTTP(uploader.HTTPOptions{BaseURL: baseURL, Token: providertest.Token,
+	u, err := uploader.NewClient(uploader.ClientOptions{BaseURL: baseURL, Token: providertest.Token,
 		Store: c.Store, Blobs: c.Blobs, Logger: zerolog.Nop(), MaxResends: 1, RequestTimeout: 10 * time.Second,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 	"github.com/tilectl/tilectl/uploader"
 )
 
-// Inner is the uploader the decorator wraps (*uploader.HTTPTileUploader
+// Inner is the uploader the decorator wraps (*uploader.Client
 // in tilectl). This is the whole of what the decorator relies on; an
 // uploader that keeps these promises can be wrapped, and one that breaks
 // any of them breaks the decorator's exactly-once counting.
@@ -64,7 +64,7 @@ import (
 //
 // EnumeratePendingTiles and ConfirmFlightState are passed through.
 type Inner interface {
-	UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error)
+	UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.Report, error)
 	EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error]
 	ConfirmFlightState(ctx context.Context, flightID string) error
 }
@@ -146,10 +146,10 @@ type Hooks struct {
 	OnGiveUp func(tilestore.GiveUp)
 }
 
-// IdempotentRetryTileUploader is a TileUploader that retries the inner
-// uploader's partial outcomes. It holds no per-call state, so one value may
-// serve concurrent calls for different flights.
-type IdempotentRetryTileUploader struct {
+// Uploader is a TileUploader that retries the inner uploader's partial
+// outcomes. It holds no per-call state, so one value may serve concurrent
+// calls for different flights.
+type Uploader struct {
 	inner Inner
 	store RejectionCounter
 	rec   GiveUpRecorder
@@ -159,29 +159,29 @@ type IdempotentRetryTileUploader struct {
 	hooks Hooks
 }
 
-var _ uploader.TileUploader = (*IdempotentRetryTileUploader)(nil)
+var _ uploader.TileUploader = (*Uploader)(nil)
 
 // New wraps inner. cfg must pass Validate (New panics otherwise: a bad
 // config is a programming error by the time it gets here; commands validate
 // user input first).
 func New(inner Inner, store RejectionCounter, rec GiveUpRecorder,
-	log zerolog.Logger, clock Clock, cfg Config, hooks Hooks) *IdempotentRetryTileUploader {
+	log zerolog.Logger, clock Clock, cfg Config, hooks Hooks) *Uploader {
 	if err := cfg.Validate(); err != nil {
 		panic(fmt.Sprintf("retrydecorator.New: %v", err))
 	}
 	if cfg.Jitter == "" {
 		cfg.Jitter = operation.JitterNone
 	}
-	return &IdempotentRetryTileUploader{inner: inner, store: store, rec: rec,
+	return &Uploader{inner: inner, store: store, rec: rec,
 		log: log, clock: clock, cfg: cfg, hooks: hooks}
 }
 
 // EnumeratePendingTiles is the inner uploader's.
-func (u *IdempotentRetryTileUploader) EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error] {
+func (u *Uploader) EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error] {
 	return u.inner.EnumeratePendingTiles(ctx, flightID)
 }
 
 // ConfirmFlightState is the inner uploader's.
-func (u *IdempotentRetryTileUploader) ConfirmFlightState(ctx context.Context, flightID string) error {
+func (u *Uploader) ConfirmFlightState(ctx context.Context, flightID string) error {
 	return u.inner.ConfirmFlightState(ctx, flightID)
 }

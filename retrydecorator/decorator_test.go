@@ -18,15 +18,15 @@ const flight = "F1"
 func TestDecoratorImplementsTileUploader(t *testing.T) {
 	var u any = New(&fakeInner{}, newMemStore(flight), &memRecorder{}, zerologNop(), &fakeClock{}, defaultConfig(), Hooks{})
 	if _, ok := u.(uploader.TileUploader); !ok {
-		t.Fatal("*IdempotentRetryTileUploader does not implement uploader.TileUploader")
+		t.Fatal("*Uploader does not implement uploader.TileUploader")
 	}
 }
 
 func TestInnerSuccessIsReturnedUnchangedWithoutSleepOrCount(t *testing.T) {
 	st := newMemStore(flight, tileIDs("t", 4)...)
-	want := uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeSuccess, Accepted: 3,
+	want := uploader.Report{FlightID: flight, Outcome: uploader.OutcomeSuccess, Accepted: 3,
 		Duplicate: 1, Bytes: 400, Batches: 2, Resends: 1, Replayed: 1, Started: t0, Finished: t0.Add(time.Second)}
-	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		st.settle("op", st.pending(), nil)
 		return want, nil
 	}}
@@ -66,7 +66,7 @@ func TestOnlyACallThatFailedOrRecordedRejectionsIsFollowedByACount(t *testing.T)
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := newMemStore(flight, "a", "b")
-			inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+			inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 				rejected := map[string]string{}
 				if c.rejected > 0 || c.err != nil {
 					rejected["b"] = "invalid_tile"
@@ -79,7 +79,7 @@ func TestOnlyACallThatFailedOrRecordedRejectionsIsFollowedByACount(t *testing.T)
 				case c.rejected > 0:
 					out = uploader.OutcomePartial
 				}
-				return uploader.UploadBatchReport{FlightID: flight, Outcome: out, Accepted: 1, Rejected: c.rejected}, c.err
+				return uploader.Report{FlightID: flight, Outcome: out, Accepted: 1, Rejected: c.rejected}, c.err
 			}}
 			cfg := defaultConfig()
 			cfg.MaxInCallRetries = 0
@@ -104,10 +104,10 @@ func TestRejectionsLeftUncountedByAnEarlierRunAreCountedBeforeTheInnerCall(t *te
 	st := newMemStore(flight, "a", "b")
 	st.settle("op-old", nil, map[string]string{"a": "invalid_tile"}) // earlier run died before counting
 	var attemptsSeen int
-	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		attemptsSeen = st.tile("a").attempts
 		st.settle("op", st.pending(), nil)
-		return uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeSuccess, Accepted: 2}, nil
+		return uploader.Report{FlightID: flight, Outcome: uploader.OutcomeSuccess, Accepted: 2}, nil
 	}}
 	r := newRig(t, st, inner, defaultConfig(), Hooks{})
 	if _, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight}); err != nil {
@@ -125,7 +125,7 @@ func TestPartialThenSuccessCountsEachRejectionOnceAndRetriesOnce(t *testing.T) {
 	var secondCallPending []string
 	inner := scriptedInner(st, func(call int, id string) bool { return call == 0 && rejectFirst[id] })
 	script := inner.UploadFunc
-	inner.UploadFunc = func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	inner.UploadFunc = func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		if inner.calls == 2 {
 			secondCallPending = st.pending()
 		}
@@ -243,9 +243,9 @@ func TestInnerErrorIsReturnedAtOnceWithoutRetryAfterCountingItsRejections(t *tes
 	for name, innerErr := range cases {
 		t.Run(name, func(t *testing.T) {
 			st := newMemStore(flight, "a", "b")
-			inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+			inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 				st.settle("op", nil, map[string]string{"a": "invalid_tile"}) // a batch settled before the failure
-				return uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeFailure, Rejected: 1}, innerErr
+				return uploader.Report{FlightID: flight, Outcome: uploader.OutcomeFailure, Rejected: 1}, innerErr
 			}}
 			r := newRig(t, st, inner, defaultConfig(), Hooks{})
 			got, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
@@ -267,8 +267,8 @@ func TestInnerErrorIsReturnedAtOnceWithoutRetryAfterCountingItsRejections(t *tes
 
 func TestNotOnGroundErrorKeepsItsType(t *testing.T) {
 	st := newMemStore(flight)
-	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
-		return uploader.UploadBatchReport{}, &uploader.FlightStateNotOnGroundError{FlightID: flight, State: tilestore.FlightAirborne}
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
+		return uploader.Report{}, &uploader.FlightStateNotOnGroundError{FlightID: flight, State: tilestore.FlightAirborne}
 	}}
 	r := newRig(t, st, inner, defaultConfig(), Hooks{})
 	_, err := r.u.UploadPendingTiles(context.Background(), uploader.Request{FlightID: flight})
@@ -329,8 +329,8 @@ func TestCancelInterruptsSleepAtOnceAndReturnsReportSoFar(t *testing.T) {
 func TestDryRunIsPassedThroughWithoutCountingOrRetrying(t *testing.T) {
 	st := newMemStore(flight, "a")
 	st.settle("op-old", nil, map[string]string{"a": "invalid_tile"})
-	want := uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomePartial, Pending: 1}
-	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	want := uploader.Report{FlightID: flight, Outcome: uploader.OutcomePartial, Pending: 1}
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		if !req.DryRun {
 			t.Error("inner got DryRun=false")
 		}
@@ -411,10 +411,10 @@ func TestRejectionsRecordedBeforeTheDeadlineAreCountedInThatRun(t *testing.T) {
 	st := newMemStore(flight, "a", "b")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		st.settle("op", nil, map[string]string{"a": "invalid_tile"}) // answered just before the deadline
 		cancel()
-		return uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeFailure, Rejected: 1}, ctx.Err()
+		return uploader.Report{FlightID: flight, Outcome: uploader.OutcomeFailure, Rejected: 1}, ctx.Err()
 	}}
 	clock := &fakeClock{now: t0}
 	st.now = clock.Now

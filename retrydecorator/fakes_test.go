@@ -25,13 +25,13 @@ import (
 
 // fakeInner is a TileUploader made of funcs.
 type fakeInner struct {
-	UploadFunc    func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error)
+	UploadFunc    func(ctx context.Context, req uploader.Request) (uploader.Report, error)
 	EnumerateFunc func(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error]
 	ConfirmFunc   func(ctx context.Context, flightID string) error
 	calls         int
 }
 
-func (f *fakeInner) UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+func (f *fakeInner) UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 	f.calls++
 	return f.UploadFunc(ctx, req)
 }
@@ -206,9 +206,9 @@ func (s *memStore) PendingSummary(ctx context.Context, flightID string) (int, in
 // every pending tile of st and rejects those reject(k, id) names.
 func scriptedInner(st *memStore, reject func(call int, id string) bool) *fakeInner {
 	f := &fakeInner{}
-	f.UploadFunc = func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	f.UploadFunc = func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		call := f.calls - 1
-		rep := uploader.UploadBatchReport{FlightID: req.FlightID, Started: t0, Finished: t0}
+		rep := uploader.Report{FlightID: req.FlightID, Started: t0, Finished: t0}
 		var ok []string
 		rej := map[string]string{}
 		for _, id := range st.pending() {
@@ -375,7 +375,7 @@ type rig struct {
 	rec   *memRecorder
 	clock *fakeClock
 	logs  *logBuf
-	u     *IdempotentRetryTileUploader
+	u     *Uploader
 }
 
 func newRig(t *testing.T, st *memStore, inner *fakeInner, cfg Config, hooks Hooks) *rig {

@@ -64,7 +64,7 @@ func chunkTiles(capacity, recordBytes int64) int {
 // back and retried with half as many tiles. Each chunk resumes after the
 // last tile the one before counted, so a mass give-up costs the same per
 // tile however large it is.
-func (u *IdempotentRetryTileUploader) count(ctx context.Context, flightID string, agg *aggregate) (tilestore.CountResult, error) {
+func (u *Uploader) count(ctx context.Context, flightID string, agg *aggregate) (tilestore.CountResult, error) {
 	total := tilestore.CountResult{Attempts: map[string]int{}}
 	per := chunkTiles(u.rec.Capacity(), guessRecordBytes)
 	after := ""
@@ -101,7 +101,7 @@ func (u *IdempotentRetryTileUploader) count(ctx context.Context, flightID string
 // countChunk is one chunk of count: at most per tiles after the tile ID
 // after, one transaction,
 // under the ring's write lock, taken before the transaction begins.
-func (u *IdempotentRetryTileUploader) countChunk(ctx context.Context, flightID string, per int, after string) (
+func (u *Uploader) countChunk(ctx context.Context, flightID string, per int, after string) (
 	recs int, bytes int64, res tilestore.CountResult, err error) {
 	// A chunk is a short transaction over answers already recorded: it
 	// runs even when the run's deadline or a Ctrl-C has just ended the
@@ -125,7 +125,7 @@ func (u *IdempotentRetryTileUploader) countChunk(ctx context.Context, flightID s
 }
 
 // reportGiveUps tells of committed give-ups.
-func (u *IdempotentRetryTileUploader) reportGiveUps(gaveUp []tilestore.GiveUp, agg *aggregate) {
+func (u *Uploader) reportGiveUps(gaveUp []tilestore.GiveUp, agg *aggregate) {
 	agg.givenUp += len(gaveUp)
 	for _, g := range gaveUp {
 		u.log.Error().Str("flight_id", g.FlightID).Str("tile_id", g.TileID).

@@ -68,8 +68,8 @@ func TestGiveUpCrashBetweenFDRWriteAndCommitLeavesExactlyOneRecord(t *testing.T)
 	st.tiles["bad"].attempts = 4
 	st.settle("op-1", nil, map[string]string{"bad": "invalid_tile"})
 	st.commitErr = errors.New("connection lost during commit")
-	idle := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
-		return uploader.UploadBatchReport{FlightID: flight, Outcome: uploader.OutcomeSuccess}, nil
+	idle := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
+		return uploader.Report{FlightID: flight, Outcome: uploader.OutcomeSuccess}, nil
 	}}
 	r := newRig(t, st, idle, defaultConfig(), Hooks{})
 
@@ -106,9 +106,9 @@ func TestGiveUpIsNotCommittedWhenTheFDRWriteFails(t *testing.T) {
 	st := newMemStore(flight, "bad")
 	st.tiles["bad"].attempts = 4
 	st.settle("op-1", nil, map[string]string{"bad": "invalid_tile"})
-	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		t.Error("inner called after the count failed")
-		return uploader.UploadBatchReport{}, nil
+		return uploader.Report{}, nil
 	}}
 	r := newRig(t, st, inner, defaultConfig(), Hooks{})
 	diskFull := errors.New("no space left on device")

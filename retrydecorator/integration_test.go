@@ -61,9 +61,9 @@ func pickAll(op string) func([]tilestore.Tile) (tilestore.Batch, []tilestore.Rej
 func storeInner(st *tilestore.Store, flightID string, reject func(call int, id string) bool) (*fakeInner, *[][]string) {
 	f := &fakeInner{}
 	sent := &[][]string{}
-	f.UploadFunc = func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	f.UploadFunc = func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		call := f.calls - 1
-		rep := uploader.UploadBatchReport{FlightID: flightID, Outcome: uploader.OutcomeSuccess}
+		rep := uploader.Report{FlightID: flightID, Outcome: uploader.OutcomeSuccess}
 		claimed, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: flightID, Limit: 1000,
 			OpID: fmt.Sprintf("op-%s-%d", flightID, call), Pick: pickAll(fmt.Sprintf("op-%s-%d", flightID, call))})
 		if err != nil {
@@ -262,8 +262,8 @@ func BenchmarkDecoratorSuccessOverheadPostgres(b *testing.B) {
 	if _, err := st.UpsertFlight(ctx, "FB", tilestore.FlightOnGround); err != nil {
 		b.Fatal(err)
 	}
-	rep := uploader.UploadBatchReport{FlightID: "FB", Outcome: uploader.OutcomeSuccess}
-	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+	rep := uploader.Report{FlightID: "FB", Outcome: uploader.OutcomeSuccess}
+	inner := &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 		return rep, nil
 	}}
 	u := New(inner, st, &memRecorder{}, zerolog.Nop(), &fakeClock{now: t0}, defaultConfig(), Hooks{})

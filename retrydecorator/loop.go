@@ -23,7 +23,7 @@ import (
 // keeps each tile's latest rejection, Pending is the count after the last
 // call, RetryCount is the retries made and NextRetryAt is set when the
 // in-call budget ran out with tiles still pending, or when the work still
-// pending must wait past the deadline (uploader.UploadBatchReport.Blocked:
+// pending must wait past the deadline (uploader.Report.Blocked:
 // the provider's advised time, or other runs' batches the call waited for
 // until its deadline): the call then ends without retrying, NextRetryAt
 // the earliest time some of it may go on. The outcome is the last
@@ -31,7 +31,7 @@ import (
 // is partial. An inner error ends the call at once (after counting what the
 // inner call recorded). A cancelled context ends a backoff sleep at once and
 // returns the report so far, outcome partial, with an error wrapping ctx.Err(). A dry run is passed through untouched.
-func (u *IdempotentRetryTileUploader) UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+func (u *Uploader) UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 	log := u.log.With().Str("flight_id", req.FlightID).Logger()
 	log.Info().
 		Int("max_in_call_retries", u.cfg.MaxInCallRetries).

@@ -44,8 +44,8 @@ SELECT 'op-mass', tile_id, 'invalid_tile', 'the provider rejected this tile' FRO
 
 // idleInner has nothing left to send: the decorator's counts do the work.
 func idleInner(fl string) *fakeInner {
-	return &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
-		return uploader.UploadBatchReport{FlightID: fl, Outcome: uploader.OutcomeSuccess}, nil
+	return &fakeInner{UploadFunc: func(ctx context.Context, req uploader.Request) (uploader.Report, error) {
+		return uploader.Report{FlightID: fl, Outcome: uploader.OutcomeSuccess}, nil
 	}}
 }
 

@@ -70,7 +70,7 @@ type countingInner struct {
 	outcomes []uploader.Outcome
 }
 
-func (c *countingInner) UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.UploadBatchReport, error) {
+func (c *countingInner) UploadPendingTiles(ctx context.Context, req uploader.Request) (uploader.Report, error) {
 	rep, err := c.TileUploader.UploadPendingTiles(ctx, req)
 	c.mu.Lock()
 	c.outcomes = append(c.outcomes, rep.Outcome)

@@ -11,7 +11,7 @@ import (
 // report as it came.
 type aggregate struct {
 	flightID string
-	r        uploader.UploadBatchReport
+	r        uploader.Report
 	calls    int
 	givenUp  int // give-ups counted by the decorator
 	// fdrRecords and fdrBytes are the give-up records the decorator wrote.
@@ -23,7 +23,7 @@ type aggregate struct {
 
 // addLocal keeps each tile left pending for its blob once, however many
 // inner calls found it: a retry checks it again and finds it bad again.
-func (a *aggregate) addLocal(rep uploader.UploadBatchReport, first bool) {
+func (a *aggregate) addLocal(rep uploader.Report, first bool) {
 	if a.local == nil {
 		a.local = map[string]bool{}
 	}
@@ -42,7 +42,7 @@ func (a *aggregate) addLocal(rep uploader.UploadBatchReport, first bool) {
 	a.r.LocalFailed = max(a.r.LocalFailed, rep.LocalFailed, len(a.r.LocalFailures))
 }
 
-func (a *aggregate) add(rep uploader.UploadBatchReport) {
+func (a *aggregate) add(rep uploader.Report) {
 	a.calls++
 	if a.calls == 1 {
 		a.r = rep
@@ -92,7 +92,7 @@ func (a *aggregate) add(rep uploader.UploadBatchReport) {
 }
 
 // report is the aggregate as it stands.
-func (a *aggregate) report() uploader.UploadBatchReport {
+func (a *aggregate) report() uploader.Report {
 	r := a.r
 	if r.FlightID == "" {
 		r.FlightID = a.flightID
@@ -105,7 +105,7 @@ func (a *aggregate) report() uploader.UploadBatchReport {
 
 // finalReport is the report of a call that ended on a partial inner outcome:
 // success only if nothing is left pending and nothing was given up.
-func (a *aggregate) finalReport() uploader.UploadBatchReport {
+func (a *aggregate) finalReport() uploader.Report {
 	r := a.report()
 	if r.Pending == 0 && r.GivenUp == 0 {
 		r.Outcome = uploader.OutcomeSuccess
@@ -116,7 +116,7 @@ func (a *aggregate) finalReport() uploader.UploadBatchReport {
 }
 
 // fail is the report of a call that ended on an error.
-func (a *aggregate) fail(now time.Time) uploader.UploadBatchReport {
+func (a *aggregate) fail(now time.Time) uploader.Report {
 	r := a.report()
 	r.Outcome = uploader.OutcomeFailure
 	if r.Started.IsZero() {

@@ -102,7 +102,7 @@ func TestAutoConcurrencyDropsWhenTheProviderThrottles(t *testing.T) {
 	p, url := startInFlight(t, f)
 	c := providertest.NewClient(t, "ft")
 	c.AddTiles(t, "ft", 300, 256, 1)
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.ResendBudget = 1000
 		o.Sleep = operation.Sleep // the pacer paces on the real clock
 	})
@@ -129,7 +129,7 @@ func TestAClientIDKeepsOneBatchInFlightWhateverConcurrencyIsAsked(t *testing.T) 
 	_, rec, url := strictProvider(t, nil)
 	c := providertest.NewClient(t, "fs")
 	c.AddTiles(t, "fs", 40, 256, 1)
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) { o.ClientID = "ground-1" })
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) { o.ClientID = "ground-1" })
 	for i, conc := range []int{0, 8} {
 		rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fs", BatchSize: 2, Concurrency: conc})
 		if err != nil {

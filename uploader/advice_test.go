@@ -54,7 +54,7 @@ func TestAdvisedWaitIsKeptAcrossRuns(t *testing.T) {
 	rep1, err1 := u1.UploadPendingTiles(ctx1, uploader.Request{FlightID: "fw"})
 
 	// The next run starts at once, as another process, on the real clock.
-	u2, _ := newUploader(t, hs.URL, asAnotherRun(c), func(o *uploader.HTTPOptions) { o.Sleep = nil })
+	u2, _ := newUploader(t, hs.URL, asAnotherRun(c), func(o *uploader.ClientOptions) { o.Sleep = nil })
 	rep2, err2 := u2.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw"})
 
 	got := f.received()
@@ -201,7 +201,7 @@ func TestOneBatchsAdviceDoesNotCutTheWaitsOfOtherBatches(t *testing.T) {
 	})
 	c := providertest.NewClient(t, "fc")
 	c.AddTiles(t, "fc", 12, 1024, 41)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep = nil })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var waits []uploader.Wait
@@ -263,7 +263,7 @@ func TestAdviceBeyondTheCapWaitsApartWithinTheDeadline(t *testing.T) {
 	c.AddTiles(t, "fk", 12, 1024, 51)
 	// A 1 s cap on one wait in an exchange: the 2 s advice does not fit it,
 	// but fits the deadline.
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxRetryDelay = nil, time.Second })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep, o.MaxRetryDelay = nil, time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fk", Concurrency: 1})
@@ -315,7 +315,7 @@ func TestAdviceOnTheLastResendWaitsApartInsteadOfFailingTheRun(t *testing.T) {
 	})
 	c := providertest.NewClient(t, "fr")
 	c.AddTiles(t, "fr", 12, 1024, 61)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxResends = nil, resends })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep, o.MaxResends = nil, resends })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fr", Concurrency: 3})
@@ -352,7 +352,7 @@ func TestADueBatchCutOffByTheDeadlineStaysOpenWithoutFailingTheRun(t *testing.T)
 	c.AddTiles(t, "fd", 12, 1024, 62)
 	// A cap on one wait below the advice: the batch waits apart (due),
 	// not in its worker's exchange.
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxRetryDelay = nil, 500*time.Millisecond })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep, o.MaxRetryDelay = nil, 500*time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fd", Concurrency: 3})
@@ -402,7 +402,7 @@ func TestAFailureOfADueBatchStopsTheRunPromptly(t *testing.T) {
 	c := providertest.NewClient(t, "fp")
 	c.AddTiles(t, "fp", 160, 256, 63)
 	store := &failingOpenStore{Store: c.Store}
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Sleep, o.MaxRetryDelay, o.Store = nil, 500*time.Millisecond, store
 	})
 	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fp", Concurrency: 1})

@@ -128,7 +128,7 @@ func FuzzAnswerToSettlement(f *testing.F) {
 				return // the batch's own IDs come from the store, already valid
 			}
 		}
-		u := &HTTPTileUploader{token: token}
+		u := &Client{token: token}
 		st, accepted, duplicate, _ := u.settlement(op, ids, 200, []byte(body), nil)
 		if err := st.Validate(); err != nil {
 			t.Fatalf("a settlement from this answer would never be stored: %v", err)

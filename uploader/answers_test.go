@@ -76,7 +76,7 @@ func TestWrongTokenIsRefusedAtCapabilities(t *testing.T) {
 	p := providertest.Start(t, nil)
 	c := providertest.NewClient(t, "ft")
 	c.AddTiles(t, "ft", 3, 1024, 4)
-	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.Token = "wrong-token-value" })
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) { o.Token = "wrong-token-value" })
 	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ft"})
 	var pe *uploader.ProviderError
 	if !errors.As(err, &pe) || pe.Status != 401 {
@@ -198,10 +198,10 @@ func TestRetryableAnswersAreResentWithTheAdvisedDelay(t *testing.T) {
 			})
 			c := providertest.NewClient(t, "fr")
 			c.AddTiles(t, "fr", 2, 1024, 7)
-			var edit func(*uploader.HTTPOptions)
+			var edit func(*uploader.ClientOptions)
 			real := &sleeps{}
 			if tc.apart {
-				edit = func(o *uploader.HTTPOptions) {
+				edit = func(o *uploader.ClientOptions) {
 					o.Sleep = func(ctx context.Context, d time.Duration) error {
 						_ = real.Sleep(ctx, d)
 						return operation.Sleep(ctx, d)

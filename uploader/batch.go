@@ -100,7 +100,7 @@ var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sen
 // SEQUENCE_GAP rebinds it and resends it under the same key and body, and
 // a number the provider holds committed settles it from the operation's
 // sealed answer, or else by tile lookup.
-func (u *HTTPTileUploader) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, resumed bool, t *tally) error {
+func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, resumed bool, t *tally) error {
 	body, err := newBatchBody(opID, tiles, tb)
 	if err != nil {
 		return err
@@ -232,7 +232,7 @@ func sizesOf(tiles []tilestore.Tile) map[string]int64 {
 // rejection, which spends an attempt, only when the provider says it does
 // not; when the provider cannot say, nothing is recorded and the batch
 // stays open (errUnsettled).
-func (u *HTTPTileUploader) applyAnswer(ctx context.Context, flightID, opID string, tiles []tilestore.Tile,
+func (u *Client) applyAnswer(ctx context.Context, flightID, opID string, tiles []tilestore.Tile,
 	status int, body []byte, memo *responseMemo, p BatchProgress, t *tally) error {
 	ids := make([]string, len(tiles))
 	for i, tl := range tiles {
@@ -273,7 +273,7 @@ func (u *HTTPTileUploader) applyAnswer(ctx context.Context, flightID, opID strin
 // protocol_error rejections. When it gives no clear answer about one, the
 // batch's outcome for that tile is unknown: errUnsettled, and nothing is
 // recorded.
-func (u *HTTPTileUploader) settleUnclear(ctx context.Context, flightID string, st *tilestore.Settlement, tiles []tilestore.Tile) (held int, err error) {
+func (u *Client) settleUnclear(ctx context.Context, flightID string, st *tilestore.Settlement, tiles []tilestore.Tile) (held int, err error) {
 	unclear := map[string]bool{}
 	for _, r := range st.Rejections {
 		if r.Reason == ReasonProtocolError {
@@ -325,7 +325,7 @@ func (u *HTTPTileUploader) settleUnclear(ctx context.Context, flightID string, s
 // token redacted from the provider's text. Whatever the body, it passes
 // tilestore.Settlement.Validate (FuzzAnswerToSettlement), so no answer can
 // keep a batch from settling.
-func (u *HTTPTileUploader) settlement(opID string, ids []string, status int, body []byte, memo *responseMemo) (st tilestore.Settlement, accepted, duplicate, strangers int) {
+func (u *Client) settlement(opID string, ids []string, status int, body []byte, memo *responseMemo) (st tilestore.Settlement, accepted, duplicate, strangers int) {
 	st, accepted, duplicate, names := classifyAnswer(opID, ids, status, body, memo)
 	for i := range st.Rejections {
 		st.Rejections[i].Message = u.redact(st.Rejections[i].Message)
@@ -425,7 +425,7 @@ func cleanText(s string, limit int) string {
 // it is stored or logged. Cutting a token that is not valid UTF-8 out of
 // valid text can split a character: the result is made valid again, so
 // redacted text stays storable.
-func (u *HTTPTileUploader) redact(s string) string {
+func (u *Client) redact(s string) string {
 	if u.token == "" || !strings.Contains(s, u.token) {
 		return s
 	}

@@ -13,7 +13,7 @@ import (
 // This file decides which of a flight's remaining work other runs hold,
 // by whom and until when (tiles in other runs' open batches, while those
 // runs are alive or their leases last), and waits for it. Whether a call
-// ends for it is UploadBatchReport.Blocked's decision (wait.go).
+// ends for it is Report.Blocked's decision (wait.go).
 
 // holdPoll is how often a run waiting for other runs' batches looks again:
 // a holder settles its batches without telling anyone.
@@ -169,7 +169,7 @@ func later(a, b time.Time) time.Time {
 
 // heldWork is heldWork for this run, saying once per uploader that a
 // liveness check failed.
-func (u *HTTPTileUploader) heldWork(ctx context.Context, flightID string) (holding, error) {
+func (u *Client) heldWork(ctx context.Context, flightID string) (holding, error) {
 	h, err := heldWork(ctx, u.store, u.liveness, u.store.Run(), flightID)
 	if h.unproven != nil && u.livenessWarned.CompareAndSwap(false, true) {
 		u.log.Warn().Err(h.unproven).Str("flight_id", flightID).
@@ -187,7 +187,7 @@ func (u *HTTPTileUploader) heldWork(ctx context.Context, flightID string) (holdi
 // when nobody holds anything and nothing changed since the last pass, or
 // when the run's deadline came first (then t records what blocks). last is
 // what the previous look saw.
-func (u *HTTPTileUploader) waitForHolders(ctx context.Context, req Request, t *tally, last *holding, announced *bool) (dead []string, done bool, err error) {
+func (u *Client) waitForHolders(ctx context.Context, req Request, t *tally, last *holding, announced *bool) (dead []string, done bool, err error) {
 	// Right after a pass, what is adoptable was just tried: look again
 	// after a pause, not at once.
 	justPassed, waiting := true, false

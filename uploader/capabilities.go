@@ -64,7 +64,7 @@ const (
 )
 
 // capabilities reads GET /v1/capabilities once per run.
-func (u *HTTPTileUploader) capabilities(ctx context.Context) (Capabilities, error) {
+func (u *Client) capabilities(ctx context.Context) (Capabilities, error) {
 	var c Capabilities
 	ex := &exchange{u: u, runCtx: ctx, accept: func(b []byte) bool {
 		return json.Unmarshal(b, &Capabilities{}) == nil
@@ -123,7 +123,7 @@ type firstContactFuse struct {
 // errFirstContact is the fuse's cancellation cause.
 var errFirstContact = errors.New("no answer within the first contact's bound")
 
-func (u *HTTPTileUploader) armFirstContact(ctx context.Context) *firstContactFuse {
+func (u *Client) armFirstContact(ctx context.Context) *firstContactFuse {
 	f := &firstContactFuse{}
 	f.ctx, f.cancel = context.WithCancelCause(ctx)
 	f.timer = time.AfterFunc(u.firstContact, func() { f.cancel(errFirstContact) })
@@ -157,7 +157,7 @@ func redactedEndpoint(base *url.URL, path string) string {
 
 // Capabilities asks the provider for its capabilities: the first contact
 // of a command that sends no batch (tiles reconcile), bounded by
-// HTTPOptions.FirstContactTimeout so a wrong URL fails fast.
-func (u *HTTPTileUploader) Capabilities(ctx context.Context) (Capabilities, error) {
+// ClientOptions.FirstContactTimeout so a wrong URL fails fast.
+func (u *Client) Capabilities(ctx context.Context) (Capabilities, error) {
 	return u.capabilities(ctx)
 }

@@ -53,7 +53,7 @@ func TestBytesChangedAfterVerificationNeverReachTheProvider(t *testing.T) {
 	c := providertest.NewClient(t, "fw")
 	tiles := c.AddTiles(t, "fw", 3, 1024, 16)
 	blobs := &changingBlobs{root: c.Blobs.Root(), realOpens: 2, opens: map[string]int{}}
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Blobs = blobs })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Blobs = blobs })
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw"})
 	if err != nil {
 		t.Fatal(err)

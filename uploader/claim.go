@@ -29,7 +29,7 @@ var (
 // ID (strict sequencing: batch n runs only when n-1 is committed, so a
 // second batch in flight would be a gap), the fixed number asked, or the
 // uploader's adaptive limit.
-func (u *HTTPTileUploader) gateFor(req Request) gate {
+func (u *Client) gateFor(req Request) gate {
 	switch {
 	case u.clientID != "":
 		return concurrency.NewFixed(1)
@@ -46,7 +46,7 @@ func (u *HTTPTileUploader) gateFor(req Request) gate {
 // A worker is started when the gate's limit rises above the workers there
 // are, up to the first that finds nothing left: an adaptive limit that
 // grows gets the workers to fill it, and no more claims run than slots.
-func (u *HTTPTileUploader) sendPending(ctx context.Context, req Request, lim limits, t *tally, due *dueBatches) error {
+func (u *Client) sendPending(ctx context.Context, req Request, lim limits, t *tally, due *dueBatches) error {
 	g := u.gateFor(req)
 	t.setGate(g)
 	// stop ends claiming on the first run-level error; batches already
@@ -170,7 +170,7 @@ func (o *ownCursor) after(cur *claimCursor) tilestore.Cursor {
 // claimAndSend claims one batch after the shared cursor (or where own says)
 // and sends it. more is false when nothing was left to claim, even from the
 // flight's first tile.
-func (u *HTTPTileUploader) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, own *ownCursor,
+func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, own *ownCursor,
 	due *dueBatches) (more bool, err error) {
 	lookedUp, lookedUpAt := t.lookedUpIDs()
 	// The workers' claims take turns from reading the cursor to their
@@ -363,7 +363,7 @@ func (e *LeaseLostError) Unwrap() error { return e.Err }
 // the batches over. stopRenewal ends the renewal alone (before the leases
 // are released); stop ends it too and cancels the context. Each may be
 // called more than once.
-func (u *HTTPTileUploader) keepLeases(ctx context.Context) (_ context.Context, stopRenewal, stop func()) {
+func (u *Client) keepLeases(ctx context.Context) (_ context.Context, stopRenewal, stop func()) {
 	lease := u.store.Run().Lease
 	if lease <= 0 {
 		lease = tilestore.DefaultLease

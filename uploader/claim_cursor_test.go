@@ -113,7 +113,7 @@ func TestAWorkersClaimStartsAfterThePickOfTheClaimBeforeIt(t *testing.T) {
 	c := providertest.NewClient(t, "ft")
 	c.AddTiles(t, "ft", 60, 256, 19)
 	store := &turnStore{Store: c.Store}
-	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) { o.Store = store })
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ft", BatchSize: 4, Concurrency: 4})
 	if err != nil || rep.Accepted != 60 {
 		t.Fatalf("report %+v, %v; want 60 accepted", rep, err)

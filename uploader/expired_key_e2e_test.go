@@ -38,7 +38,7 @@ func TestExpiredKeyAfterProviderGCIsSettledWithoutStoringTwice(t *testing.T) {
 	})
 	c := providertest.NewClient(t, "fx")
 	c.AddTiles(t, "fx", 3, 256, 21)
-	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.RequestTimeout = 300 * time.Millisecond })
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) { o.RequestTimeout = 300 * time.Millisecond })
 
 	ctx1, cancel1 := context.WithTimeout(testCtx(t), 2*time.Second)
 	defer cancel1()

@@ -38,7 +38,7 @@ func writeCaps(w http.ResponseWriter) {
 func TestFirstContactBoundAppliesOnlyUntilTheProviderAnswers(t *testing.T) {
 	t.Parallel()
 	const bound, slow = 200 * time.Millisecond, 700 * time.Millisecond
-	fast := func(e *uploader.HTTPOptions) { e.FirstContactTimeout = bound }
+	fast := func(e *uploader.ClientOptions) { e.FirstContactTimeout = bound }
 
 	t.Run("silent at first contact", func(t *testing.T) {
 		t.Parallel()

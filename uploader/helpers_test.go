@@ -33,19 +33,19 @@ func (s *sleeps) all() []time.Duration {
 	return append([]time.Duration(nil), s.d...)
 }
 
-func newUploader(t testing.TB, baseURL string, c *providertest.Client, edit func(*uploader.HTTPOptions)) (*uploader.HTTPTileUploader, *sleeps) {
+func newUploader(t testing.TB, baseURL string, c *providertest.Client, edit func(*uploader.ClientOptions)) (*uploader.Client, *sleeps) {
 	t.Helper()
 	sl := &sleeps{}
-	opts := uploader.HTTPOptions{
+	opts := uploader.ClientOptions{
 		BaseURL: baseURL, Token: providertest.Token, Store: c.Store, Blobs: c.Blobs,
 		Logger: zerolog.Nop(), Sleep: sl.Sleep, RequestTimeout: 10 * time.Second,
 	}
 	if edit != nil {
 		edit(&opts)
 	}
-	u, err := uploader.NewHTTP(opts)
+	u, err := uploader.NewClient(opts)
 	if err != nil {
-		t.Fatalf("NewHTTP: %v", err)
+		t.Fatalf("NewClient: %v", err)
 	}
 	return u, sl
 }

@@ -61,8 +61,8 @@ type BlobSource interface {
 	Open(rel string) (*os.File, error)
 }
 
-// HTTPOptions configures NewHTTP. BaseURL, Store and Blobs are required.
-type HTTPOptions struct {
+// ClientOptions configures NewClient. BaseURL, Store and Blobs are required.
+type ClientOptions struct {
 	BaseURL string // e.g. https://provider.example/ (no path after /v1 needed)
 	Token   string // bearer token; never logged, never in an error
 	Store   Store
@@ -147,7 +147,7 @@ type HTTPOptions struct {
 	Pace BodyLimiter
 }
 
-// DefaultMaxResends is HTTPOptions.MaxResends's default, for bounding a
+// DefaultMaxResends is ClientOptions.MaxResends's default, for bounding a
 // run's worst case.
 const DefaultMaxResends = defaultMaxResends
 
@@ -172,11 +172,11 @@ const (
 	defaultResendRatio      = 0.2
 )
 
-// HTTPTileUploader uploads tiles to a provider that speaks docs/provider-api.md.
+// Client uploads tiles to a provider that speaks docs/provider-api.md.
 // It is safe for concurrent use, and any number of runs, in this process or
 // others, may upload one flight at once: each claims its own batches from
 // the store (Store.ClaimBatch) under its run's lease.
-type HTTPTileUploader struct {
+type Client struct {
 	base     *url.URL
 	token    string
 	store    Store
@@ -188,7 +188,7 @@ type HTTPTileUploader struct {
 	maxDelay time.Duration
 	maxBody  int64
 	ua       string
-	// cacheDirSource is HTTPOptions.CacheDirSource.
+	// cacheDirSource is ClientOptions.CacheDirSource.
 	cacheDirSource string
 	now            func() time.Time
 	sleep          func(ctx context.Context, d time.Duration) error
@@ -201,9 +201,9 @@ type HTTPTileUploader struct {
 	// a failure is an outage, given the full resends, not a wrong URL.
 	answered atomic.Bool
 	// firstContact bounds the capabilities request until answered is set
-	// (HTTPOptions.FirstContactTimeout).
+	// (ClientOptions.FirstContactTimeout).
 	firstContact time.Duration
-	// clientID is HTTPOptions.ClientID; stream its sequence stream, set
+	// clientID is ClientOptions.ClientID; stream its sequence stream, set
 	// by prepareSequence at the start of each run.
 	clientID string
 	stream   atomic.Int64
@@ -219,15 +219,15 @@ type HTTPTileUploader struct {
 	// provider throttles (pacer.go); the sender asks it before every
 	// attempt and tells it every verdict.
 	pacer          *pacer
-	liveness       RunLiveness // HTTPOptions.Liveness; nil: leases decide
+	liveness       RunLiveness // ClientOptions.Liveness; nil: leases decide
 	livenessWarned atomic.Bool // a failed liveness check was logged
-	pace           BodyLimiter // HTTPOptions.Pace; nil: no limit
+	pace           BodyLimiter // ClientOptions.Pace; nil: no limit
 }
 
-var _ TileUploader = (*HTTPTileUploader)(nil)
+var _ TileUploader = (*Client)(nil)
 
-// NewHTTP checks opts and builds the uploader.
-func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
+// NewClient checks opts and builds the uploader.
+func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.BaseURL == "" {
 		return nil, errors.New("new HTTP uploader: provider base URL is empty")
 	}
@@ -239,7 +239,7 @@ func NewHTTP(opts HTTPOptions) (*HTTPTileUploader, error) {
 	if opts.Store == nil || opts.Blobs == nil {
 		return nil, errors.New("new HTTP uploader: Store and Blobs are required")
 	}
-	u := &HTTPTileUploader{
+	u := &Client{
 		base: base, token: opts.Token, store: opts.Store, blobs: opts.Blobs, log: opts.Logger,
 		timeout: opts.RequestTimeout, firstContact: opts.FirstContactTimeout, resends: opts.MaxResends, maxDelay: opts.MaxRetryDelay,
 		maxBody: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now, sleep: opts.Sleep,
@@ -349,7 +349,7 @@ func buildClient(c *http.Client, tlsConf *tls.Config, insecure bool, timeout tim
 // ConfirmFlightState returns nil when the flight is on_ground, a
 // *FlightStateNotOnGroundError when it is not, and an error matching
 // tilestore.ErrFlightNotFound when there is no such flight.
-func (u *HTTPTileUploader) ConfirmFlightState(ctx context.Context, flightID string) error {
+func (u *Client) ConfirmFlightState(ctx context.Context, flightID string) error {
 	f, err := u.store.Flight(ctx, flightID)
 	if errors.Is(err, tilestore.ErrFlightNotFound) {
 		return fmt.Errorf("flight %s is not known to the tile store (import its tiles first): %w", flightID, err)
@@ -368,7 +368,7 @@ const pageSize = 500
 
 // EnumeratePendingTiles yields the flight's uploadable tiles in tile_id
 // order, one page in memory at a time. An error ends the sequence.
-func (u *HTTPTileUploader) EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error] {
+func (u *Client) EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error] {
 	return pendingTiles(ctx, u.store, flightID, pageSize)
 }
 
@@ -394,6 +394,6 @@ func pendingTiles(ctx context.Context, s Store, flightID string, limit int) iter
 	}
 }
 
-func (u *HTTPTileUploader) endpoint(path string) string {
+func (u *Client) endpoint(path string) string {
 	return u.base.String() + path
 }

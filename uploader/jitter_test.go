@@ -27,7 +27,7 @@ func transportWaits(t *testing.T, seed uint64) []time.Duration {
 	})
 	c := providertest.NewClient(t, "fj")
 	c.AddTiles(t, "fj", 2, 256, 5)
-	u, sl := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+	u, sl := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Jitter, o.Rand = operation.JitterDecorrelated, rand.New(rand.NewPCG(seed, 0))
 		o.HTTPClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 		o.Breaker.FailureThreshold = -1 // five failures in a row would open it

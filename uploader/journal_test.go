@@ -37,7 +37,7 @@ func TestJournalFailureBetweenAttemptsIsNotBlamedOnTheProvider(t *testing.T) {
 	c := providertest.NewClient(t, "fj")
 	c.AddTiles(t, "fj", 4, 512, 5)
 	store := &failingSendStore{Store: c.Store, n: 2}
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store = store })
 	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fj", Concurrency: 1})
 	if err == nil {
 		t.Fatal("run succeeded though the journal failed")
@@ -85,7 +85,7 @@ func TestEveryRunEndsWithTheJournalMadeDurable(t *testing.T) {
 	c := providertest.NewClient(t, "fd")
 	c.AddTiles(t, "fd", 9, 512, 6)
 	store := &syncCountingStore{Store: c.Store}
-	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) { o.Store = store })
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fd", BatchSize: 4, Concurrency: 2})
 	if err != nil || rep.Uploaded() != 9 {
 		t.Fatalf("run: %+v, %v", rep, err)

@@ -49,7 +49,7 @@ func TestABatchLeftOpenIsNotResentByALaterPassOfTheSameRun(t *testing.T) {
 		}
 		answerAll(w, b, "accepted")
 	})
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.MaxResends = nil, resends })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep, o.MaxResends = nil, resends })
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fl", Concurrency: 1})
 	if err != nil {
 		t.Fatalf("UploadPendingTiles: %v", err)
@@ -83,7 +83,7 @@ func TestARunSendsWhatTheLastHolderLeftPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep = nil })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = nil })
 	var once sync.Once
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fe", Concurrency: 1,
 		Holding: func(h uploader.Held) {
@@ -127,7 +127,7 @@ func TestALivenessCheckThatFailsLeavesTheLeaseToDecide(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep, o.Liveness = nil, brokenLiveness{} })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep, o.Liveness = nil, brokenLiveness{} })
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fv", Concurrency: 1})
 	if err != nil {
 		t.Fatalf("UploadPendingTiles: %v; a liveness check that fails must not end the run", err)
@@ -169,7 +169,7 @@ func TestARunRenewsNoLeaseAfterReleasingThem(t *testing.T) {
 	// window ReleaseLeases holds open, long enough that a loaded machine
 	// does not lose it mid-run.
 	store := &releaseWatch{Store: c.Store.ForRun(tilestore.Run{Lease: 150 * time.Millisecond})}
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store = store })
 	if _, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fx"}); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestARunDoesNotWaitForAnotherRunsBatchParkedPastItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) { answerAll(w, b, "accepted") })
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Sleep = nil })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fw7"})

@@ -15,7 +15,7 @@ import (
 // Mbit/s each way and rtt round trip to a provider taking batchTiles per
 // batch, with concurrency (0: auto), and returns the share of the link's
 // upstream capacity the tile bytes used.
-func linkRun(t *testing.T, mbit int64, rtt time.Duration, batchTiles, tiles, concurrency int) (share float64, rep uploader.UploadBatchReport) {
+func linkRun(t *testing.T, mbit int64, rtt time.Duration, batchTiles, tiles, concurrency int) (share float64, rep uploader.Report) {
 	t.Helper()
 	p := providertest.Start(t, func(c *provider.Config) { c.Limits.MaxBatchTiles = batchTiles })
 	l, err := linkemu.New(linkemu.Config{UpRate: mbit * 1e6, DownRate: mbit * 1e6, Delay: rtt / 2})
@@ -30,7 +30,7 @@ func linkRun(t *testing.T, mbit int64, rtt time.Duration, batchTiles, tiles, con
 	flight := "fl"
 	c := providertest.NewClient(t, flight)
 	c.AddTiles(t, flight, tiles, 16<<10, 1)
-	u, _ := newUploader(t, px.URL(), c, func(o *uploader.HTTPOptions) { o.RequestTimeout = time.Minute })
+	u, _ := newUploader(t, px.URL(), c, func(o *uploader.ClientOptions) { o.RequestTimeout = time.Minute })
 	start := time.Now()
 	rep, err = u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: flight, Concurrency: concurrency})
 	elapsed := time.Since(start)

@@ -108,7 +108,7 @@ func TestNoBlobOfTheFirstPageInTheCacheStopsTheRunBeforeAnythingIsSent(t *testin
 		t.Fatal(err)
 	}
 	for _, dry := range []bool{true, false} {
-		u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+		u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 			o.Blobs = wrong
 			o.CacheDirSource = "environment TILECTL_CACHE_DIR"
 		})
@@ -161,7 +161,7 @@ func TestThePreflightLooksAtTheWholeFirstPageBeforeItStopsARun(t *testing.T) {
 	if _, _, err := c.Blobs.Put(keep.BlobPath, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
-	u, _ = newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Blobs = struct{ uploader.BlobSource }{c.Blobs} })
+	u, _ = newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Blobs = struct{ uploader.BlobSource }{c.Blobs} })
 	if _, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fp", DryRun: true}); errors.As(err, &bce) {
 		t.Fatalf("with the 30th blob there: %v; want the run to go on", err)
 	}
@@ -250,7 +250,7 @@ func TestEndlessAnswerBodyIsBounded(t *testing.T) {
 	})
 	c := providertest.NewClient(t, "fz")
 	c.AddTiles(t, "fz", 2, 512, 11)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.MaxResponseBytes = 256 << 10
 		o.MaxResends = 2
 	})
@@ -289,7 +289,7 @@ func TestSlowDripAnswerTimesOut(t *testing.T) {
 	})
 	c := providertest.NewClient(t, "fs")
 	c.AddTiles(t, "fs", 1, 512, 12)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.RequestTimeout = 300 * time.Millisecond
 		o.MaxResends = 1
 	})
@@ -344,7 +344,7 @@ func TestABlobThisMachineCannotOpenStopsTheRunWithoutSpendingAnAttempt(t *testin
 	p := providertest.Start(t, nil)
 	c := providertest.NewClient(t, "fm")
 	tiles := c.AddTiles(t, "fm", 3, 512, 2)
-	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) {
 		o.Blobs = emfileBlobs{BlobSource: c.Blobs, path: tiles[0].BlobPath}
 	})
 	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fm", Concurrency: 1})

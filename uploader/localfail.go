@@ -16,7 +16,7 @@ const maxListedLocalFailures = 1000
 // localFailure names a tile left pending because of its blob, in a WARN
 // line and in the report. Nothing is recorded in the store: the tile keeps
 // its attempts and is sent by the first run after the blob is mended.
-func (u *HTTPTileUploader) localFailure(t *tally, lf LocalFailure) {
+func (u *Client) localFailure(t *tally, lf LocalFailure) {
 	u.log.Warn().Str("tile_id", lf.TileID).Str("cache_path", lf.CachePath).Str("problem", lf.Problem).
 		Str("detail", lf.Message).
 		Msg("tile not sent: its cached blob is bad (not counted as an attempt; run 'tilectl tiles verify' and import the original directory again)")
@@ -64,7 +64,7 @@ func (e *BlobCacheError) Error() string {
 // a local failure per tile. The first blob found ends the check: one blob
 // in place shows the cache dir is the flight's, and stating every blob of
 // the page would delay the start of every run.
-func (u *HTTPTileUploader) preflight(ctx context.Context, flightID string) error {
+func (u *Client) preflight(ctx context.Context, flightID string) error {
 	page, err := u.store.PendingUploads(ctx, flightID, "", pageSize)
 	if err != nil {
 		return fmt.Errorf("pre-flight: list pending tiles of flight %s: %w", flightID, err)

@@ -40,7 +40,7 @@ const (
 // it gave no clear answer about are returned, to be kept out of this run
 // and asked about again by the next, with how many it held. 401 and 403
 // end the run.
-func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string, workers int, t *tally) (unclear []string, held int, err error) {
+func (u *Client) lookUpAmbiguous(ctx context.Context, flightID string, workers int, t *tally) (unclear []string, held int, err error) {
 	tiles, asOf, err := u.store.AmbiguousPending(ctx, flightID, []string{ReasonProtocolError})
 	if err != nil || len(tiles) == 0 {
 		return nil, 0, err
@@ -70,7 +70,7 @@ func (u *HTTPTileUploader) lookUpAmbiguous(ctx context.Context, flightID string,
 // lookUpTiles asks the provider about tiles, workers at a time, and sorts
 // them by its answers: held with the same bytes, not held, no clear answer.
 // The first run-ending error (401, 403, the run cancelled) stops it.
-func (u *HTTPTileUploader) lookUpTiles(ctx context.Context, flightID string, tiles []tilestore.Tile, workers int) (same, notHeld, unknown []string, err error) {
+func (u *Client) lookUpTiles(ctx context.Context, flightID string, tiles []tilestore.Tile, workers int) (same, notHeld, unknown []string, err error) {
 	var (
 		mu     sync.Mutex
 		runErr error
@@ -123,7 +123,7 @@ func (u *HTTPTileUploader) lookUpTiles(ctx context.Context, flightID string, til
 // lookUp asks the provider whether it holds tl's bytes (LookUpTile): held
 // with the same bytes, not held (absent or other bytes: the batch's answer
 // will say what the provider makes of ours), or no clear answer.
-func (u *HTTPTileUploader) lookUp(ctx context.Context, flightID string, tl tilestore.Tile) (held, error) {
+func (u *Client) lookUp(ctx context.Context, flightID string, tl tilestore.Tile) (held, error) {
 	l, err := u.LookUpTile(ctx, flightID, tl)
 	switch {
 	case err != nil:
@@ -168,7 +168,7 @@ type Lookup struct {
 // TILE_NOT_FOUND is Lacks; a 404 without that code is Unclear (a
 // gateway's, or a server that does not route lookups: said once per
 // uploader). 401, 403 and a cancelled ctx are the error.
-func (u *HTTPTileUploader) LookUpTile(ctx context.Context, flightID string, tl tilestore.Tile) (Lookup, error) {
+func (u *Client) LookUpTile(ctx context.Context, flightID string, tl tilestore.Tile) (Lookup, error) {
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
 	a := u.query(ctx, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
 	l := Lookup{Verdict: Unclear, Status: a.status, Strained: a.attempts > 1 || a.timeouts > 0 || a.status == 0 || a.budgetSpent}
@@ -208,7 +208,7 @@ func (u *HTTPTileUploader) LookUpTile(ctx context.Context, flightID string, tl t
 // unrouted logs msg once per uploader (one run) when flag is first set: a
 // route of the contract answered with a status the contract does not give
 // it, so what depends on that route waits.
-func (u *HTTPTileUploader) unrouted(flag *atomic.Bool, msg string, status int) {
+func (u *Client) unrouted(flag *atomic.Bool, msg string, status int) {
 	if flag.CompareAndSwap(false, true) {
 		u.log.Warn().Int("status", status).Msg(msg)
 	}

@@ -55,7 +55,7 @@ func TestTileTheProviderHoldsIsNotSentAgainUnderANewKey(t *testing.T) {
 			p.LoseAnswers(tc.lose())
 			c := providertest.NewClient(t, "fd")
 			c.AddTiles(t, "fd", 4, 256, 6) // one batch
-			u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.MaxResends = 1 })
+			u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) { o.MaxResends = 1 })
 			for run := 1; run <= 3 && c.Counts(t, "fd")[tilestore.StatusUploaded] < 4; run++ {
 				_, _ = u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fd", Concurrency: 1})
 			}

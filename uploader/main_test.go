@@ -67,7 +67,7 @@ func childMain() int {
 	// once it has run out (the test waits that long between children).
 	store = store.ForRun(tilestore.Run{Lease: childLease})
 	dieAfter, _ := strconv.Atoi(os.Getenv("CHILD_DIE_AFTER_OPEN"))
-	u, err := uploader.NewHTTP(uploader.HTTPOptions{
+	u, err := uploader.NewClient(uploader.ClientOptions{
 		BaseURL: os.Getenv("CHILD_PROVIDER_URL"), Token: os.Getenv("CHILD_TOKEN"),
 		Store: &dyingStore{Store: store, n: dieAfter}, Blobs: blobs,
 		Logger:   zerolog.New(os.Stderr).Level(zerolog.WarnLevel),

@@ -30,7 +30,7 @@ type NoProviderError struct {
 	Problem string // what was found, for people
 	Err     error  // the transport error, when nothing answered
 	// FirstContact is the first contact's bound when nothing answered
-	// within it (HTTPOptions.FirstContactTimeout), 0 otherwise.
+	// within it (ClientOptions.FirstContactTimeout), 0 otherwise.
 	FirstContact time.Duration
 }
 

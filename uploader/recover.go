@@ -30,7 +30,7 @@ import (
 // now, is adopted but not sent before then: due holds it, and a batch due
 // already holds is left to it. settling, if not nil, is told when settling
 // starts and when it is done.
-func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead []string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
+func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
 	// Which batches due holds is read before the adoption: a batch due
 	// lets go has its settlement or failure committed before it leaves
 	// held, so one read after the adoption could be a stale open row of a
@@ -79,7 +79,7 @@ func (u *HTTPTileUploader) settleOpen(ctx context.Context, flightID string, dead
 // open with its journaled not-before, and its *waitingError returned; one
 // whose outcome stays unknown is left open, and errUnsettled returned.
 // resumed: this run sent it already and it waited apart (sendBatch).
-func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, resumed bool, t *tally) error {
+func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, resumed bool, t *tally) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 		Msg("settling a batch an earlier run left open")
@@ -114,7 +114,7 @@ func (u *HTTPTileUploader) settleAdopted(ctx context.Context, flightID string, b
 // bytes read and verified once, when every member is still pending with
 // the journaled sha256, its blob verifies, and they rebuild the journaled
 // fingerprint.
-func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, members map[string]tilestore.Tile) ([]tilestore.Tile, *tileBytes, bool) {
+func (u *Client) resendable(flightID string, b tilestore.Batch, members map[string]tilestore.Tile) ([]tilestore.Tile, *tileBytes, bool) {
 	tiles := make([]tilestore.Tile, len(b.TileIDs))
 	for i, id := range b.TileIDs {
 		tl, ok := members[id]
@@ -137,7 +137,7 @@ func (u *HTTPTileUploader) resendable(flightID string, b tilestore.Batch, member
 
 // loadMembers reads the open batches' tiles: directly when the store can,
 // else by one pass over the flight's pending tiles keeping only members.
-func (u *HTTPTileUploader) loadMembers(ctx context.Context, flightID string, open []tilestore.Batch) (map[string]tilestore.Tile, error) {
+func (u *Client) loadMembers(ctx context.Context, flightID string, open []tilestore.Batch) (map[string]tilestore.Tile, error) {
 	want := map[string]bool{}
 	var ids []string
 	for _, b := range open {
@@ -188,7 +188,7 @@ type operationState struct {
 // has no record of 200 "absent", so a 404 (a gateway's, or a server that
 // does not route the state) says nothing about the operation, and the run
 // says once that the provider does not answer it.
-func (u *HTTPTileUploader) readOperation(ctx context.Context, opID string) (st operationState, answered bool, status int, err error) {
+func (u *Client) readOperation(ctx context.Context, opID string) (st operationState, answered bool, status int, err error) {
 	a := u.query(ctx, http.MethodGet, "/v1/operations/"+url.PathEscape(opID), opID, func(body []byte) bool {
 		return json.Unmarshal(body, &operationState{}) == nil
 	})
@@ -213,7 +213,7 @@ func (u *HTTPTileUploader) readOperation(ctx context.Context, opID string) (st o
 // only the others form a new batch: lookUpAmbiguous); live is asked again,
 // within the run's deadline. A route that does not answer (404) leaves the
 // batch open (errUnsettled).
-func (u *HTTPTileUploader) resolveByState(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
+func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
 	for asked := 1; ; asked++ {
 		st, answered, status, err := u.readOperation(ctx, b.OpID)
 		switch {
@@ -255,7 +255,7 @@ func (u *HTTPTileUploader) resolveByState(ctx context.Context, flightID string, 
 	}
 }
 
-func (u *HTTPTileUploader) failOpen(ctx context.Context, b tilestore.Batch, status int, detail string) error {
+func (u *Client) failOpen(ctx context.Context, b tilestore.Batch, status int, detail string) error {
 	u.log.Info().Str("op_id", b.OpID).Str("detail", detail).Msg("failing open batch; its tiles go into a new batch")
 	if err := u.store.FailBatch(ctx, b.OpID, status, cleanText(u.redact(detail), 2000)); err != nil {
 		return fmt.Errorf("fail batch %s: %w", b.OpID, err)

@@ -100,7 +100,7 @@ func TestBreakerKeepsAnOutageFromBeingHammeredAndTheRunResumes(t *testing.T) {
 	var mu sync.Mutex
 	var events []uploader.BreakerEvent
 	breaker := uploader.BreakerOptions{OnChange: func(e uploader.BreakerEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }}
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Now, o.Sleep, o.Breaker = time.Now, nil, breaker
 		// The breaker is under test, not the retry budget: every batch in
 		// flight when the outage starts is resent once it ends, and on a
@@ -175,7 +175,7 @@ func TestResendsStopWhenTheBudgetIsSpentAndTheNextRunSettlesWithTheSameKeys(t *t
 	c := providertest.NewClient(t, "fd")
 	c.AddTiles(t, "fd", 20, 512, 4)
 	clk := newFakeClock()
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Now, o.Sleep = clk.Now, clk.Sleep
 		// No reused connections: net/http never replays a request on its
 		// own, so every request here is one the uploader chose to make.

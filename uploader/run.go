@@ -11,14 +11,14 @@ import (
 )
 
 // UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
-func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error) {
+func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, error) {
 	t := newTally(req.FlightID, u.now(), req.Progress)
 	t.onWait = req.Waiting
 	ctx = withTally(ctx, t)
 	openings := u.breaker.openingsSoFar()
 	// stopRenewal ends the lease renewal (keepLeases) once it runs.
 	stopRenewal := func() {}
-	finish := func(err error) (UploadBatchReport, error) {
+	finish := func(err error) (Report, error) {
 		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := detachedCtx(ctx)
 		defer cancel()
@@ -103,7 +103,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 	defer stopWaiting()
 	due := newDueBatches(wctx, u, req.FlightID, t, max(req.Concurrency, defaultConcurrency))
 	due.stop = stopLoop
-	finishDue := func(err error) (UploadBatchReport, error) {
+	finishDue := func(err error) (Report, error) {
 		if err != nil {
 			stopWaiting() // a run-level error: no waiting batch goes after it
 		}
@@ -147,7 +147,7 @@ func (u *HTTPTileUploader) UploadPendingTiles(ctx context.Context, req Request) 
 // ones, and those of the dead runs), looks up the tiles an earlier batch
 // left unclear, and sends what is pending and not held by another run.
 // Batches that wait for the provider's advised time go to due.
-func (u *HTTPTileUploader) pass(ctx context.Context, req Request, lim limits, t *tally, dead []string, first bool, warned *sync.WaitGroup, due *dueBatches) error {
+func (u *Client) pass(ctx context.Context, req Request, lim limits, t *tally, dead []string, first bool, warned *sync.WaitGroup, due *dueBatches) error {
 	settled, err := u.settleOpen(ctx, req.FlightID, dead, t, req.Settling, due)
 	if err != nil {
 		return err
@@ -190,7 +190,7 @@ func (u *HTTPTileUploader) pass(ctx context.Context, req Request, lim limits, t 
 // coming first in the next. A tile whose blob is missing or of the wrong
 // size is reported as a local failure instead (its sha256 is checked only
 // when a real run reads it to send). It sends and changes nothing.
-func (u *HTTPTileUploader) dryRun(ctx context.Context, req Request, lim limits, t *tally) (UploadBatchReport, error) {
+func (u *Client) dryRun(ctx context.Context, req Request, lim limits, t *tally) (Report, error) {
 	next, stop := iter.Pull2(pendingTiles(ctx, u.store, req.FlightID, pageSize))
 	defer stop()
 	var cands []tilestore.Tile

@@ -46,7 +46,7 @@ import (
 
 // exchange is one logical request (a batch, or a GET) and its resends.
 type exchange struct {
-	u      *HTTPTileUploader
+	u      *Client
 	runCtx context.Context
 	opID   string
 	// seq is a sequenced batch's Client-Id and Client-Sequence, sent with
@@ -160,7 +160,7 @@ type exchangeResult struct {
 func (a exchangeResult) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
 
 // query runs method path, a request without a body, through the sender.
-func (u *HTTPTileUploader) query(runCtx context.Context, method, path, opID string, accept func([]byte) bool) exchangeResult {
+func (u *Client) query(runCtx context.Context, method, path, opID string, accept func([]byte) bool) exchangeResult {
 	return u.doExchange(&exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}, method, path, nil, nil)
 }
 
@@ -169,7 +169,7 @@ func (u *HTTPTileUploader) query(runCtx context.Context, method, path, opID stri
 // sequence). body is nil for a request without one; onAttempt runs before
 // every attempt of a body request (the journal's NoteSend) and stops the
 // exchange if it fails.
-func (u *HTTPTileUploader) doExchange(ex *exchange, method, path string, body *batchBody, onAttempt func(context.Context) error) exchangeResult {
+func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, onAttempt func(context.Context) error) exchangeResult {
 	runCtx := ex.runCtx
 	// A batch already on the wire is allowed to finish when the run is
 	// cancelled (it is journaled either way); no further resend starts.

@@ -17,7 +17,7 @@ import (
 )
 
 // Strict client sequencing (docs/provider-api.md "Strict client
-// sequencing (optional)"), on with HTTPOptions.ClientID. The store journals
+// sequencing (optional)"), on with ClientOptions.ClientID. The store journals
 // each batch with its number (tilestore.Claim.Stream) before the first
 // byte; every resend carries the same key, body and number. One batch is in
 // flight per client ID, across processes: the provider runs batch n only
@@ -68,13 +68,13 @@ const busyPoll = 250 * time.Millisecond
 
 // streamProvider names the provider in the client's sequence streams: the
 // base URL without credentials.
-func (u *HTTPTileUploader) streamProvider() string {
+func (u *Client) streamProvider() string {
 	b := *u.base
 	b.User = nil
 	return b.String()
 }
 
-func (u *HTTPTileUploader) seqStore() (sequenceStore, error) {
+func (u *Client) seqStore() (sequenceStore, error) {
 	s, ok := u.store.(sequenceStore)
 	if !ok {
 		return nil, errors.New("strict client sequencing: the store cannot journal client sequences")
@@ -87,7 +87,7 @@ func (u *HTTPTileUploader) seqStore() (sequenceStore, error) {
 // and raises the client's last committed number to the provider's, so a
 // lost local database or another tool using the client ID cannot make this
 // run send a number the provider committed for another batch.
-func (u *HTTPTileUploader) prepareSequence(ctx context.Context) error {
+func (u *Client) prepareSequence(ctx context.Context) error {
 	s, err := u.seqStore()
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func (u *HTTPTileUploader) prepareSequence(ctx context.Context) error {
 
 // syncStream raises the client's stream (made the first time) to the
 // provider's last committed number, and returns the stream's ID.
-func (u *HTTPTileUploader) syncStream(ctx context.Context, s sequenceStore, client string) (int64, error) {
+func (u *Client) syncStream(ctx context.Context, s sequenceStore, client string) (int64, error) {
 	st, err := s.SequenceStream(ctx, u.streamProvider(), client)
 	if err != nil {
 		return 0, err
@@ -119,7 +119,7 @@ func (u *HTTPTileUploader) syncStream(ctx context.Context, s sequenceStore, clie
 
 // clientState is GET /v1/clients/{id}/state: the provider's last committed
 // number for the client.
-func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint64, error) {
+func (u *Client) clientState(ctx context.Context, client string) (uint64, error) {
 	path := "/v1/clients/" + url.PathEscape(client) + "/state"
 	a := u.query(ctx, http.MethodGet, path, "", func(b []byte) bool {
 		return json.Unmarshal(b, &operation.ClientStateResponse{}) == nil
@@ -149,7 +149,7 @@ func (u *HTTPTileUploader) clientState(ctx context.Context, client string) (uint
 
 // stateProblem reads a client-state body into st and says what is wrong
 // with it ("" when nothing is), in text safe to print.
-func (u *HTTPTileUploader) stateProblem(body []byte, client string, st *operation.ClientStateResponse) string {
+func (u *Client) stateProblem(body []byte, client string, st *operation.ClientStateResponse) string {
 	var raw struct {
 		ClientID *string         `json:"client_id"`
 		Last     json.RawMessage `json:"last_committed_sequence"`
@@ -210,7 +210,7 @@ var errCommittedAhead = errors.New("the provider's state says this number is com
 
 // followGap reads the provider's state after SEQUENCE_GAP and rebinds the
 // batch to its last committed + 1, durably, before the resend.
-func (u *HTTPTileUploader) followGap(ctx context.Context, opID string, seq batchSeq) (uint64, error) {
+func (u *Client) followGap(ctx context.Context, opID string, seq batchSeq) (uint64, error) {
 	s, err := u.seqStore()
 	if err != nil {
 		return 0, err
@@ -241,7 +241,7 @@ func (u *HTTPTileUploader) followGap(ctx context.Context, opID string, seq batch
 // the batch's tiles it holds (lookUpAmbiguous): those are uploaded, the
 // others go back to pending without a rejection. Either way the client's
 // number then follows the provider's state.
-func (u *HTTPTileUploader) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, status int, code, detail string, t *tally) error {
+func (u *Client) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, status int, code, detail string, t *tally) error {
 	s, err := u.seqStore()
 	if err != nil {
 		return err
@@ -302,7 +302,7 @@ func (t *tally) sequenceCommitted(n uint64, held bool) []uint64 {
 
 // sequenceBusy decides what a claim does when another open batch holds the
 // client's next number. more false ends this worker.
-func (u *HTTPTileUploader) sequenceBusy(ctx, stopCtx context.Context, flightID string, busy *tilestore.SequenceBusyError, t *tally, due *dueBatches) (more bool, err error) {
+func (u *Client) sequenceBusy(ctx, stopCtx context.Context, flightID string, busy *tilestore.SequenceBusyError, t *tally, due *dueBatches) (more bool, err error) {
 	switch {
 	case busy.Own:
 		// Left open in this run (its resends were refused): a new number
@@ -339,7 +339,7 @@ func setSequenceHeaders(h http.Header, seq batchSeq) {
 // 2xx, and reports whether it did. Any other state, or a route that does
 // not answer (404), settles nothing; a request that fails is an error, and the batch stays
 // open for the next run.
-func (u *HTTPTileUploader) settleFromRecord(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, t *tally) (bool, error) {
+func (u *Client) settleFromRecord(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, t *tally) (bool, error) {
 	st, found, _, err := u.readOperation(ctx, opID)
 	if err != nil || !found {
 		return false, err

@@ -36,7 +36,7 @@ func TestAlreadyCommittedSettlesTheBatchUnderItsKeyFromTheProvidersSealedAnswer(
 	rec.forgetCommitted = true           // no outcome is replayed: ALREADY_COMMITTED
 	c := providertest.NewClient(t, "sk")
 	c.AddTiles(t, "sk", 6, 256, 3)
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.ClientID = "drone-7"
 		o.RequestTimeout = time.Second
 	})

@@ -85,14 +85,14 @@ func newHostileSequencer(t *testing.T, batch func(w http.ResponseWriter, b fakeB
 // as client drone-7 against the hostile sequencer h at url, in 2-tile
 // batches, with edit's further options; h cancels the run if it runs away.
 func runHostile(t *testing.T, h *hostileSequencer, url, flight string, tiles int, seed int64,
-	edit func(*uploader.HTTPOptions)) (*providertest.Client, uploader.UploadBatchReport, error) {
+	edit func(*uploader.ClientOptions)) (*providertest.Client, uploader.Report, error) {
 	t.Helper()
 	c := providertest.NewClient(t, flight)
 	c.AddTiles(t, flight, tiles, 256, seed)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	h.cancel = cancel
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.ClientID = "drone-7"
 		if edit != nil {
 			edit(o)
@@ -236,7 +236,7 @@ func TestAnotherOperationsAnswerNamingTheTokenNeverPutsItInTheLogOrTheJournal(t 
 		_ = json.NewEncoder(w).Encode(map[string]any{"op_id": "Bearer " + providertest.Token, "results": []any{}})
 	}, func(w http.ResponseWriter, client string) { writeState(w, client, 0) })
 	var logs strings.Builder // written through zerolog.SyncWriter, read after the run
-	c, _, err := runHostile(t, h, url, "hl", 2, 25, func(o *uploader.HTTPOptions) {
+	c, _, err := runHostile(t, h, url, "hl", 2, 25, func(o *uploader.ClientOptions) {
 		o.Logger = zerolog.New(zerolog.SyncWriter(&logs)).Level(zerolog.DebugLevel)
 	})
 	var pe *uploader.ProviderError
@@ -276,7 +276,7 @@ func TestAClientStateThatIsNotANumberEndsTheRunSayingWhatWasWrong(t *testing.T) 
 					w.Header().Set("Content-Type", "application/json")
 					_, _ = w.Write([]byte(tc.body))
 				})
-			_, _, err := runHostile(t, h, url, "hs", 2, 26, func(o *uploader.HTTPOptions) { o.MaxResends = 1 })
+			_, _, err := runHostile(t, h, url, "hs", 2, 26, func(o *uploader.ClientOptions) { o.MaxResends = 1 })
 			if err == nil || !strings.Contains(err.Error(), "client drone-7") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run: %v; want an error about client drone-7's state saying %q", err, tc.want)
 			}

@@ -20,8 +20,8 @@ import (
 	"github.com/tilectl/tilectl/uploader"
 )
 
-func withClientID(id string) func(*uploader.HTTPOptions) {
-	return func(o *uploader.HTTPOptions) { o.ClientID = id }
+func withClientID(id string) func(*uploader.ClientOptions) {
+	return func(o *uploader.ClientOptions) { o.ClientID = id }
 }
 
 func localLast(t *testing.T, c *providertest.Client, providerURL, client string) uint64 {
@@ -126,7 +126,7 @@ func TestAlreadyCommittedIsSettledByTileLookupWithoutSpendingARejection(t *testi
 	rec.forgetCommitted = true // no outcome is replayed: ALREADY_COMMITTED
 	c := providertest.NewClient(t, "sa")
 	c.AddTiles(t, "sa", 6, 256, 3)
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.ClientID = "drone-7"
 		o.RequestTimeout = time.Second
 	})
@@ -257,7 +257,7 @@ func TestTwoRunsWithOneClientIDNeverHaveTwoBatchesInFlight(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, flight := range []string{"ta", "tb", "ta"} {
 		store := c.Store.ForRun(tilestore.Run{Lease: time.Minute})
-		u, err := uploader.NewHTTP(uploader.HTTPOptions{BaseURL: url, Token: providertest.Token, Store: store, Blobs: c.Blobs,
+		u, err := uploader.NewClient(uploader.ClientOptions{BaseURL: url, Token: providertest.Token, Store: store, Blobs: c.Blobs,
 			ClientID: "drone-7", RequestTimeout: 10 * time.Second}) // real waits: a busy stream is polled
 		if err != nil {
 			t.Fatal(err)
@@ -328,7 +328,7 @@ func TestAFailingClientStateEndsTheRunBeforeSendingSayingWhatWasAsked(t *testing
 	t.Cleanup(hs.Close)
 	c := providertest.NewClient(t, "se")
 	c.AddTiles(t, "se", 2, 256, 11)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.ClientID, o.MaxResends = "drone-7", 1 })
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.ClientID, o.MaxResends = "drone-7", 1 })
 	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "se"})
 	var pe *uploader.ProviderError
 	want := "read the provider's sequence state of client drone-7 (GET /v1/clients/drone-7/state)"
@@ -429,7 +429,7 @@ func TestAnotherRunsBatchHoldingTheNumberIsWaitedForAndSettledOnceItsLeaseEnds(t
 		t.Fatal(err)
 	}
 	var waits atomic.Int32
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.ClientID = "drone-7"
 		o.Sleep = func(ctx context.Context, _ time.Duration) error {
 			// The run waits for the other run's batch; while it waits,

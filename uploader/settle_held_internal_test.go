@@ -63,7 +63,7 @@ func TestSettleOpenLeavesABatchDueFinishesDuringTheAdoptionToDue(t *testing.T) {
 		delete(due.held, op)
 		due.mu.Unlock()
 	}}
-	u, err := NewHTTP(HTTPOptions{BaseURL: p.URL, Token: providertest.Token, Store: store, Blobs: c.Blobs,
+	u, err := NewClient(ClientOptions{BaseURL: p.URL, Token: providertest.Token, Store: store, Blobs: c.Blobs,
 		Logger: zerolog.Nop(), RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestABatchNoLongerOpenIsNotSentAgain(t *testing.T) {
 	if err := c.Store.FailBatch(ctx, op, 422, "failed elsewhere"); err != nil {
 		t.Fatal(err)
 	}
-	u, err := NewHTTP(HTTPOptions{BaseURL: p.URL, Token: providertest.Token, Store: c.Store, Blobs: c.Blobs,
+	u, err := NewClient(ClientOptions{BaseURL: p.URL, Token: providertest.Token, Store: c.Store, Blobs: c.Blobs,
 		Logger: zerolog.Nop(), RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)

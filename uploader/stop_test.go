@@ -65,7 +65,7 @@ func TestNoBatchStartsAfterARunEndingAnswer(t *testing.T) {
 			c := providertest.NewClient(t, "fs")
 			c.AddTiles(t, "fs", 40, 256, 8) // 10 batches of 4
 			store := &slowJournalStore{Store: c.Store, answered: answered}
-			u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) { o.Store = store })
+			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store = store })
 			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fs", Concurrency: 4})
 			var pe *uploader.ProviderError
 			if !errors.As(err, &pe) || pe.Status != tc.status {

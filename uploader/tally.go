@@ -14,7 +14,7 @@ import (
 // and rejections only, so its size does not grow with the flight.
 type tally struct {
 	mu       sync.Mutex
-	rep      UploadBatchReport
+	rep      Report
 	progress func(BatchProgress)
 	// skipped lists each tile this call will not claim again (rejected in
 	// it: the decorator counts the rejection before the next call). Tiles
@@ -67,7 +67,7 @@ func (t *tally) setHeld(b *Held) {
 }
 
 func newTally(flightID string, started time.Time, progress func(BatchProgress)) *tally {
-	return &tally{rep: UploadBatchReport{FlightID: flightID, Started: started}, progress: progress}
+	return &tally{rep: Report{FlightID: flightID, Started: started}, progress: progress}
 }
 
 func (t *tally) local(rs []tilestore.Rejection) {
@@ -250,7 +250,7 @@ func (t *tally) announced(w Wait) {
 	}
 }
 
-func (t *tally) report(finished time.Time, pending int, err error) UploadBatchReport {
+func (t *tally) report(finished time.Time, pending int, err error) Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.rep

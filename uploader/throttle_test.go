@@ -83,7 +83,7 @@ func TestAThrottlingProviderIsUsedToItsRateWithFewRefusals(t *testing.T) {
 	t.Cleanup(hs.Close)
 	c := providertest.NewClient(t, "fthr")
 	c.AddTiles(t, "fthr", batches*perBatch, 256, 1)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.HTTPOptions) {
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Sleep = operation.Sleep // the real clock: pacing is what is measured
 		o.ResendBudget = 1000
 	})

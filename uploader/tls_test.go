@@ -54,7 +54,7 @@ func tlsOf(t *testing.T, caPEM, certPEM, keyPEM []byte) *tls.Config {
 func capabilitiesOver(t *testing.T, url string, conf *tls.Config) error {
 	t.Helper()
 	c := providertest.NewClient(t, "TLS-1")
-	u, _ := newUploader(t, url, c, func(o *uploader.HTTPOptions) { o.TLS, o.FirstContactTimeout = conf, 5*time.Second })
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) { o.TLS, o.FirstContactTimeout = conf, 5*time.Second })
 	_, err := u.Capabilities(testCtx(t))
 	return err
 }

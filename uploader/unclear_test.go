@@ -89,7 +89,7 @@ func TestACutOff2xxKeepsItsKeyOpen(t *testing.T) {
 	})
 	c := providertest.NewClient(t, "fc")
 	c.AddTiles(t, "fc", 4, 256, 11) // one batch
-	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.MaxResends = 1 })
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) { o.MaxResends = 1 })
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fc", Concurrency: 1})
 	if err != nil {
 		t.Fatalf("run with the answer cut off: %v", err)
@@ -149,7 +149,7 @@ func TestABare404FromTheLookupRouteIsNotTakenAsNotHeld(t *testing.T) {
 			c := providertest.NewClient(t, "fl")
 			c.AddTiles(t, "fl", 4, 256, 12) // one batch
 			var logs logBuf
-			u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) {
+			u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) {
 				o.MaxResends = 1
 				o.Logger = zerolog.New(&logs)
 			})
@@ -206,7 +206,7 @@ func TestABare404FromTheOperationRouteIsNotTakenAsAbsent(t *testing.T) {
 		t.Fatal(err) // the dead run's lease has run out
 	}
 	var logs logBuf
-	u, _ := newUploader(t, p.URL, c, func(o *uploader.HTTPOptions) { o.Logger = zerolog.New(&logs) })
+	u, _ := newUploader(t, p.URL, c, func(o *uploader.ClientOptions) { o.Logger = zerolog.New(&logs) })
 	for range 2 {
 		if _, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fo", Concurrency: 1}); err != nil {
 			t.Fatalf("run: %v", err)

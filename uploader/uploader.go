@@ -2,7 +2,7 @@
 // to a satellite provider that speaks the API of docs/provider-api.md.
 //
 // TileUploader is the contract the retry decorator and the upload-pending
-// command consume; HTTPTileUploader is its implementation. An implementation
+// command consume; Client is its implementation. An implementation
 // promises: a tile is marked uploaded only when the provider answered it
 // accepted or duplicate, or, asked about it, says it holds its bytes; only
 // a clear "rejected", or a tile the provider says it does not hold after an
@@ -32,7 +32,7 @@ import (
 // database down, context cancelled) is returned as a typed error, with a
 // report (Outcome failure) of what was done before it.
 type TileUploader interface {
-	UploadPendingTiles(ctx context.Context, req Request) (UploadBatchReport, error)
+	UploadPendingTiles(ctx context.Context, req Request) (Report, error)
 	EnumeratePendingTiles(ctx context.Context, flightID string) iter.Seq2[tilestore.Tile, error]
 	ConfirmFlightState(ctx context.Context, flightID string) error
 }
@@ -142,9 +142,9 @@ type PerTileStatus struct {
 	OpID    string     `json:"op_id,omitempty"`
 }
 
-// UploadBatchReport is the result of one UploadPendingTiles call (or, from
-// the decorator, of all its inner calls together).
-type UploadBatchReport struct {
+// Report is the result of one UploadPendingTiles call (or, from the
+// decorator, of all its inner calls together).
+type Report struct {
 	FlightID  string  `json:"flight_id"`
 	Outcome   Outcome `json:"outcome"`
 	Accepted  int     `json:"accepted"`
@@ -200,7 +200,7 @@ type UploadBatchReport struct {
 // Traffic counts a run's HTTP requests for the retry SLIs (README, "Retry
 // SLIs"). Every
 // request the uploader makes is counted, GETs included; Resends and
-// Timeouts of UploadBatchReport count the same population.
+// Timeouts of Report count the same population.
 type Traffic struct {
 	Requests        int `json:"requests"`         // HTTP attempts sent, resends included
 	FirstAttempts   int `json:"first_attempts"`   // requests that were not resends
@@ -217,7 +217,7 @@ func (t *Traffic) Add(o Traffic) {
 }
 
 // Uploaded is how many tiles are now safely at the provider.
-func (r UploadBatchReport) Uploaded() int { return r.Accepted + r.Duplicate }
+func (r Report) Uploaded() int { return r.Accepted + r.Duplicate }
 
 // ErrFlightNotOnGround is matched by FlightStateNotOnGroundError.
 var ErrFlightNotOnGround = errors.New("flight is not on ground")

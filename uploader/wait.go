@@ -16,7 +16,7 @@ import (
 // cannot change, and says so: the batches that wait for the provider's
 // advised time (the report's Waiting list, the announcement of each wait,
 // the settling of batches an earlier run left waiting), and
-// UploadBatchReport.Blocked, the one place that decides whether a call ends
+// Report.Blocked, the one place that decides whether a call ends
 // for blocked work (the provider's advice, or other runs' batches: see
 // blocked.go), which the retry decorator and the summary read.
 
@@ -57,7 +57,7 @@ type Wait struct {
 // in a batch waiting for the provider's advised time, or was left for its
 // bad cached blob). Such a run ends (exit 3, next_retry_at = until)
 // instead of retrying what cannot go yet.
-func (r UploadBatchReport) Blocked() (until time.Time, stop bool) {
+func (r Report) Blocked() (until time.Time, stop bool) {
 	tiles := 0
 	for _, w := range r.Waiting {
 		tiles += w.Tiles
@@ -103,14 +103,14 @@ func adviceDetail(v verdict, journaled time.Duration) string {
 
 // fitsDeadline reports whether a wait of d from now ends before ctx's
 // deadline, as bound decides it.
-func (u *HTTPTileUploader) fitsDeadline(ctx context.Context, d time.Duration) bool {
+func (u *Client) fitsDeadline(ctx context.Context, d time.Duration) bool {
 	dl, ok := ctx.Deadline()
 	return !ok || d < dl.Sub(u.now())
 }
 
 // announce says, when a wait starts, what waits and until when: a log
 // line, and Request.Waiting for the status line.
-func (u *HTTPTileUploader) announce(ctx context.Context, w Wait) {
+func (u *Client) announce(ctx context.Context, w Wait) {
 	e, msg := u.log.Info(), "waiting until the provider's advised time before sending the batch again"
 	if w.PastDeadline {
 		e, msg = u.log.Warn(), "the provider's advised time for the batch comes after this run's deadline: "+
@@ -144,7 +144,7 @@ func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
 // Waiting. It lives for one UploadPendingTiles call and holds that call's
 // context, which ends its waits.
 type dueBatches struct {
-	u        *HTTPTileUploader
+	u        *Client
 	ctx      context.Context
 	flightID string
 	t        *tally
@@ -166,7 +166,7 @@ type dueBatches struct {
 	left map[string]bool
 }
 
-func newDueBatches(ctx context.Context, u *HTTPTileUploader, flightID string, t *tally, concurrency int) *dueBatches {
+func newDueBatches(ctx context.Context, u *Client, flightID string, t *tally, concurrency int) *dueBatches {
 	return &dueBatches{u: u, ctx: ctx, flightID: flightID, t: t, sem: make(chan struct{}, max(concurrency, 1))}
 }
 

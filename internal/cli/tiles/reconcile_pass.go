@@ -27,12 +27,12 @@ const reconcilePage = 1000
 // lookup itself has already resent as the provider advised.
 var reconcileUnclearWaits = []time.Duration{time.Second, 3 * time.Second}
 
-// tileLooker asks the provider about one tile (*uploader.HTTPTileUploader).
+// tileLooker asks the provider about one tile (*uploader.Client).
 type tileLooker interface {
 	LookUpTile(ctx context.Context, flightID string, tl tilestore.Tile) (uploader.Lookup, error)
 }
 
-var _ tileLooker = (*uploader.HTTPTileUploader)(nil)
+var _ tileLooker = (*uploader.Client)(nil)
 
 // reconciler is one ReconcileRun.
 type reconciler struct {
@@ -137,7 +137,7 @@ func (r *reconciler) lookupClient(ctx context.Context, cfg *config.Config, store
 	}
 	// Lookups are many and small: the resend budget is the run's own
 	// (one token per lookup and a fifth more), as for batches.
-	u, err := uploader.NewHTTP(uploader.HTTPOptions{
+	u, err := uploader.NewClient(uploader.ClientOptions{
 		BaseURL: cfg.ProviderURL, Token: cfg.ProviderToken.Reveal(), Store: store, Blobs: blobs, Logger: log,
 		HTTPClient: r.opts.HTTPClient, TLS: tlsConf, InsecureSkipVerify: cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: cfg.Upload.RequestTimeout, FirstContactTimeout: cfg.Upload.FirstContactTimeout,

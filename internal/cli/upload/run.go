@@ -198,7 +198,7 @@ func (r *run) wire(ctx context.Context) error {
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
-	inner, err := uploader.NewHTTP(uploader.HTTPOptions{
+	inner, err := uploader.NewClient(uploader.ClientOptions{
 		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, TLS: tlsConf, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
 		RequestTimeout: r.cfg.Upload.RequestTimeout, FirstContactTimeout: r.cfg.Upload.FirstContactTimeout,
@@ -474,7 +474,7 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 // given up, whichever run counted their last rejection: with runs sharing a
 // flight, another run may have counted it first, and the give-up still
 // belongs in this run's outcome (exit 3), not a success.
-func (r *run) rejectedNowGivenUp(ctx context.Context, rep uploader.UploadBatchReport) (int, error) {
+func (r *run) rejectedNowGivenUp(ctx context.Context, rep uploader.Report) (int, error) {
 	var ids []string
 	seen := map[string]bool{}
 	for _, rj := range rep.Rejections {

@@ -215,7 +215,7 @@ type FlightSummary struct {
 
 // flightSummary is rep as the summary shows it; pending and pendingBytes
 // are what the run counted left after it, nil when it could not count.
-func flightSummary(rep uploader.UploadBatchReport, pending *int, pendingBytes *int64, err error, dryRun bool) FlightSummary {
+func flightSummary(rep uploader.Report, pending *int, pendingBytes *int64, err error, dryRun bool) FlightSummary {
 	fs := FlightSummary{
 		FlightID: rep.FlightID,
 		Outcome:  string(rep.Outcome),
