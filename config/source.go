@@ -98,8 +98,8 @@ func (c *Config) SetToken(src Source, token string) {
 }
 
 // noteSource copies the map before changing it: a Config is copied by value
-// (upload-pending overlays its flags on a copy) and copies must not share
-// later changes.
+// (a test hands each run a copy of its configuration, and the flags are
+// set on that copy) and copies must not share later changes.
 func (c *Config) noteSource(key string, src Source) {
 	m := maps.Clone(c.sources)
 	if m == nil {

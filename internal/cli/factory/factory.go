@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
@@ -24,10 +25,26 @@ import (
 
 // ConfigKeyAnnotation marks a command's flag that sets a configuration
 // field (the annotation's one value is the key, e.g. "upload.concurrency"):
-// the root command applies it with the global flags, before the
-// configuration is validated, so a flag overrides the file and the
-// environment before any of them is checked.
+// ApplyConfigFlags, which the root command's ApplyFlags calls, sets it
+// before the configuration is validated, so a flag overrides the file and
+// the environment before any of them is checked. It is the one place such
+// a flag takes effect: the command reads the value from the configuration.
 const ConfigKeyAnnotation = "tilectl_config_key"
+
+// ApplyConfigFlags sets in c the field of each flag in flags that the user
+// set and that carries ConfigKeyAnnotation, recording the flag as the
+// value's source ("flag --concurrency"); an error names the flag.
+func ApplyConfigFlags(c *config.Config, flags *pflag.FlagSet) error {
+	var errs []error
+	flags.Visit(func(fl *pflag.Flag) {
+		if keys := fl.Annotations[ConfigKeyAnnotation]; len(keys) == 1 {
+			if err := c.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--" + fl.Name}, keys[0], fl.Value.String()); err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %w", fl.Name, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
 
 // Factory is what every command constructor receives.
 type Factory struct {
@@ -49,6 +66,11 @@ type Factory struct {
 	// ConfigPath is --config; set by the root command before any command
 	// runs. "" means $TILECTL_CONFIG or no file.
 	ConfigPath string
+	// Load reads the configuration before the flags: config.Load of
+	// ConfigPath and LookupEnv unless a test sets it before the first
+	// Config call (to a configuration it builds in code). Config applies
+	// the flags to what Load returns, completes and validates it.
+	Load func() (*config.Config, error)
 	// ApplyFlags overlays the command-line flags the user set; set by the
 	// root command.
 	ApplyFlags func(*config.Config) error
@@ -94,7 +116,11 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 			fmt.Fprintf(f.IOStreams.ErrOut, "tilectl: warning: %s\n", u)
 		}
 	}
-	c, err := config.Load(f.ConfigPath, f.LookupEnv)
+	load := f.Load
+	if load == nil {
+		load = func() (*config.Config, error) { return config.Load(f.ConfigPath, f.LookupEnv) }
+	}
+	c, err := load()
 	if err != nil {
 		return nil, exitcode.UsageError(err)
 	}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
@@ -100,5 +103,68 @@ func TestAMisspeltTILECTLVariableIsWarnedAboutNamingTheClosestKnownOne(t *testin
 	}
 	if strings.Contains(got, "TILECTL_TEST_DATABASE_URL") {
 		t.Errorf("warns about the test harness's variable: %q", got)
+	}
+}
+
+func annotatedFlags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fl := pflag.NewFlagSet("upload-pending", pflag.ContinueOnError)
+	fl.String("concurrency", "", "")
+	fl.Duration("deadline", 0, "")
+	fl.String("flight", "", "") // sets no configuration field
+	_ = fl.SetAnnotation("concurrency", ConfigKeyAnnotation, []string{"upload.concurrency"})
+	_ = fl.SetAnnotation("deadline", ConfigKeyAnnotation, []string{"upload.deadline"})
+	if err := fl.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fl
+}
+
+func TestAnnotatedFlagsTheUserSetOverrideTheConfigurationNamingTheFlagAsTheSource(t *testing.T) {
+	c := config.Default(func(string) string { return "" })
+	if err := ApplyConfigFlags(c, annotatedFlags(t, "--concurrency", "8", "--flight", "F1")); err != nil {
+		t.Fatal(err)
+	}
+	if c.Upload.Concurrency != 8 || c.Source("upload.concurrency").String() != "flag --concurrency" {
+		t.Errorf("upload.concurrency %s from %s, want 8 from the flag", c.Upload.Concurrency, c.Source("upload.concurrency"))
+	}
+	if c.Upload.Deadline != 30*time.Minute || c.Source("upload.deadline").Kind != config.SourceDefault {
+		t.Errorf("an annotated flag the user did not set changed upload.deadline to %s (from %s)", c.Upload.Deadline, c.Source("upload.deadline"))
+	}
+	err := ApplyConfigFlags(c, annotatedFlags(t, "--concurrency", "many"))
+	if err == nil || !strings.Contains(err.Error(), "--concurrency") || !strings.Contains(err.Error(), "(from flag --concurrency)") {
+		t.Errorf("err = %v, want one naming the flag", err)
+	}
+}
+
+func TestAConfigurationBuiltInCodeGetsTheFlagsAndIsCompletedAndValidated(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{args: []string{"--deadline", "45s"}},
+		{args: []string{"--deadline", "0s"}, wantErr: "upload.deadline (from flag --deadline)"},
+	} {
+		f := newTest(nil)
+		f.Load = func() (*config.Config, error) {
+			c := config.Default(func(string) string { return "" })
+			c.CacheDir = "/built"
+			return c, nil
+		}
+		fl := annotatedFlags(t, tc.args...)
+		f.ApplyFlags = func(c *config.Config) error { return ApplyConfigFlags(c, fl) }
+		c, err := f.Config()
+		if tc.wantErr != "" {
+			if exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: err = %v (exit %d), want exit 2 naming %s", tc.args, err, exitcode.Code(err), tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if c.Upload.Deadline != 45*time.Second || c.FDRPath != "/built/fdr.ring" {
+			t.Errorf("%q: deadline %s fdr_path %q, want the flag's and the completed path", tc.args, c.Upload.Deadline, c.FDRPath)
+		}
 	}
 }

@@ -132,13 +132,9 @@ func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
 			}
 		}
 		// A command's flags that set a config field (factory.ConfigKeyAnnotation).
-		flags.Visit(func(fl *pflag.Flag) {
-			if keys := fl.Annotations[factory.ConfigKeyAnnotation]; len(keys) == 1 {
-				if err := c.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--" + fl.Name}, keys[0], fl.Value.String()); err != nil {
-					errs = append(errs, fmt.Errorf("--%s: %w", fl.Name, err))
-				}
-			}
-		})
+		if err := factory.ApplyConfigFlags(c, flags); err != nil {
+			errs = append(errs, err)
+		}
 		if fl := flags.Lookup("provider-token-file"); fl != nil && fl.Changed {
 			path := fl.Value.String()
 			tok, err := readTokenFile(f.IOStreams.ErrOut, path)

@@ -111,7 +111,7 @@ func TestOneBatchsAdvicePastTheDeadlineDoesNotFailTheRun(t *testing.T) {
 	r, a := advisedRig(t)
 	ids := r.seed("F1", tilestore.FlightOnGround, 6)
 	metrics := filepath.Join(r.dir, "tilectl.prom")
-	res := r.run(func(o *Options) { jsonOut(o); o.FlightID, o.MetricsFile = "F1", metrics }, "metrics-file")
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" }, "--metrics-file", metrics)
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3: one batch waits, the run did not fail\n%s", res.code, res.err, res.stderr)
 	}

@@ -24,7 +24,7 @@ func TestNoRetryDoesNotSendTilesAlreadyAtTheirBudget(t *testing.T) {
 	}
 	providertest.RejectUnsent(t, ctx, r.store, "F1", "0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000", atBudget, "decode_error", "an earlier run's answer, not yet counted")
 
-	res := r.run(func(o *Options) { o.FlightID, o.NoRetry = "F1", true }, "no-retry")
+	res := r.run(func(o *Options) { o.FlightID, o.NoRetry = "F1", true })
 	if res.code != exitcode.Partial {
 		t.Fatalf("--no-retry run: exit %d (%v), want 3 (a tile still pending)\n%s", res.code, res.err, res.stderr)
 	}

@@ -129,9 +129,9 @@ func TestBWLimit2MIsHonouredWithin5PercentOverEvery10sWindow(t *testing.T) {
 				r.cfg.ProviderURL = lp.URL()
 			}
 			res := r.run(func(o *Options) {
-				o.FlightID, o.BWLimit, o.BatchSize, o.Concurrency = "BW", "2M", 16, "4"
+				o.FlightID = "BW"
 				o.Clock = retrydecorator.SystemClock{}
-			}, "bwlimit", "batch-size", "concurrency")
+			}, "--bwlimit", "2M", "--batch-size", "16", "--concurrency", "4")
 			if res.code != exitcode.OK {
 				t.Fatalf("exit %d (%v)\n%s", res.code, res.err, res.stderr)
 			}

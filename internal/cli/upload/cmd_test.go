@@ -11,32 +11,46 @@ import (
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
-	"github.com/tilectl/tilectl/internal/cli/factory"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/uploader"
 )
 
+// parse parses args as upload-pending's command line on the default
+// configuration and returns the options the run would get, without running.
 func parse(t *testing.T, args ...string) (*Options, error) {
 	t.Helper()
 	ios, _, _, _ := iostreams.Test()
-	f := &factory.Factory{IOStreams: ios}
 	var got *Options
-	cmd := NewCmdUploadPending(f, func(_ context.Context, o *Options) error { got = o; return nil })
-	cmd.SetArgs(args)
-	cmd.SetOut(&bytes.Buffer{})
-	cmd.SetErr(&bytes.Buffer{})
+	cmd := newCommand(ios, *config.Default(func(string) string { return "" }), args,
+		func(_ context.Context, o *Options) error { got = o; return nil })
 	err := cmd.ExecuteContext(context.Background())
 	return got, err
 }
 
+// settingsFrom is the configuration and retry configuration a run with
+// the command line args works with.
+func settingsFrom(t *testing.T, args ...string) (*config.Config, retrydecorator.Config, error) {
+	t.Helper()
+	o, err := parse(t, args...)
+	if err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	c, err := o.Config()
+	if err != nil {
+		return nil, retrydecorator.Config{}, err
+	}
+	return c, retryConfig(c), nil
+}
+
 func TestFlagsParseAndOnlySetFlagsOverrideConfig(t *testing.T) {
-	o, err := parse(t, "--flight", "F1", "--concurrency", "8", "--max-in-call-retries", "0", "--backoff-cap", "10s", "-o", "json")
+	args := []string{"--flight", "F1", "--concurrency", "8", "--max-in-call-retries", "0", "--backoff-cap", "10s", "-o", "json"}
+	o, err := parse(t, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, rc, err := o.settings(completedDefaults())
+	cfg, rc, err := settingsFrom(t, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +60,9 @@ func TestFlagsParseAndOnlySetFlagsOverrideConfig(t *testing.T) {
 	if rc.MaxPerTileAttempts != 5 || rc.BackoffBase != 2*time.Second || cfg.Upload.Deadline != 30*time.Minute {
 		t.Errorf("unset flags changed config: %+v deadline %s", rc, cfg.Upload.Deadline)
 	}
-}
-
-func completedDefaults() *config.Config {
-	c := config.Default(func(string) string { return "" })
-	c.Complete()
-	return c
+	if got := cfg.Source("upload.concurrency").String(); got != "flag --concurrency" {
+		t.Errorf("upload.concurrency from %q, want the flag", got)
+	}
 }
 
 func TestBadFlagsAreUsageErrors(t *testing.T) {
@@ -67,8 +78,8 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 }
 
 // Flags that set a configuration field are refused by config.Validate,
-// like the same value from the file or the environment, naming the flag
-// (uploadRun makes the error exit 2).
+// like the same value from the file or the environment, naming the flag,
+// with exit 2.
 func TestConfigFlagsOutOfBoundsAreRefusedNamingTheFlag(t *testing.T) {
 	for _, args := range [][]string{
 		{"--concurrency", "0"},
@@ -80,26 +91,20 @@ func TestConfigFlagsOutOfBoundsAreRefusedNamingTheFlag(t *testing.T) {
 		{"--deadline", "0s"},
 		{"--order", "random"},
 	} {
-		o, err := parse(t, args...)
-		if err != nil {
-			t.Fatalf("%v: parse: %v", args, err)
-		}
-		_, _, err = o.settings(completedDefaults())
-		if err == nil || !strings.Contains(err.Error(), "(from flag "+args[0]+")") {
-			t.Errorf("%v: settings error %v, want one naming %s", args, err, args[0])
+		_, _, err := settingsFrom(t, args...)
+		if exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "(from flag "+args[0]+")") {
+			t.Errorf("%v: error %v (exit %d), want exit 2 naming %s", args, err, exitcode.Code(err), args[0])
 		}
 	}
 }
 
 func TestRetryConfigThatFailsValidationIsAUsageError(t *testing.T) {
-	o := &Options{Output: "text", BackoffBase: time.Minute, Changed: func(f string) bool { return f == "backoff-base" }}
-	_, _, err := o.settings(completedDefaults())
-	if err != nil {
+	if _, _, err := settingsFrom(t, "--backoff-base", "1m"); err != nil {
 		t.Fatalf("base == cap should be valid: %v", err)
 	}
-	o.BackoffBase = 2 * time.Minute
-	if _, _, err := o.settings(completedDefaults()); err == nil {
-		t.Fatal("base above cap accepted")
+	_, _, err := settingsFrom(t, "--backoff-base", "2m")
+	if exitcode.Code(err) != exitcode.Usage {
+		t.Fatalf("base above cap: %v (exit %d), want exit 2", err, exitcode.Code(err))
 	}
 }
 
@@ -212,7 +217,7 @@ func TestProgressLogsSettlingOpenBatchesWhenNotATerminal(t *testing.T) {
 func TestDeadlineEndsTheRunWithExitOneAndSaysSo(t *testing.T) {
 	r := newCmdRig(t)
 	r.seed("F1", "on_ground", 2)
-	res := r.run(func(o *Options) { o.FlightID, o.Deadline = "F1", time.Nanosecond }, "deadline")
+	res := r.run(func(o *Options) { o.FlightID = "F1" }, "--deadline", "1ns")
 	if res.code != exitcode.Failure || !strings.Contains(errString(res.err), "deadline of 1ns reached") {
 		t.Fatalf("exit %d (%v), want 1 naming the deadline", res.code, res.err)
 	}
@@ -226,8 +231,8 @@ func TestMetricsFileThatCannotBeWrittenExitsOneAfterTheUpload(t *testing.T) {
 	r.seed("F1", "on_ground", 2)
 	res := r.run(func(o *Options) {
 		jsonOut(o)
-		o.FlightID, o.MetricsFile = "F1", r.dir+"/missing-dir/m.prom"
-	}, "metrics-file")
+		o.FlightID = "F1"
+	}, "--metrics-file", r.dir+"/missing-dir/m.prom")
 	if res.code != exitcode.Failure {
 		t.Fatalf("exit %d (%v), want 1", res.code, res.err)
 	}

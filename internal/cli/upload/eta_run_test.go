@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,12 +33,12 @@ func checkETA(t *testing.T, r *cmdRig, bwlimit string, batch int) {
 	var mu sync.Mutex
 	var ticks []time.Time
 	stop := make(chan struct{})
-	set := []string{"batch-size", "concurrency"}
+	args := []string{"--batch-size", strconv.Itoa(batch), "--concurrency", "4"}
 	if bwlimit != "" {
-		set = append(set, "bwlimit")
+		args = append(args, "--bwlimit", bwlimit)
 	}
 	res := r.run(func(o *Options) {
-		o.FlightID, o.BWLimit, o.BatchSize, o.Concurrency = "ETA", bwlimit, batch, "4"
+		o.FlightID = "ETA"
 		o.Clock = retrydecorator.SystemClock{}
 		o.NewTicker = func(time.Duration) (<-chan time.Time, func()) {
 			c := make(chan time.Time)
@@ -61,7 +62,7 @@ func checkETA(t *testing.T, r *cmdRig, bwlimit string, batch int) {
 			}()
 			return c, func() {}
 		}
-	}, set...)
+	}, args...)
 	end := time.Now()
 	close(stop)
 	if res.code != exitcode.OK {

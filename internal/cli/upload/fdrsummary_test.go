@@ -25,9 +25,9 @@ func TestARunWhoseGiveUpsOutgrowTheFDRRingSaysSoWithTheCapacityToSet(t *testing.
 	r.cfg.FDRCapacityBytes = fdr.MinCapacity
 	r.seed("F1", tilestore.FlightOnGround, n)
 	r.seed("F2", tilestore.FlightOnGround, n)
-	budget1 := func(o *Options) { o.MaxInCallRetries, o.MaxPerTileAttempts = 0, 1 }
+	budget1 := []string{"--max-in-call-retries", "0", "--max-per-tile-attempts", "1"}
 
-	res := r.run(func(o *Options) { jsonOut(o); budget1(o); o.FlightID = "F1" }, "max-in-call-retries", "max-per-tile-attempts")
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" }, budget1...)
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3\n%s", res.code, res.err, res.stderr)
 	}
@@ -43,7 +43,7 @@ func TestARunWhoseGiveUpsOutgrowTheFDRRingSaysSoWithTheCapacityToSet(t *testing.
 		t.Errorf("fdr %v; want %d records, more bytes than the %d-byte ring, ring_too_small, a capacity that holds them twice", f, n, fdr.MinCapacity)
 	}
 
-	res = r.run(func(o *Options) { budget1(o); o.FlightID = "F2" }, "max-in-call-retries", "max-per-tile-attempts")
+	res = r.run(func(o *Options) { o.FlightID = "F2" }, budget1...)
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3\n%s", res.code, res.err, res.stderr)
 	}
@@ -85,7 +85,7 @@ func TestDeadlineIsKeptWhileAnotherProcessHoldsTheFDRLock(t *testing.T) {
 	done := make(chan runResult, 1)
 	start := time.Now()
 	go func() {
-		done <- r.run(func(o *Options) { o.Deadline = 500 * time.Millisecond }, "deadline")
+		done <- r.run(nil, "--deadline", "500ms")
 	}()
 	select {
 	case res := <-done:

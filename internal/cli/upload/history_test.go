@@ -14,8 +14,8 @@ func TestRunHistoryRecordsTheEndOfAPartialRunAndOfAFailedRun(t *testing.T) {
 	r.seed("F1", tilestore.FlightOnGround, 3)
 	r.seed("F2", tilestore.FlightAirborne, 1)
 	if res := r.run(func(o *Options) {
-		o.FlightID, o.MaxInCallRetries, o.MaxPerTileAttempts, o.RunID = "F1", 0, 1, "run-partial"
-	}, "max-in-call-retries", "max-per-tile-attempts"); res.code != exitcode.Partial {
+		o.FlightID, o.RunID = "F1", "run-partial"
+	}, "--max-in-call-retries", "0", "--max-per-tile-attempts", "1"); res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3", res.code, res.err)
 	}
 	if res := r.run(func(o *Options) { o.FlightID, o.RunID = "F2", "run-airborne" }); res.code != exitcode.NotOnGround {

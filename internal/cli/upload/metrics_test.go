@@ -54,8 +54,8 @@ func TestMetricsFileFromConfigParsesWithAFlightLabelForNodeExporter(t *testing.T
 	r.cfg.Upload.MetricsFile = path // upload.metrics_file, no flag
 	before := time.Now()
 	res := r.run(func(o *Options) {
-		o.FlightID, o.MaxPerTileAttempts = "F1", 1
-	}, "max-per-tile-attempts")
+		o.FlightID = "F1"
+	}, "--max-per-tile-attempts", "1")
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3\n%s", res.code, res.err, res.stderr)
 	}

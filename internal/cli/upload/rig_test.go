@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 
 	"github.com/tilectl/tilectl/config"
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
+	"github.com/tilectl/tilectl/internal/cli/factory"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/provider/providertest"
@@ -102,40 +105,48 @@ type runResult struct {
 	stdout, stderr string
 }
 
-// run calls uploadRun with the rig's dependencies; set names the flags the
-// user "set" on opts.
-func (r *cmdRig) run(mod func(o *Options), set ...string) runResult {
+// run runs upload-pending with the command-line flags args on the rig's
+// dependencies and configuration; mod, if not nil, changes the parsed
+// options (the flight, the output, a dependency) before the run.
+func (r *cmdRig) run(mod func(o *Options), args ...string) runResult {
 	r.t.Helper()
 	ios, _, out, errOut := iostreams.Test()
 	logs := &bytes.Buffer{}
-	opts := &Options{
-		IO:     ios,
-		Config: func() (*config.Config, error) { c := r.cfg; return &c, nil },
-		// Workers log at once: bytes.Buffer is not safe for that.
-		Logger: func() zerolog.Logger { return zerolog.New(zerolog.SyncWriter(logs)) },
-		Store:  func(context.Context) (*tilestore.Store, error) { return r.store, nil },
-		Clock:  r.clock,
-		NewTicker: func(time.Duration) (<-chan time.Time, func()) {
-			return make(chan time.Time), func() {}
-		},
-		Version: "test",
-		Output:  "text",
-	}
-	changed := map[string]bool{}
-	for _, s := range set {
-		changed[s] = true
-	}
-	opts.Changed = func(f string) bool { return changed[f] }
-	if mod != nil {
-		mod(opts)
-	}
-	if err := opts.validateFlags(); err != nil {
-		return runResult{err: err, code: exitcode.Code(exitcode.UsageError(err))}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err := uploadRun(ctx, opts)
+	cmd := newCommand(ios, r.cfg, args, func(ctx context.Context, o *Options) error {
+		// Workers log at once: bytes.Buffer is not safe for that.
+		o.Logger = func() zerolog.Logger { return zerolog.New(zerolog.SyncWriter(logs)) }
+		o.Store = func(context.Context) (*tilestore.Store, error) { return r.store, nil }
+		o.Clock = r.clock
+		o.NewTicker = func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} }
+		o.Version = "test"
+		if mod != nil {
+			mod(o)
+			if err := o.validateFlags(); err != nil {
+				return exitcode.UsageError(err)
+			}
+		}
+		return uploadRun(ctx, o)
+	})
+	err := cmd.ExecuteContext(ctx)
 	return runResult{err: err, code: exitcode.Code(err), stdout: out.String(), stderr: errOut.String() + logs.String()}
+}
+
+// newCommand builds upload-pending as the root command does, on a factory
+// whose configuration is cfg with the flags in args applied by
+// factory.ApplyConfigFlags, then completed and validated; runF replaces
+// uploadRun.
+func newCommand(ios *iostreams.IOStreams, cfg config.Config, args []string, runF func(context.Context, *Options) error) *cobra.Command {
+	f := factory.NewWith(ios, func(string) (string, bool) { return "", false }, "test", "")
+	f.Load = func() (*config.Config, error) { c := cfg; return &c, nil }
+	cmd := NewCmdUploadPending(f, runF)
+	f.ApplyFlags = func(c *config.Config) error { return factory.ApplyConfigFlags(c, cmd.Flags()) }
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra reads os.Args then
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SilenceUsage = true
+	return cmd
 }
 
 func (r *cmdRig) status(id string) string {

@@ -69,11 +69,8 @@ func (r *run) upload(ctx context.Context) error {
 	if err != nil {
 		return err // the factory marks configuration errors as usage errors
 	}
-	cfg, rc, err := opts.settings(loaded)
-	if err != nil {
-		return exitcode.UsageError(err)
-	}
-	r.cfg, r.retry, r.log, r.metrics = cfg, rc, opts.Logger(), metricsfile.New()
+	cfg := *loaded
+	r.cfg, r.retry, r.log, r.metrics = cfg, retryConfig(&cfg), opts.Logger(), metricsfile.New()
 	r.decorate = !opts.NoRetry && !cfg.Upload.DisableRetryDecorator
 	r.tty, r.newTicker = opts.IO.IsStderrTTY(), opts.NewTicker
 	if opts.Quiet {

@@ -12,21 +12,6 @@ import (
 	"github.com/tilectl/tilectl/tilestore"
 )
 
-// runArgs runs upload-pending as parsed from a command line, on the rig.
-func (r *cmdRig) runArgs(args ...string) runResult {
-	r.t.Helper()
-	parsed, err := parse(r.t, args...)
-	if err != nil {
-		r.t.Fatalf("parse %q: %v", args, err)
-	}
-	return r.run(func(o *Options) {
-		deps := *o
-		*o = *parsed
-		o.IO, o.Config, o.Logger, o.Store = deps.IO, deps.Config, deps.Logger, deps.Store
-		o.Clock, o.NewTicker, o.Version = deps.Clock, deps.NewTicker, deps.Version
-	})
-}
-
 // loadConfigFile loads a config file as tilectl does (no environment but
 // env) and points the rig's database, cache, provider and token at the
 // rig's: the file's upload and retry settings, and their sources, stay.
@@ -120,7 +105,7 @@ func TestTheDemoSettingsStartWithoutAWarning(t *testing.T) {
 	r := newCmdRig(t)
 	r.seed("demo-1", tilestore.FlightOnGround, 2)
 	args := demoUploadArgs(t, filepath.Join(r.dir, "metrics.prom"))
-	res := r.runArgs(args...)
+	res := r.run(nil, args...)
 	if res.code != exitcode.OK {
 		t.Fatalf("%q: exit %d (%v)\n%s", args, res.code, res.err, res.stderr)
 	}
@@ -147,7 +132,7 @@ func TestADeadlineOneRequestCannotFitWarnsNamingItsRealSource(t *testing.T) {
 			r := newCmdRig(t)
 			path := r.loadConfigFile(tc.file, tc.env)
 			r.seed("F1", tilestore.FlightOnGround, 2)
-			res := r.runArgs(append([]string{"--flight", "F1"}, tc.flags...)...)
+			res := r.run(nil, append([]string{"--flight", "F1"}, tc.flags...)...)
 			if res.code != exitcode.OK {
 				t.Fatalf("exit %d (%v)\n%s", res.code, res.err, res.stderr)
 			}

@@ -83,8 +83,8 @@ func TestSLIsOfAKnownRunMatchTheirDefinitions(t *testing.T) {
 		// a request on its own, so every request is the uploader's.
 		o.HTTPClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 		jsonOut(o)
-		o.FlightID, o.BatchSize, o.Concurrency, o.MetricsFile = "FS", 2, "1", metrics
-	}, "batch-size", "concurrency", "metrics-file")
+		o.FlightID = "FS"
+	}, "--batch-size", "2", "--concurrency", "1", "--metrics-file", metrics)
 	if res.code != exitcode.OK {
 		t.Fatalf("exit %d (%v)\n%s", res.code, res.err, res.stderr)
 	}

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,7 +32,9 @@ import (
 
 // Options are upload-pending's dependencies, then its flags.
 type Options struct {
-	IO     *iostreams.IOStreams
+	IO *iostreams.IOStreams
+	// Config is the configuration with the flags applied, completed and
+	// validated: factory.Factory.Config.
 	Config func() (*config.Config, error)
 	Logger func() zerolog.Logger
 	Store  func(ctx context.Context) (*tilestore.Store, error)
@@ -52,31 +53,17 @@ type Options struct {
 	// (upload_runs.run_id). Default: a fresh ID (tilestore.NewRun).
 	RunID string
 
-	FlightID           string
-	NoRetry            bool
-	DryRun             bool
-	StrictDeadline     bool
-	Concurrency        string
-	BatchSize          int
-	MaxInCallRetries   int
-	MaxPerTileAttempts int
-	BackoffBase        time.Duration
-	BackoffCap         time.Duration
-	Deadline           time.Duration
-	Lease              time.Duration
-	MetricsFile        string
-	ClientID           string
-	Order              string
-	InsecureSkipVerify bool
-	Output             string
-	BWLimit            string
-	ProgressInterval   time.Duration
+	// The flags that set no configuration field. Those that do (configFlags)
+	// hold no field here: the factory applies them to the configuration
+	// (factory.ConfigKeyAnnotation), where the run reads them.
+	FlightID       string
+	NoRetry        bool
+	DryRun         bool
+	StrictDeadline bool
+	Output         string
 	// Quiet shows only errors and the summary: no progress, no INFO/WARN.
 	Quiet      bool
 	CPUProfile string // hidden --cpuprofile: where to write a CPU profile
-	// Changed reports whether the user set a flag; only those override the
-	// configuration. Nil means none did.
-	Changed func(flag string) bool
 }
 
 // NewCmdUploadPending builds the command. runF, if not nil, replaces
@@ -105,7 +92,6 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			"to the next run once the lease ends.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Changed = cmd.Flags().Changed
 			if err := opts.validateFlags(); err != nil {
 				return exitcode.UsageError(err)
 			}
@@ -129,35 +115,33 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 	fl.BoolVar(&opts.NoRetry, "no-retry", false, "run the bare uploader without the retry decorator (diagnostics)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "show what would be sent; send and change nothing")
 	fl.BoolVar(&opts.StrictDeadline, "strict-deadline", false, "refuse to start (exit 2) when the retries' worst case exceeds the deadline minus a 5% margin")
-	fl.StringVar(&opts.Concurrency, "concurrency", "", "batches in flight at once: auto (measured from the link) or 1..256 (default from config upload.concurrency)")
-	fl.IntVar(&opts.BatchSize, "batch-size", 0, "tiles per batch, 0 = provider's max (default from config upload.batch_size)")
-	fl.IntVar(&opts.MaxInCallRetries, "max-in-call-retries", 0, "retries of a partial upload within this run (default from config retry.max_in_call_retries)")
-	fl.IntVar(&opts.MaxPerTileAttempts, "max-per-tile-attempts", 0, "rejections before a tile is given up (default from config retry.max_per_tile_attempts)")
-	fl.DurationVar(&opts.BackoffBase, "backoff-base", 0, "first wait between retries (default from config retry.backoff_base)")
-	fl.DurationVar(&opts.BackoffCap, "backoff-cap", 0, "longest wait between retries (default from config retry.backoff_cap)")
-	fl.DurationVar(&opts.Deadline, "deadline", 0, "bound on the whole run (default from config upload.deadline)")
-	fl.DurationVar(&opts.Lease, "lease", 0, "how long this run's open batches stay its own after it last renewed them (default from config upload.lease)")
-	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
-	fl.StringVar(&opts.ClientID, "client-id", "", "strict client sequencing: send Client-Id and a journaled Client-Sequence with every batch, one batch in flight (default from config upload.client_id)")
-	fl.StringVar(&opts.Order, "order", "", "the order tiles are sent in: zoom (lowest zoom first, then by tile ID) or id (default from config upload.order)")
-	fl.BoolVar(&opts.InsecureSkipVerify, "insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
-	fl.StringVar(&opts.BWLimit, "bwlimit", "", "cap on the bytes per second this process sends: 512k, 10M, off, or a timetable such as \"08:00,512k 18:00,10M 23:00,off\"; SIGUSR2 toggles it (default from config upload.bwlimit)")
-	fl.DurationVar(&opts.ProgressInterval, "progress-interval", 0, "how often the progress line is logged when stderr is not a terminal (default from config upload.progress_interval)")
+	fl.String("concurrency", "", "batches in flight at once: auto (measured from the link) or 1..256 (default from config upload.concurrency)")
+	fl.Int("batch-size", 0, "tiles per batch, 0 = provider's max (default from config upload.batch_size)")
+	fl.Int("max-in-call-retries", 0, "retries of a partial upload within this run (default from config retry.max_in_call_retries)")
+	fl.Int("max-per-tile-attempts", 0, "rejections before a tile is given up (default from config retry.max_per_tile_attempts)")
+	fl.Duration("backoff-base", 0, "first wait between retries (default from config retry.backoff_base)")
+	fl.Duration("backoff-cap", 0, "longest wait between retries (default from config retry.backoff_cap)")
+	fl.Duration("deadline", 0, "bound on the whole run (default from config upload.deadline)")
+	fl.Duration("lease", 0, "how long this run's open batches stay its own after it last renewed them (default from config upload.lease)")
+	fl.String("metrics-file", "", "write Prometheus text-format metrics to this file at the end (default from config upload.metrics_file)")
+	fl.String("client-id", "", "strict client sequencing: send Client-Id and a journaled Client-Sequence with every batch, one batch in flight (default from config upload.client_id)")
+	fl.String("order", "", "the order tiles are sent in: zoom (lowest zoom first, then by tile ID) or id (default from config upload.order)")
+	fl.Bool("insecure-skip-verify", false, "skip TLS certificate checks (testing only)")
+	fl.String("bwlimit", "", "cap on the bytes per second this process sends: 512k, 10M, off, or a timetable such as \"08:00,512k 18:00,10M 23:00,off\"; SIGUSR2 toggles it (default from config upload.bwlimit)")
+	fl.Duration("progress-interval", 0, "how often the progress line is logged when stderr is not a terminal (default from config upload.progress_interval)")
 	fl.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "show only errors and the summary (no progress, no info or warning logs)")
 	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file (or set "+cpuProfileEnv+")")
 	_ = fl.MarkHidden("cpuprofile")
-	for _, f := range configFlags {
-		_ = fl.SetAnnotation(f.flag, factory.ConfigKeyAnnotation, []string{f.key})
+	for flag, key := range configFlags {
+		_ = fl.SetAnnotation(flag, factory.ConfigKeyAnnotation, []string{key})
 	}
 	return cmd
 }
 
-func (o *Options) changed(flag string) bool { return o.Changed != nil && o.Changed(flag) }
-
 // validateFlags checks the flags that set no configuration field; those
-// that do are checked by config.Validate in settings, like every other
-// source of the same value.
+// that do are checked by config.Validate when the factory loads the
+// configuration, like every other source of the same value.
 func (o *Options) validateFlags() error {
 	var errs []error
 	if o.Output != "text" && o.Output != "json" {
@@ -171,60 +155,33 @@ func (o *Options) validateFlags() error {
 	return errors.Join(errs...)
 }
 
-// configFlags are the flags that set a configuration field: the key they
-// set and the flag's value in the field's string form.
-var configFlags = []struct {
-	flag, key string
-	value     func(o *Options) string
-}{
-	{"concurrency", "upload.concurrency", func(o *Options) string { return o.Concurrency }},
-	{"batch-size", "upload.batch_size", func(o *Options) string { return strconv.Itoa(o.BatchSize) }},
-	{"deadline", "upload.deadline", func(o *Options) string { return o.Deadline.String() }},
-	{"lease", "upload.lease", func(o *Options) string { return o.Lease.String() }},
-	{"insecure-skip-verify", "upload.insecure_skip_verify", func(o *Options) string { return strconv.FormatBool(o.InsecureSkipVerify) }},
-	{"max-in-call-retries", "retry.max_in_call_retries", func(o *Options) string { return strconv.Itoa(o.MaxInCallRetries) }},
-	{"max-per-tile-attempts", "retry.max_per_tile_attempts", func(o *Options) string { return strconv.Itoa(o.MaxPerTileAttempts) }},
-	{"backoff-base", "retry.backoff_base", func(o *Options) string { return o.BackoffBase.String() }},
-	{"backoff-cap", "retry.backoff_cap", func(o *Options) string { return o.BackoffCap.String() }},
-	{"metrics-file", "upload.metrics_file", func(o *Options) string { return o.MetricsFile }},
-	{"client-id", "upload.client_id", func(o *Options) string { return o.ClientID }},
-	{"order", "upload.order", func(o *Options) string { return o.Order }},
-	{"bwlimit", "upload.bwlimit", func(o *Options) string { return o.BWLimit }},
-	{"progress-interval", "upload.progress_interval", func(o *Options) string { return o.ProgressInterval.String() }},
+// configFlags are the flags that set a configuration field, by the key
+// they set.
+var configFlags = map[string]string{
+	"concurrency":           "upload.concurrency",
+	"batch-size":            "upload.batch_size",
+	"deadline":              "upload.deadline",
+	"lease":                 "upload.lease",
+	"insecure-skip-verify":  "upload.insecure_skip_verify",
+	"max-in-call-retries":   "retry.max_in_call_retries",
+	"max-per-tile-attempts": "retry.max_per_tile_attempts",
+	"backoff-base":          "retry.backoff_base",
+	"backoff-cap":           "retry.backoff_cap",
+	"metrics-file":          "upload.metrics_file",
+	"client-id":             "upload.client_id",
+	"order":                 "upload.order",
+	"bwlimit":               "upload.bwlimit",
+	"progress-interval":     "upload.progress_interval",
 }
 
-// settings is the configuration with the user's flags applied (from the
-// command line the factory has already applied them, through
-// factory.ConfigKeyAnnotation; callers that build Options directly rely on
-// this overlay), validated
-// by config.Validate exactly as a file or environment value is; an error
-// names the flag (exit 2 at the caller).
-func (o *Options) settings(c *config.Config) (config.Config, retrydecorator.Config, error) {
-	cfg := *c
-	var errs []error
-	for _, f := range configFlags {
-		if o.changed(f.flag) {
-			if err := cfg.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--" + f.flag}, f.key, f.value(o)); err != nil {
-				errs = append(errs, fmt.Errorf("--%s: %w", f.flag, err))
-			}
-		}
+// retryConfig is the retry decorator's part of the configuration (which
+// the factory has validated, flags included).
+func retryConfig(c *config.Config) retrydecorator.Config {
+	return retrydecorator.Config{
+		MaxInCallRetries:   c.Retry.MaxInCallRetries,
+		MaxPerTileAttempts: c.Retry.MaxPerTileAttempts,
+		BackoffBase:        c.Retry.BackoffBase,
+		BackoffCap:         c.Retry.BackoffCap,
+		Jitter:             operation.JitterKind(c.Retry.Jitter),
 	}
-	if err := errors.Join(errs...); err != nil {
-		return cfg, retrydecorator.Config{}, err
-	}
-	cfg.Complete() // again: a flag may have set upload.client_id
-	if err := cfg.Validate(); err != nil {
-		return cfg, retrydecorator.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	rc := retrydecorator.Config{
-		MaxInCallRetries:   cfg.Retry.MaxInCallRetries,
-		MaxPerTileAttempts: cfg.Retry.MaxPerTileAttempts,
-		BackoffBase:        cfg.Retry.BackoffBase,
-		BackoffCap:         cfg.Retry.BackoffCap,
-		Jitter:             operation.JitterKind(cfg.Retry.Jitter),
-	}
-	if err := rc.Validate(); err != nil {
-		return cfg, rc, err
-	}
-	return cfg, rc, nil
 }

@@ -88,9 +88,8 @@ func TestGivenUpTileExitsThreeAndWritesMetricsFileAtomically(t *testing.T) {
 	}
 	res := r.run(func(o *Options) {
 		jsonOut(o)
-		o.FlightID, o.MetricsFile = "F1", metrics
-		o.MaxInCallRetries, o.MaxPerTileAttempts = 5, 2
-	}, "max-in-call-retries", "max-per-tile-attempts", "metrics-file")
+		o.FlightID = "F1"
+	}, "--max-in-call-retries", "5", "--max-per-tile-attempts", "2", "--metrics-file", metrics)
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3\n%s", res.code, res.err, res.stderr)
 	}
@@ -164,8 +163,7 @@ func TestARunWaitsForAnotherHostsLiveRunAndAtItsDeadlineExits3NamingIt(t *testin
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}
 	metrics := filepath.Join(r.dir, "m.prom")
-	res := r.run(func(o *Options) { jsonOut(o); o.FlightID, o.Deadline, o.MetricsFile = "F1", time.Second, metrics },
-		"deadline", "metrics-file")
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" }, "--deadline", "1s", "--metrics-file", metrics)
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3: the other run's tiles are still pending; stderr:\n%s", res.code, res.err, res.stderr)
 	}
@@ -227,7 +225,7 @@ func TestDryRunSendsAndChangesNothing(t *testing.T) {
 	}
 	before := snapshot()
 	metrics := filepath.Join(r.dir, "m.prom")
-	res := r.run(func(o *Options) { jsonOut(o); o.DryRun, o.MetricsFile = true, metrics }, "metrics-file")
+	res := r.run(func(o *Options) { jsonOut(o); o.DryRun = true }, "--metrics-file", metrics)
 	if res.code != exitcode.OK {
 		t.Fatalf("exit %d (%v)\n%s", res.code, res.err, res.stderr)
 	}
@@ -254,7 +252,7 @@ func TestDryRunSendsAndChangesNothing(t *testing.T) {
 func TestNoRetryBypassesTheDecoratorAndLogsIt(t *testing.T) {
 	r := newCmdRig(t, "F1-t001")
 	r.seed("F1", tilestore.FlightOnGround, 3)
-	res := r.run(func(o *Options) { o.FlightID, o.NoRetry = "F1", true }, "no-retry")
+	res := r.run(func(o *Options) { o.FlightID, o.NoRetry = "F1", true })
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3", res.code, res.err)
 	}
@@ -300,9 +298,8 @@ func TestTokenNeverAppearsInOutputMetricsOrFDR(t *testing.T) {
 	// nothing left to send.
 	for i, out := range []string{"json", "text"} {
 		res := r.run(func(o *Options) {
-			o.Output, o.FlightID, o.MetricsFile = out, "F1", metrics
-			o.MaxPerTileAttempts = 1
-		}, "max-per-tile-attempts", "metrics-file")
+			o.Output, o.FlightID = out, "F1"
+		}, "--max-per-tile-attempts", "1", "--metrics-file", metrics)
 		if want := []int{exitcode.Partial, exitcode.OK}[i]; res.code != want {
 			t.Fatalf("-o %s: exit %d (%v), want %d", out, res.code, res.err, want)
 		}
