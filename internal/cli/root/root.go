@@ -73,6 +73,7 @@ func New(f *factory.Factory) *cobra.Command {
 	pf.String("config", "", "YAML config file (env TILECTL_CONFIG; else ~/.config/tilectl/config.yaml, /etc/tilectl/config.yaml)")
 	for _, g := range globalFlags {
 		pf.String(g.name, "", g.usage)
+		_ = pf.SetAnnotation(g.name, factory.ConfigKeyAnnotation, []string{g.key})
 	}
 	pf.String("provider-token-file", "", "read the provider token from this file (env TILECTL_PROVIDER_TOKEN holds the token itself)")
 
@@ -124,14 +125,8 @@ func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
 	}
 	f.ApplyFlags = func(c *config.Config) error {
 		var errs []error
-		for _, g := range globalFlags {
-			if fl := flags.Lookup(g.name); fl != nil && fl.Changed {
-				if err := c.SetFrom(config.Source{Kind: config.SourceFlag, Name: "--" + g.name}, g.key, fl.Value.String()); err != nil {
-					errs = append(errs, fmt.Errorf("--%s: %w", g.name, err))
-				}
-			}
-		}
-		// A command's flags that set a config field (factory.ConfigKeyAnnotation).
+		// Every flag that sets a config field, global or the command's
+		// own (factory.ConfigKeyAnnotation).
 		if err := factory.ApplyConfigFlags(c, flags); err != nil {
 			errs = append(errs, err)
 		}
