@@ -100,7 +100,7 @@ var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sen
 // SEQUENCE_GAP rebinds it and resends it under the same key and body, and
 // a number the provider holds committed settles it from the operation's
 // sealed answer, or else by tile lookup.
-func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, resumed bool, t *tally) error {
+func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, resumed bool, rep *runReport, claims *claimState) error {
 	body, err := newBatchBody(opID, tiles, tb)
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	var a exchangeResult
 	memo := &responseMemo{}
 	for rebinds := 0; ; rebinds++ {
-		a = u.doExchange(&exchange{u: u, runCtx: ctx, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), resumed: resumed && rebinds == 0,
+		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), resumed: resumed && rebinds == 0,
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
 				return u.store.DeferBatch(ctx, opID, wait)
 			}},
@@ -124,7 +124,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 			if a.status == http.StatusConflict {
 				code = operation.CodeAlreadyCommitted
 			}
-			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, code, detail, t)
+			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, code, detail, rep, claims)
 		}
 		if verdict != seqGap {
 			break
@@ -136,9 +136,9 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 					"client state %d times: its gap check and its state disagree; the batch stays open and the next run "+
 					"resends it under the same key (if this repeats, ask the provider's operators)", seq.client, seq.n, rebinds)}
 		}
-		n, err := u.followGap(ctx, opID, seq)
+		n, err := u.followGap(ctx, rep, opID, seq)
 		if errors.Is(err, errCommittedAhead) {
-			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, operation.CodeSequenceGap, "provider answered SEQUENCE_GAP, and its client state says this number is committed", t)
+			return u.settleCommitted(ctx, flightID, opID, seq, tiles, a.status, operation.CodeSequenceGap, "provider answered SEQUENCE_GAP, and its client state says this number is committed", rep, claims)
 		}
 		if err != nil {
 			return err
@@ -197,7 +197,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	if resumed {
 		p.Resends = a.attempts
 	}
-	return u.applyAnswer(ctx, flightID, opID, tiles, a.status, a.body, memo, p, t)
+	return u.applyAnswer(ctx, flightID, opID, tiles, a.status, a.body, memo, p, rep, claims)
 }
 
 // detachedCtx outlives the run's cancellation by a little, so an answer that
@@ -233,13 +233,13 @@ func sizesOf(tiles []tilestore.Tile) map[string]int64 {
 // not; when the provider cannot say, nothing is recorded and the batch
 // stays open (errUnsettled).
 func (u *Client) applyAnswer(ctx context.Context, flightID, opID string, tiles []tilestore.Tile,
-	status int, body []byte, memo *responseMemo, p BatchProgress, t *tally) error {
+	status int, body []byte, memo *responseMemo, p BatchProgress, rep *runReport, claims *claimState) error {
 	ids := make([]string, len(tiles))
 	for i, tl := range tiles {
 		ids[i] = tl.ID
 	}
 	st, accepted, duplicate, strangers := u.settlement(opID, ids, status, body, memo)
-	held, err := u.settleUnclear(ctx, flightID, &st, tiles)
+	held, err := u.settleUnclear(ctx, rep, flightID, &st, tiles)
 	if err != nil {
 		return err
 	}
@@ -256,12 +256,13 @@ func (u *Client) applyAnswer(ctx context.Context, flightID, opID string, tiles [
 	// meanwhile, or the next run would have to ask again.
 	jctx, cancel := detachedCtx(ctx)
 	defer cancel()
-	t.skip(st.Rejections) // before the commit frees them for other workers
+	claims.skip(st.Rejections) // before the commit frees them for other workers
 	if err := u.store.SettleBatch(jctx, st); err != nil {
 		return fmt.Errorf("record the answer: %w", err) // the store names the batch
 	}
 	p.Uploaded, p.Rejected = len(st.Uploaded), len(st.Rejections)
-	t.settled(p, accepted, duplicate, st.Rejections, bytes)
+	claims.answered()
+	rep.settled(p, accepted, duplicate, st.Rejections, bytes)
 	return nil
 }
 
@@ -273,7 +274,7 @@ func (u *Client) applyAnswer(ctx context.Context, flightID, opID string, tiles [
 // protocol_error rejections. When it gives no clear answer about one, the
 // batch's outcome for that tile is unknown: errUnsettled, and nothing is
 // recorded.
-func (u *Client) settleUnclear(ctx context.Context, flightID string, st *tilestore.Settlement, tiles []tilestore.Tile) (held int, err error) {
+func (u *Client) settleUnclear(ctx context.Context, rep *runReport, flightID string, st *tilestore.Settlement, tiles []tilestore.Tile) (held int, err error) {
 	unclear := map[string]bool{}
 	for _, r := range st.Rejections {
 		if r.Reason == ReasonProtocolError {
@@ -289,7 +290,7 @@ func (u *Client) settleUnclear(ctx context.Context, flightID string, st *tilesto
 			ask = append(ask, tl)
 		}
 	}
-	same, _, unknown, err := u.lookUpTiles(ctx, flightID, ask, defaultConcurrency)
+	same, _, unknown, err := u.lookUpTiles(ctx, rep, flightID, ask, defaultConcurrency)
 	if err != nil {
 		return 0, fmt.Errorf("ask the provider about %d tile(s) batch %s's answer left unclear: %w", len(ask), st.OpID, err)
 	}

@@ -185,9 +185,9 @@ func (u *Client) heldWork(ctx context.Context, flightID string) (holding, error)
 // may be this run's: a holder of this machine died, a lease ended, or a
 // holder's batches settled (its tiles may be pending again). done is true
 // when nobody holds anything and nothing changed since the last pass, or
-// when the run's deadline came first (then t records what blocks). last is
+// when the run's deadline came first (then rep records what blocks). last is
 // what the previous look saw.
-func (u *Client) waitForHolders(ctx context.Context, req Request, t *tally, last *holding, announced *bool) (dead []string, done bool, err error) {
+func (u *Client) waitForHolders(ctx context.Context, req Request, rep *runReport, last *holding, announced *bool) (dead []string, done bool, err error) {
 	// Right after a pass, what is adoptable was just tried: look again
 	// after a pause, not at once.
 	justPassed, waiting := true, false
@@ -203,7 +203,7 @@ func (u *Client) waitForHolders(ctx context.Context, req Request, t *tally, last
 				// The deadline came during the look: the wait ends as it
 				// would in the pause, with what the last look saw held.
 				if all := last.all(); all.Tiles > 0 {
-					t.setHeld(&all)
+					rep.setHeld(&all)
 				}
 				return nil, true, nil
 			}
@@ -215,7 +215,7 @@ func (u *Client) waitForHolders(ctx context.Context, req Request, t *tally, last
 			// the last look; what waits past the deadline is reported.
 			if h.parked.Tiles > 0 {
 				all := h.all()
-				t.setHeld(&all)
+				rep.setHeld(&all)
 			}
 			return nil, true, nil
 		case h.Tiles == 0 && !h.adoptable:
@@ -250,12 +250,12 @@ func (u *Client) waitForHolders(ctx context.Context, req Request, t *tally, last
 		}
 		all := h.all()
 		if dl, ok := ctx.Deadline(); ok && !dl.After(u.now()) {
-			t.setHeld(&all) // the deadline came: the report says what other runs hold
+			rep.setHeld(&all) // the deadline came: the report says what other runs hold
 			return nil, true, nil
 		}
 		if err := u.sleep(ctx, pause); err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				t.setHeld(&all)
+				rep.setHeld(&all)
 				return nil, true, nil
 			}
 			return nil, false, err

@@ -64,9 +64,9 @@ const (
 )
 
 // capabilities reads GET /v1/capabilities once per run.
-func (u *Client) capabilities(ctx context.Context) (Capabilities, error) {
+func (u *Client) capabilities(ctx context.Context, rep *runReport) (Capabilities, error) {
 	var c Capabilities
-	ex := &exchange{u: u, runCtx: ctx, accept: func(b []byte) bool {
+	ex := &exchange{u: u, runCtx: ctx, report: rep, accept: func(b []byte) bool {
 		return json.Unmarshal(b, &Capabilities{}) == nil
 	}}
 	var fuse *firstContactFuse
@@ -159,5 +159,5 @@ func redactedEndpoint(base *url.URL, path string) string {
 // of a command that sends no batch (tiles reconcile), bounded by
 // ClientOptions.FirstContactTimeout so a wrong URL fails fast.
 func (u *Client) Capabilities(ctx context.Context) (Capabilities, error) {
-	return u.capabilities(ctx)
+	return u.capabilities(ctx, nil)
 }

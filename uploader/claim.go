@@ -46,9 +46,9 @@ func (u *Client) gateFor(req Request) gate {
 // A worker is started when the gate's limit rises above the workers there
 // are, up to the first that finds nothing left: an adaptive limit that
 // grows gets the workers to fill it, and no more claims run than slots.
-func (u *Client) sendPending(ctx context.Context, req Request, lim limits, t *tally, due *dueBatches) error {
+func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *runReport, claims *claimState, due *dueBatches) error {
 	g := u.gateFor(req)
-	t.setGate(g)
+	rep.setGate(g)
 	// stop ends claiming on the first run-level error; batches already
 	// claimed finish (they are journaled) but no new one is claimed.
 	stopCtx, stop := context.WithCancel(ctx)
@@ -79,7 +79,7 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, t *ta
 			mu.Lock()
 			more()
 			mu.Unlock()
-			more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, t, &cur, own, due)
+			more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, rep, claims, &cur, own, due)
 			release()
 			if err != nil {
 				mu.Lock()
@@ -170,9 +170,9 @@ func (o *ownCursor) after(cur *claimCursor) tilestore.Cursor {
 // claimAndSend claims one batch after the shared cursor (or where own says)
 // and sends it. more is false when nothing was left to claim, even from the
 // flight's first tile.
-func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, own *ownCursor,
+func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, rep *runReport, claims *claimState, cur *claimCursor, own *ownCursor,
 	due *dueBatches) (more bool, err error) {
-	lookedUp, lookedUpAt := t.lookedUpIDs()
+	lookedUp, lookedUpAt := claims.lookedUpIDs()
 	// The workers' claims take turns from reading the cursor to their
 	// pick: a claim that read the cursor while another's was between the
 	// two would start where the other did and walk past every row the
@@ -188,7 +188,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	after := own.after(cur)
 	opID := operation.NewID()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
-		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), Order: cur.order, After: after, Stream: u.stream.Load(),
+		MaxAttempts: maxAttempts, Exclude: claims.skippedIDs(), Order: cur.order, After: after, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
 		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
@@ -196,8 +196,8 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 			// Checked again under the rows' locks: a tile another worker
 			// rejected after this claim read Exclude, and whose settlement
 			// committed before this claim's SELECT, must not go again.
-			b, rs := pick(flightID, opID, t.unskipped(cands), lim)
-			t.skip(rs)
+			b, rs := pick(flightID, opID, claims.unskipped(cands), lim)
+			claims.skip(rs)
 			cur.advance(tilestore.LastTaken(cands, b, rs)) // the claim's Last, for the next turn
 			endTurn()
 			return b, rs
@@ -205,7 +205,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	endTurn() // when Pick did not run
 	var busy *tilestore.SequenceBusyError
 	if errors.As(err, &busy) {
-		return u.sequenceBusy(ctx, stopCtx, flightID, busy, t, due)
+		return u.sequenceBusy(ctx, stopCtx, flightID, busy, rep, claims, due)
 	}
 	if err != nil {
 		if stopCtx.Err() != nil && ctx.Err() == nil {
@@ -230,7 +230,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	if !c.Last.IsZero() && c.Left > 0 {
 		own.resume = c.Last // its leftovers, before other workers' batches
 	}
-	t.local(c.Rejections)
+	rep.local(c.Rejections)
 	if c.Batch.OpID == "" {
 		return true, nil
 	}
@@ -256,12 +256,12 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	if len(bad) > 0 {
 		// A bad blob is a local failure: the tile leaves the batch unsent,
 		// stays pending and uncounted, and this call does not claim it again.
-		t.skipIDs(badIDs)
+		claims.skipIDs(badIDs)
 		if err := u.store.TrimUnsentBatch(stopCtx, batchOf(flightID, c.Batch.OpID, send), nil); err != nil {
 			return false, fmt.Errorf("leave %d tile(s) with a bad blob out of batch %s: %w", len(bad), c.Batch.OpID, err)
 		}
 		for _, lf := range bad {
-			u.localFailure(t, lf)
+			u.localFailure(rep, lf)
 		}
 		if len(send) == 0 {
 			return true, nil
@@ -274,7 +274,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	if err := stopCtx.Err(); err != nil {
 		return false, nil // the run ended while the blobs were read; the batch stays open
 	}
-	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, false, t)
+	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, false, rep, claims)
 	if we := (*waitingError)(nil); errors.As(err, &we) {
 		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
 		return true, nil

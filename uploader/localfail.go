@@ -16,11 +16,11 @@ const maxListedLocalFailures = 1000
 // localFailure names a tile left pending because of its blob, in a WARN
 // line and in the report. Nothing is recorded in the store: the tile keeps
 // its attempts and is sent by the first run after the blob is mended.
-func (u *Client) localFailure(t *tally, lf LocalFailure) {
+func (u *Client) localFailure(rep *runReport, lf LocalFailure) {
 	u.log.Warn().Str("tile_id", lf.TileID).Str("cache_path", lf.CachePath).Str("problem", lf.Problem).
 		Str("detail", lf.Message).
 		Msg("tile not sent: its cached blob is bad (not counted as an attempt; run 'tilectl tiles verify' and import the original directory again)")
-	t.localFailure(lf)
+	rep.localFailure(lf)
 }
 
 // BlobCacheError: none of the blobs checked before the first batch exists.

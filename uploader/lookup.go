@@ -35,28 +35,28 @@ const (
 // workers at a time, before they could travel under a new key: a tile must
 // not be stored twice because its first key's answer was lost. Those it
 // holds with the same sha256 are marked uploaded; those it does not hold go
-// into new batches (recorded in t: a claim sends no tile awaiting a lookup
+// into new batches (recorded in claims: a claim sends no tile awaiting a lookup
 // but these, so another run's failed batch is never resent unasked); those
 // it gave no clear answer about are returned, to be kept out of this run
 // and asked about again by the next, with how many it held. 401 and 403
 // end the run.
-func (u *Client) lookUpAmbiguous(ctx context.Context, flightID string, workers int, t *tally) (unclear []string, held int, err error) {
+func (u *Client) lookUpAmbiguous(ctx context.Context, flightID string, workers int, rep *runReport, claims *claimState) (unclear []string, held int, err error) {
 	tiles, asOf, err := u.store.AmbiguousPending(ctx, flightID, []string{ReasonProtocolError})
 	if err != nil || len(tiles) == 0 {
 		return nil, 0, err
 	}
-	same, notHeld, unknown, err := u.lookUpTiles(ctx, flightID, tiles, workers)
+	same, notHeld, unknown, err := u.lookUpTiles(ctx, rep, flightID, tiles, workers)
 	if err != nil {
 		return nil, 0, err
 	}
-	t.setLookedUp(notHeld, asOf)
+	claims.setLookedUp(notHeld, asOf)
 	if len(same) > 0 {
 		jctx, cancel := detachedCtx(ctx)
 		defer cancel()
 		if _, err := u.store.MarkUploaded(jctx, same); err != nil {
 			return nil, 0, err
 		}
-		t.held(len(same))
+		rep.held(len(same))
 	}
 	u.log.Info().Str("flight_id", flightID).Int("asked", len(tiles)).Int("held", len(same)).
 		Int("unclear", len(unknown)).Msg("asked the provider about tiles an earlier batch left unsettled")
@@ -70,7 +70,7 @@ func (u *Client) lookUpAmbiguous(ctx context.Context, flightID string, workers i
 // lookUpTiles asks the provider about tiles, workers at a time, and sorts
 // them by its answers: held with the same bytes, not held, no clear answer.
 // The first run-ending error (401, 403, the run cancelled) stops it.
-func (u *Client) lookUpTiles(ctx context.Context, flightID string, tiles []tilestore.Tile, workers int) (same, notHeld, unknown []string, err error) {
+func (u *Client) lookUpTiles(ctx context.Context, rep *runReport, flightID string, tiles []tilestore.Tile, workers int) (same, notHeld, unknown []string, err error) {
 	var (
 		mu     sync.Mutex
 		runErr error
@@ -84,7 +84,7 @@ func (u *Client) lookUpTiles(ctx context.Context, flightID string, tiles []tiles
 		go func() {
 			defer wg.Done()
 			for tl := range ch {
-				v, err := u.lookUp(lctx, flightID, tl)
+				v, err := u.lookUp(lctx, rep, flightID, tl)
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -123,8 +123,8 @@ func (u *Client) lookUpTiles(ctx context.Context, flightID string, tiles []tiles
 // lookUp asks the provider whether it holds tl's bytes (LookUpTile): held
 // with the same bytes, not held (absent or other bytes: the batch's answer
 // will say what the provider makes of ours), or no clear answer.
-func (u *Client) lookUp(ctx context.Context, flightID string, tl tilestore.Tile) (held, error) {
-	l, err := u.LookUpTile(ctx, flightID, tl)
+func (u *Client) lookUp(ctx context.Context, rep *runReport, flightID string, tl tilestore.Tile) (held, error) {
+	l, err := u.lookUpTile(ctx, rep, flightID, tl)
 	switch {
 	case err != nil:
 		return heldUnknown, err
@@ -169,8 +169,14 @@ type Lookup struct {
 // gateway's, or a server that does not route lookups: said once per
 // uploader). 401, 403 and a cancelled ctx are the error.
 func (u *Client) LookUpTile(ctx context.Context, flightID string, tl tilestore.Tile) (Lookup, error) {
+	return u.lookUpTile(ctx, nil, flightID, tl)
+}
+
+// lookUpTile is LookUpTile, its exchange counted in rep (nil: in no
+// report).
+func (u *Client) lookUpTile(ctx context.Context, rep *runReport, flightID string, tl tilestore.Tile) (Lookup, error) {
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
-	a := u.query(ctx, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
+	a := u.query(ctx, rep, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
 	l := Lookup{Verdict: Unclear, Status: a.status, Strained: a.attempts > 1 || a.timeouts > 0 || a.status == 0 || a.budgetSpent}
 	switch {
 	case a.cancelled:

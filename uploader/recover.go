@@ -30,7 +30,7 @@ import (
 // now, is adopted but not sent before then: due holds it, and a batch due
 // already holds is left to it. settling, if not nil, is told when settling
 // starts and when it is done.
-func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string, t *tally, settling func(SettlingProgress), due *dueBatches) (int, error) {
+func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string, rep *runReport, claims *claimState, settling func(SettlingProgress), due *dueBatches) (int, error) {
 	// Which batches due holds is read before the adoption: a batch due
 	// lets go has its settlement or failure committed before it leaves
 	// held, so one read after the adoption could be a stale open row of a
@@ -57,7 +57,7 @@ func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string,
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		err := u.settleAdopted(ctx, flightID, b, members, false, t)
+		err := u.settleAdopted(ctx, flightID, b, members, false, rep, claims)
 		if we := (*waitingError)(nil); errors.As(err, &we) {
 			due.hold(we.w, we.left)
 			continue
@@ -79,13 +79,13 @@ func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string,
 // open with its journaled not-before, and its *waitingError returned; one
 // whose outcome stays unknown is left open, and errUnsettled returned.
 // resumed: this run sent it already and it waited apart (sendBatch).
-func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, resumed bool, t *tally) error {
+func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, resumed bool, rep *runReport, claims *claimState) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 		Msg("settling a batch an earlier run left open")
 	var err error
 	if ok {
-		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, resumed, t)
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, resumed, rep, claims)
 		switch {
 		case errors.Is(err, errWaiting):
 			return err
@@ -102,7 +102,7 @@ func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore
 	}
 	if !ok || (errors.Is(err, errLeftOpen) && !errors.Is(err, errUnsettled)) {
 		// The provider's record of the operation may settle it.
-		err = u.resolveByState(ctx, flightID, b, members, t)
+		err = u.resolveByState(ctx, flightID, b, members, rep, claims)
 	}
 	// errUnsettled: its outcome is unknown; it stays open, its tiles in it
 	// (no claim takes them). The caller leaves it out of this call's later
@@ -188,8 +188,8 @@ type operationState struct {
 // has no record of 200 "absent", so a 404 (a gateway's, or a server that
 // does not route the state) says nothing about the operation, and the run
 // says once that the provider does not answer it.
-func (u *Client) readOperation(ctx context.Context, opID string) (st operationState, answered bool, status int, err error) {
-	a := u.query(ctx, http.MethodGet, "/v1/operations/"+url.PathEscape(opID), opID, func(body []byte) bool {
+func (u *Client) readOperation(ctx context.Context, rep *runReport, opID string) (st operationState, answered bool, status int, err error) {
+	a := u.query(ctx, rep, http.MethodGet, "/v1/operations/"+url.PathEscape(opID), opID, func(body []byte) bool {
 		return json.Unmarshal(body, &operationState{}) == nil
 	})
 	if a.status == http.StatusNotFound && a.err == nil {
@@ -213,9 +213,9 @@ func (u *Client) readOperation(ctx context.Context, opID string) (st operationSt
 // only the others form a new batch: lookUpAmbiguous); live is asked again,
 // within the run's deadline. A route that does not answer (404) leaves the
 // batch open (errUnsettled).
-func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, t *tally) error {
+func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, rep *runReport, claims *claimState) error {
 	for asked := 1; ; asked++ {
-		st, answered, status, err := u.readOperation(ctx, b.OpID)
+		st, answered, status, err := u.readOperation(ctx, rep, b.OpID)
 		switch {
 		case err != nil:
 			return err
@@ -238,7 +238,7 @@ func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestor
 				tiles[i] = tilestore.Tile{ID: id, FlightID: flightID, SHA256: b.SHA256s[i], SizeBytes: members[id].SizeBytes}
 			}
 			p := BatchProgress{OpID: b.OpID, Tiles: len(b.TileIDs), Replayed: true}
-			return u.applyAnswer(ctx, flightID, b.OpID, tiles, st.Outcome.Status, st.Outcome.Body, nil, p, t)
+			return u.applyAnswer(ctx, flightID, b.OpID, tiles, st.Outcome.Status, st.Outcome.Body, nil, p, rep, claims)
 		case "live":
 			if asked > u.resends {
 				return &ProviderError{Status: status, OpID: b.OpID, Message: fmt.Sprintf("operation still live after %d checks", asked)}

@@ -12,14 +12,16 @@ import (
 
 // UploadPendingTiles uploads the flight's pending tiles. See TileUploader.
 func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, error) {
-	t := newTally(req.FlightID, u.now(), req.Progress)
-	t.onWait = req.Waiting
-	ctx = withTally(ctx, t)
+	// rep is what the call reports, claims what its claims go by: both
+	// are passed to every function of the call that counts, settles or
+	// claims, and rep to every exchange (the sender counts it).
+	rep := newRunReport(req.FlightID, u.now(), req.Progress, req.Waiting)
+	claims := &claimState{}
 	openings := u.breaker.openingsSoFar()
 	// stopRenewal ends the lease renewal (keepLeases) once it runs.
 	stopRenewal := func() {}
 	finish := func(err error) (Report, error) {
-		t.breakerOpenings(u.breaker.openingsSoFar() - openings)
+		rep.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := detachedCtx(ctx)
 		defer cancel()
 		// The three are independent and go at once: the end of a run is
@@ -53,28 +55,28 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		if perr != nil && err == nil {
 			err = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
 		}
-		rep := t.report(u.now(), pending, err)
+		out := rep.report(u.now(), pending, err)
 		if !req.DryRun {
-			rep.PendingBytes = pendingBytes
+			out.PendingBytes = pendingBytes
 		}
-		if !req.DryRun && rep.Outcome == OutcomeSuccess && pending > 0 {
+		if !req.DryRun && out.Outcome == OutcomeSuccess && pending > 0 {
 			// Nothing was rejected, but tiles are left: a batch failed and
 			// its tiles await a lookup, another run's batch was failed
 			// under it, a batch waits for the provider's advised time, or
 			// other runs still held some at the deadline. Partial: the
 			// decorator calls again (with a fresh lookup) unless all of it
 			// must wait (rep.Blocked).
-			rep.Outcome = OutcomePartial
+			out.Outcome = OutcomePartial
 		}
-		if until, stop := rep.Blocked(); stop && err == nil {
-			rep.NextRetryAt = &until
+		if until, stop := out.Blocked(); stop && err == nil {
+			out.NextRetryAt = &until
 		}
-		return rep, err
+		return out, err
 	}
 	if err := u.ConfirmFlightState(ctx, req.FlightID); err != nil {
 		return finish(err)
 	}
-	caps, err := u.capabilities(ctx)
+	caps, err := u.capabilities(ctx, rep)
 	if err != nil {
 		return finish(err)
 	}
@@ -83,10 +85,10 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		return finish(err)
 	}
 	if req.DryRun {
-		return u.dryRun(ctx, req, lim, t)
+		return u.dryRun(ctx, req, lim, rep)
 	}
 	if u.clientID != "" {
-		if err := u.prepareSequence(ctx); err != nil {
+		if err := u.prepareSequence(ctx, rep); err != nil {
 			return finish(err)
 		}
 	}
@@ -101,7 +103,7 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	// beside the new ones; claims of other tiles do not wait for them.
 	wctx, stopWaiting := context.WithCancel(lctx)
 	defer stopWaiting()
-	due := newDueBatches(wctx, u, req.FlightID, t, max(req.Concurrency, defaultConcurrency))
+	due := newDueBatches(wctx, u, req.FlightID, rep, claims, max(req.Concurrency, defaultConcurrency))
 	due.stop = stopLoop
 	finishDue := func(err error) (Report, error) {
 		if err != nil {
@@ -126,14 +128,14 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	dead := last.dead
 	announced := false
 	for first := true; ; first = false {
-		if err := u.pass(lctx, req, lim, t, dead, first, &warned, due); err != nil {
+		if err := u.pass(lctx, req, lim, rep, claims, dead, first, &warned, due); err != nil {
 			return finishDue(err)
 		}
 		// The flight is done only when no other run holds any of it:
 		// this run waits for their batches, bounded by its deadline, and
 		// takes over what a dead holder leaves.
 		var done bool
-		dead, done, err = u.waitForHolders(lctx, req, t, &last, &announced)
+		dead, done, err = u.waitForHolders(lctx, req, rep, &last, &announced)
 		if err != nil {
 			return finishDue(err)
 		}
@@ -147,8 +149,8 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 // ones, and those of the dead runs), looks up the tiles an earlier batch
 // left unclear, and sends what is pending and not held by another run.
 // Batches that wait for the provider's advised time go to due.
-func (u *Client) pass(ctx context.Context, req Request, lim limits, t *tally, dead []string, first bool, warned *sync.WaitGroup, due *dueBatches) error {
-	settled, err := u.settleOpen(ctx, req.FlightID, dead, t, req.Settling, due)
+func (u *Client) pass(ctx context.Context, req Request, lim limits, rep *runReport, claims *claimState, dead []string, first bool, warned *sync.WaitGroup, due *dueBatches) error {
+	settled, err := u.settleOpen(ctx, req.FlightID, dead, rep, claims, req.Settling, due)
 	if err != nil {
 		return err
 	}
@@ -160,11 +162,11 @@ func (u *Client) pass(ctx context.Context, req Request, lim limits, t *tally, de
 	// Tiles an earlier batch may have stored without settling them are
 	// asked about before they could travel under a new key; those without
 	// a clear answer wait for the next run.
-	unclear, _, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), t)
+	unclear, _, err := u.lookUpAmbiguous(ctx, req.FlightID, max(req.Concurrency, defaultConcurrency), rep, claims)
 	if err != nil {
 		return err
 	}
-	t.skipIDs(unclear)
+	claims.skipIDs(unclear)
 	if first && req.MaxAttempts > 0 {
 		// Each claim leaves these out itself (Claim.MaxAttempts), also when
 		// another run's rejection brings a tile to its budget mid-run; this
@@ -181,7 +183,7 @@ func (u *Client) pass(ctx context.Context, req Request, lim limits, t *tally, de
 			}
 		})
 	}
-	return u.sendPending(ctx, req, lim, t, due)
+	return u.sendPending(ctx, req, lim, rep, claims, due)
 }
 
 // dryRun pages and sizes as a real run would and reports the batches and
@@ -190,7 +192,7 @@ func (u *Client) pass(ctx context.Context, req Request, lim limits, t *tally, de
 // coming first in the next. A tile whose blob is missing or of the wrong
 // size is reported as a local failure instead (its sha256 is checked only
 // when a real run reads it to send). It sends and changes nothing.
-func (u *Client) dryRun(ctx context.Context, req Request, lim limits, t *tally) (Report, error) {
+func (u *Client) dryRun(ctx context.Context, req Request, lim limits, rep *runReport) (Report, error) {
 	next, stop := iter.Pull2(pendingTiles(ctx, u.store, req.FlightID, pageSize))
 	defer stop()
 	var cands []tilestore.Tile
@@ -237,7 +239,7 @@ func (u *Client) dryRun(ctx context.Context, req Request, lim limits, t *tally) 
 			case cerr != nil:
 				err = cerr
 			case lf != nil:
-				u.localFailure(t, *lf)
+				u.localFailure(rep, *lf)
 			default:
 				pending++
 				bytes += tl.SizeBytes
@@ -252,7 +254,7 @@ func (u *Client) dryRun(ctx context.Context, req Request, lim limits, t *tally) 
 	if err == nil {
 		err = ctx.Err()
 	}
-	rep := t.report(u.now(), pending, err)
-	rep.Batches, rep.Bytes = batches, bytes
-	return rep, err
+	out := rep.report(u.now(), pending, err)
+	out.Batches, out.Bytes = batches, bytes
+	return out, err
 }

@@ -48,6 +48,10 @@ import (
 type exchange struct {
 	u      *Client
 	runCtx context.Context
+	// report counts the exchange and hears the waits it announces: the
+	// call's runReport, or nil for a request outside UploadPendingTiles
+	// (Capabilities, LookUpTile), which no report counts.
+	report *runReport
 	opID   string
 	// seq is a sequenced batch's Client-Id and Client-Sequence, sent with
 	// every attempt.
@@ -160,8 +164,9 @@ type exchangeResult struct {
 func (a exchangeResult) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
 
 // query runs method path, a request without a body, through the sender.
-func (u *Client) query(runCtx context.Context, method, path, opID string, accept func([]byte) bool) exchangeResult {
-	return u.doExchange(&exchange{u: u, runCtx: runCtx, opID: opID, accept: accept}, method, path, nil, nil)
+// rep counts it (nil: no report does).
+func (u *Client) query(runCtx context.Context, rep *runReport, method, path, opID string, accept func([]byte) bool) exchangeResult {
+	return u.doExchange(&exchange{u: u, runCtx: runCtx, report: rep, opID: opID, accept: accept}, method, path, nil, nil)
 }
 
 // doExchange runs method path on an exchange the caller made (the
@@ -218,8 +223,8 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 		}
 	}
 	sends := ex.attempts + ex.replays()
-	if t := tallyOf(runCtx); t != nil {
-		t.exchange(sends, ex.timeouts, ex.budgetSpent, ex.resumed)
+	if ex.report != nil {
+		ex.report.exchange(sends, ex.timeouts, ex.budgetSpent, ex.resumed)
 	}
 	a := exchangeResult{err: end.err, attempts: sends, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent, redact: u.redact,
 		verdict: v, status: end.status, header: end.header, body: end.body, bodyErr: end.bodyErr}
@@ -401,7 +406,7 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 func (ex *exchange) waitToResend() bool {
 	if ex.announce {
 		ex.announce = false
-		ex.u.announce(ex.runCtx, Wait{Reason: WaitProviderAdvice, OpID: ex.opID, Tiles: ex.tiles,
+		ex.u.announce(ex.report, Wait{Reason: WaitProviderAdvice, OpID: ex.opID, Tiles: ex.tiles,
 			Until: ex.u.now().Add(ex.wait), Detail: ex.advice})
 	}
 	_ = ex.u.sleep(ex.runCtx, ex.wait)

@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -87,12 +86,12 @@ func (u *Client) seqStore() (sequenceStore, error) {
 // and raises the client's last committed number to the provider's, so a
 // lost local database or another tool using the client ID cannot make this
 // run send a number the provider committed for another batch.
-func (u *Client) prepareSequence(ctx context.Context) error {
+func (u *Client) prepareSequence(ctx context.Context, rep *runReport) error {
 	s, err := u.seqStore()
 	if err != nil {
 		return err
 	}
-	stream, err := u.syncStream(ctx, s, u.clientID)
+	stream, err := u.syncStream(ctx, rep, s, u.clientID)
 	if err != nil {
 		return err
 	}
@@ -102,12 +101,12 @@ func (u *Client) prepareSequence(ctx context.Context) error {
 
 // syncStream raises the client's stream (made the first time) to the
 // provider's last committed number, and returns the stream's ID.
-func (u *Client) syncStream(ctx context.Context, s sequenceStore, client string) (int64, error) {
+func (u *Client) syncStream(ctx context.Context, rep *runReport, s sequenceStore, client string) (int64, error) {
 	st, err := s.SequenceStream(ctx, u.streamProvider(), client)
 	if err != nil {
 		return 0, err
 	}
-	last, err := u.clientState(ctx, client)
+	last, err := u.clientState(ctx, rep, client)
 	if err != nil {
 		return 0, err
 	}
@@ -119,9 +118,9 @@ func (u *Client) syncStream(ctx context.Context, s sequenceStore, client string)
 
 // clientState is GET /v1/clients/{id}/state: the provider's last committed
 // number for the client.
-func (u *Client) clientState(ctx context.Context, client string) (uint64, error) {
+func (u *Client) clientState(ctx context.Context, rep *runReport, client string) (uint64, error) {
 	path := "/v1/clients/" + url.PathEscape(client) + "/state"
-	a := u.query(ctx, http.MethodGet, path, "", func(b []byte) bool {
+	a := u.query(ctx, rep, http.MethodGet, path, "", func(b []byte) bool {
 		return json.Unmarshal(b, &operation.ClientStateResponse{}) == nil
 	})
 	if a.err == nil && (a.status == http.StatusNotFound || a.status == http.StatusMethodNotAllowed) {
@@ -210,12 +209,12 @@ var errCommittedAhead = errors.New("the provider's state says this number is com
 
 // followGap reads the provider's state after SEQUENCE_GAP and rebinds the
 // batch to its last committed + 1, durably, before the resend.
-func (u *Client) followGap(ctx context.Context, opID string, seq batchSeq) (uint64, error) {
+func (u *Client) followGap(ctx context.Context, rep *runReport, opID string, seq batchSeq) (uint64, error) {
 	s, err := u.seqStore()
 	if err != nil {
 		return 0, err
 	}
-	last, err := u.clientState(ctx, seq.client)
+	last, err := u.clientState(ctx, rep, seq.client)
 	if err != nil {
 		return 0, fmt.Errorf("after SEQUENCE_GAP for batch %s: %w", opID, err)
 	}
@@ -241,20 +240,20 @@ func (u *Client) followGap(ctx context.Context, opID string, seq batchSeq) (uint
 // the batch's tiles it holds (lookUpAmbiguous): those are uploaded, the
 // others go back to pending without a rejection. Either way the client's
 // number then follows the provider's state.
-func (u *Client) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, status int, code, detail string, t *tally) error {
+func (u *Client) settleCommitted(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, status int, code, detail string, rep *runReport, claims *claimState) error {
 	s, err := u.seqStore()
 	if err != nil {
 		return err
 	}
 	detail = u.redact(detail) // it may quote the provider's text (another "operation"'s ID)
-	settled, err := u.settleFromRecord(ctx, flightID, opID, tiles, t)
+	settled, err := u.settleFromRecord(ctx, flightID, opID, tiles, rep, claims)
 	if err != nil {
 		return err
 	}
 	if settled {
 		u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
 			Msg("batch's number is committed at the provider; settled it from the provider's sealed answer for its key")
-		_, err := u.syncStream(ctx, s, seq.client)
+		_, err := u.syncStream(ctx, rep, s, seq.client)
 		return err
 	}
 	u.log.Info().Str("op_id", opID).Uint64("client_sequence", seq.n).Str("detail", detail).
@@ -265,15 +264,15 @@ func (u *Client) settleCommitted(ctx context.Context, flightID, opID string, seq
 		return err
 	}
 	// Without this, the next claim could bind another committed number.
-	if _, err := u.syncStream(ctx, s, seq.client); err != nil {
+	if _, err := u.syncStream(ctx, rep, s, seq.client); err != nil {
 		return fmt.Errorf("after batch %s's number %d was found committed: %w", opID, seq.n, err)
 	}
-	unclear, held, err := u.lookUpAmbiguous(ctx, flightID, defaultConcurrency, t)
+	unclear, held, err := u.lookUpAmbiguous(ctx, flightID, defaultConcurrency, rep, claims)
 	if err != nil {
 		return err
 	}
-	t.skipIDs(unclear)
-	if nums := t.sequenceCommitted(seq.n, held > 0); len(nums) >= maxCommittedInARow {
+	claims.skipIDs(unclear)
+	if nums := claims.sequenceCommitted(seq.n, held > 0); len(nums) >= maxCommittedInARow {
 		return &ProviderError{Status: status, Code: code, OpID: opID, Message: fmt.Sprintf(
 			"client %s: the provider called numbers %v committed without those batches' answers, and holds none of "+
 				"their tiles: another client is using client ID %s at this provider, or the provider does not keep "+
@@ -284,25 +283,9 @@ func (u *Client) settleCommitted(ctx context.Context, flightID, opID string, seq
 	return nil
 }
 
-// sequenceCommitted records that the provider called number n committed
-// without its batch's answer; held says whether the lookup after it found
-// tiles the provider holds (the number was this client's: its answer was
-// lost). It returns the numbers called committed, holding nothing, since
-// the last batch the provider answered or tile it held.
-func (t *tally) sequenceCommitted(n uint64, held bool) []uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if held {
-		t.committedInARow = nil
-		return nil
-	}
-	t.committedInARow = append(t.committedInARow, n)
-	return slices.Clone(t.committedInARow)
-}
-
 // sequenceBusy decides what a claim does when another open batch holds the
 // client's next number. more false ends this worker.
-func (u *Client) sequenceBusy(ctx, stopCtx context.Context, flightID string, busy *tilestore.SequenceBusyError, t *tally, due *dueBatches) (more bool, err error) {
+func (u *Client) sequenceBusy(ctx, stopCtx context.Context, flightID string, busy *tilestore.SequenceBusyError, rep *runReport, claims *claimState, due *dueBatches) (more bool, err error) {
 	switch {
 	case busy.Own:
 		// Left open in this run (its resends were refused): a new number
@@ -317,7 +300,7 @@ func (u *Client) sequenceBusy(ctx, stopCtx context.Context, flightID string, bus
 		}
 		return true, nil
 	case busy.FlightID == flightID:
-		if _, err := u.settleOpen(ctx, flightID, nil, t, nil, due); err != nil {
+		if _, err := u.settleOpen(ctx, flightID, nil, rep, claims, nil, due); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -339,8 +322,8 @@ func setSequenceHeaders(h http.Header, seq batchSeq) {
 // 2xx, and reports whether it did. Any other state, or a route that does
 // not answer (404), settles nothing; a request that fails is an error, and the batch stays
 // open for the next run.
-func (u *Client) settleFromRecord(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, t *tally) (bool, error) {
-	st, found, _, err := u.readOperation(ctx, opID)
+func (u *Client) settleFromRecord(ctx context.Context, flightID, opID string, tiles []tilestore.Tile, rep *runReport, claims *claimState) (bool, error) {
+	st, found, _, err := u.readOperation(ctx, rep, opID)
 	if err != nil || !found {
 		return false, err
 	}
@@ -349,5 +332,5 @@ func (u *Client) settleFromRecord(ctx context.Context, flightID, opID string, ti
 	}
 	_, bytes := idsAndBytes(tiles)
 	p := BatchProgress{OpID: opID, Tiles: len(tiles), Bytes: bytes, Replayed: true}
-	return true, u.applyAnswer(ctx, flightID, opID, tiles, st.Outcome.Status, st.Outcome.Body, nil, p, t)
+	return true, u.applyAnswer(ctx, flightID, opID, tiles, st.Outcome.Status, st.Outcome.Body, nil, p, rep, claims)
 }

@@ -68,10 +68,10 @@ func TestSettleOpenLeavesABatchDueFinishesDuringTheAdoptionToDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := newTally("fsh", u.now(), nil)
-	due = newDueBatches(ctx, u, "fsh", tl, 1)
+	rep, claims := newRunReport("fsh", u.now(), nil, nil), &claimState{}
+	due = newDueBatches(ctx, u, "fsh", rep, claims, 1)
 	due.held = map[string]bool{op: true}
-	settled, err := u.settleOpen(ctx, "fsh", nil, tl, nil, due)
+	settled, err := u.settleOpen(ctx, "fsh", nil, rep, claims, nil, due)
 	if err != nil || settled != 0 {
 		t.Fatalf("settleOpen settled %d, err %v; want the batch due held left to it", settled, err)
 	}
@@ -106,12 +106,12 @@ func TestABatchNoLongerOpenIsNotSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := newTally("fno", u.now(), nil)
+	rep, claims := newRunReport("fno", u.now(), nil, nil), &claimState{}
 	members, err := u.loadMembers(ctx, "fno", []tilestore.Batch{claimed.Batch})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := u.settleAdopted(ctx, "fno", claimed.Batch, members, false, tl); err != nil {
+	if err := u.settleAdopted(ctx, "fno", claimed.Batch, members, false, rep, claims); err != nil {
 		t.Fatalf("settle a batch failed meanwhile: %v; want nothing to do", err)
 	}
 	if l := p.Ledger(t); len(l.Tiles) != 0 {

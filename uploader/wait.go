@@ -109,16 +109,17 @@ func (u *Client) fitsDeadline(ctx context.Context, d time.Duration) bool {
 }
 
 // announce says, when a wait starts, what waits and until when: a log
-// line, and Request.Waiting for the status line.
-func (u *Client) announce(ctx context.Context, w Wait) {
+// line, and Request.Waiting (through rep, the call's report; nil: none) for
+// the status line.
+func (u *Client) announce(rep *runReport, w Wait) {
 	e, msg := u.log.Info(), "waiting until the provider's advised time before sending the batch again"
 	if w.PastDeadline {
 		e, msg = u.log.Warn(), "the provider's advised time for the batch comes after this run's deadline: "+
 			"it stays open, and no run sends it before then"
 	}
 	e.Str("op_id", w.OpID).Int("tiles", w.Tiles).Time("until", w.Until).Str("advice", w.Detail).Msg(msg)
-	if t := tallyOf(ctx); t != nil {
-		t.announced(w)
+	if rep != nil {
+		rep.announced(w)
 	}
 }
 
@@ -147,8 +148,11 @@ type dueBatches struct {
 	u        *Client
 	ctx      context.Context
 	flightID string
-	t        *tally
-	sem      chan struct{}
+	// report lists the batches left waiting and hears the waits
+	// announced; claims is the call's, for the batches settled when due.
+	report *runReport
+	claims *claimState
+	sem    chan struct{}
 	// stop, when set, ends the call's sending loop with a run-level
 	// failure of a batch it holds.
 	stop context.CancelCauseFunc
@@ -166,8 +170,8 @@ type dueBatches struct {
 	left map[string]bool
 }
 
-func newDueBatches(ctx context.Context, u *Client, flightID string, t *tally, concurrency int) *dueBatches {
-	return &dueBatches{u: u, ctx: ctx, flightID: flightID, t: t, sem: make(chan struct{}, max(concurrency, 1))}
+func newDueBatches(ctx context.Context, u *Client, flightID string, rep *runReport, claims *claimState, concurrency int) *dueBatches {
+	return &dueBatches{u: u, ctx: ctx, flightID: flightID, report: rep, claims: claims, sem: make(chan struct{}, max(concurrency, 1))}
 }
 
 // hold takes a batch that waits for its not-before, left from now: it is
@@ -185,14 +189,14 @@ func (d *dueBatches) holdFor(w Wait, left time.Duration, resumed bool) {
 	d.held[w.OpID] = true
 	d.mu.Unlock()
 	w.PastDeadline = !d.u.fitsDeadline(d.ctx, left)
-	d.u.announce(d.ctx, w)
+	d.u.announce(d.report, w)
 	if w.PastDeadline {
-		d.t.waiting(w)
+		d.report.waiting(w)
 		return
 	}
 	d.wg.Go(func() {
 		d.settleWhenDue(w, left, resumed)
-		if !d.t.leftWaiting(w.OpID) {
+		if !d.report.leftWaiting(w.OpID) {
 			// Settled, failed, or left open for another reason: a later
 			// pass may adopt it again.
 			d.mu.Lock()
@@ -267,8 +271,8 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
 			left = b.NotBeforeIn
 			if w.Until = *b.NotBefore; !d.u.fitsDeadline(d.ctx, left) {
 				w.PastDeadline = true
-				d.u.announce(d.ctx, w)
-				d.t.waiting(w)
+				d.u.announce(d.report, w)
+				d.report.waiting(w)
 				return
 			}
 			continue
@@ -278,11 +282,11 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
 		switch {
 		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
 			we.w.PastDeadline = true
-			d.u.announce(d.ctx, we.w)
-			d.t.waiting(we.w)
+			d.u.announce(d.report, we.w)
+			d.report.waiting(we.w)
 			return
 		case errors.As(err, &we):
-			d.u.announce(d.ctx, we.w)
+			d.u.announce(d.report, we.w)
 			w, left, resumed = we.w, we.left, true
 		case errors.Is(err, errLeftOpen):
 			d.leave(w.OpID) // its outcome is unknown: the next call asks again
@@ -322,7 +326,7 @@ func (d *dueBatches) settle(b tilestore.Batch, resumed bool) error {
 	if err != nil {
 		return err
 	}
-	return d.u.settleAdopted(d.ctx, d.flightID, b, members, resumed, d.t)
+	return d.u.settleAdopted(d.ctx, d.flightID, b, members, resumed, d.report, d.claims)
 }
 
 // fail records a run-level failure and stops the call's loop at once.
