@@ -43,11 +43,14 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		}
 		ended.Go(func() { pending, pendingBytes, perr = u.store.PendingSummary(pctx, req.FlightID) })
 		ended.Wait()
+		// A lost lease cancels the batches on the wire: the loss, not the
+		// cancellation it caused, is what the run reports.
+		if lost := context.Cause(ctx); !req.DryRun && errors.As(lost, new(*LeaseLostError)) &&
+			(err == nil || errors.Is(err, context.Canceled)) {
+			err = lost
+		}
 		if rerr != nil && err == nil {
 			err = rerr
-		}
-		if lost := context.Cause(ctx); !req.DryRun && lost != nil && err == nil && errors.As(lost, new(*LeaseLostError)) {
-			err = lost
 		}
 		if serr != nil && err == nil {
 			err = fmt.Errorf("make the upload journal durable: %w", serr)

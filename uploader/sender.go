@@ -178,14 +178,24 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 	runCtx := ex.runCtx
 	// A batch already on the wire is allowed to finish when the run is
 	// cancelled (it is journaled either way); no further resend starts.
+	// A lost lease is the exception: from then on another run may take
+	// the batch over, so its request ends at once.
 	reqCtx := runCtx
 	if body != nil {
-		reqCtx = context.WithoutCancel(runCtx)
+		var cancel context.CancelCauseFunc
+		reqCtx, cancel = context.WithCancelCause(context.WithoutCancel(runCtx))
+		defer cancel(nil)
 		if dl, ok := runCtx.Deadline(); ok {
-			var cancel context.CancelFunc
-			reqCtx, cancel = context.WithDeadline(reqCtx, dl)
-			defer cancel()
+			var cancelDl context.CancelFunc
+			reqCtx, cancelDl = context.WithDeadline(reqCtx, dl)
+			defer cancelDl()
 		}
+		stop := context.AfterFunc(runCtx, func() {
+			if lost := context.Cause(runCtx); errors.As(lost, new(*LeaseLostError)) {
+				cancel(lost)
+			}
+		})
+		defer stop()
 	}
 	ex.batch = body != nil
 	defer func() {

@@ -1,0 +1,53 @@
+package uploader_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// unrenewable is a store whose leases cannot be renewed: the database went
+// away under the run (a restart, a broken connection).
+type unrenewable struct{ *tilestore.Store }
+
+func (unrenewable) ExtendLeases(context.Context) (int, error) {
+	return 0, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+}
+
+// A run whose leases cannot be renewed stops before another run may take
+// its batches over: the batch on the wire is cut at once, not left to its
+// request timeout. And it says so: the error is the lost lease, with the
+// renewal's failure, not the cancellation it caused in the batch
+// ("upload batch: context canceled").
+func TestARunThatLosesItsLeaseWithABatchOnTheWireSaysTheLeaseWasLost(t *testing.T) {
+	t.Parallel()
+	c := providertest.NewClient(t, "fk")
+	c.AddTiles(t, "fk", 4, 512, 66)
+	store := unrenewable{c.Store.ForRun(tilestore.Run{ID: "lease-run", Host: "here", PID: 9, Lease: 600 * time.Millisecond})}
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		select { // the batch is on the wire when the lease is lost
+		case <-r.Context().Done():
+		case <-time.After(20 * time.Second):
+		}
+	})
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store, o.Sleep, o.RequestTimeout = store, nil, time.Minute })
+	start := time.Now()
+	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fk", Concurrency: 1})
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the run took %v to stop after its lease of 600ms was lost: the batch on the wire was left to its request timeout", took)
+	}
+	var lost *uploader.LeaseLostError
+	if !errors.As(err, &lost) {
+		t.Fatalf("UploadPendingTiles: %v; want the lost lease named", err)
+	}
+	if want := "connection refused"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("UploadPendingTiles: %v; want the renewal's failure (%q) in it", err, want)
+	}
+}
