@@ -184,8 +184,9 @@ type conn struct {
 
 	mu        sync.Mutex
 	request   int64     // bytes written since the last answer
-	ackedAt   time.Time // when all of them were seen acknowledged; zero: not yet
+	ackedAt   time.Time // when all of them were acknowledged (estimate); zero: not yet
 	sampledAt time.Time // the last look at what is acknowledged
+	wroteAt   time.Time // the last write
 }
 
 func (c *conn) Write(p []byte) (int, error) {
@@ -194,7 +195,7 @@ func (c *conn) Write(p []byte) (int, error) {
 		c.written.Add(int64(n))
 		c.mu.Lock()
 		c.request += int64(n)
-		c.ackedAt = time.Time{}
+		c.ackedAt, c.wroteAt = time.Time{}, c.m.now()
 		c.mu.Unlock()
 		c.m.schedule()
 	}
@@ -258,9 +259,13 @@ func (c *conn) sample(now time.Time) (waiting bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	before := c.sampledAt // the last look, when it was not all acknowledged yet
+	if c.wroteAt.After(before) {
+		before = c.wroteAt
+	}
 	c.sampledAt = now
 	if acked >= written && c.written.Load() == written && c.request > 0 {
-		c.ackedAt = now
+		c.ackedAt = before.Add(now.Sub(before) / 2) // between the two looks
 		return false
 	}
 	return c.request > 0

@@ -109,3 +109,33 @@ func TestTheStatusLineShowsTheLimitInForce(t *testing.T) {
 		l.Toggle()
 	}
 }
+
+// The rate of acknowledged bytes is the link's, not the step a new
+// connection's buffers take at once: at 1 MB/s with a 1 MB step, looked
+// at every 250 ms, it is 1 MB/s; and it is not known before the looks
+// span two seconds.
+func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	var s slope
+	var n int64
+	for i := 1; i <= 24; i++ {
+		now := start.Add(time.Duration(i) * 250 * time.Millisecond)
+		n += 250_000
+		if i == 12 {
+			n += 1_000_000 // a batch's new connection fills its buffers
+		}
+		s.observe(now, n)
+		s.observe(now.Add(time.Millisecond), n) // the ETA's look right after the rate's
+		bps, ok := s.rate()
+		if span := time.Duration(i-1) * 250 * time.Millisecond; span < slopeMinSpan {
+			if ok {
+				t.Fatalf("a rate %.0f B/s after looks over %s", bps, span)
+			}
+			continue
+		}
+		if !ok || math.Abs(bps/1e6-1) > 0.05 {
+			t.Fatalf("at %s the rate is %.0f B/s (known %v), want 1 MB/s", now.Sub(start), bps, ok)
+		}
+	}
+}
