@@ -37,8 +37,9 @@ const (
 const samplePeriod = 20 * time.Millisecond
 
 // minLagRequest is the least a request writes for its answer to count in
-// the answer lag: a small request's answer comes back through an empty
-// queue, a batch body's through what the other batches keep in it.
+// the answer lag once one such was answered: a small request's answer
+// comes back through an empty queue, a batch body's through what the
+// other batches keep in it.
 const minLagRequest = 8 << 10
 
 // lagAnswers is how many of the latest answers the lag is the longest of:
@@ -57,6 +58,9 @@ type Meter struct {
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	lags  []time.Duration // the latest answers' lags, oldest first
+	// small is the latest lag of a request smaller than minLagRequest;
+	// < 0: none.
+	small time.Duration
 }
 
 // New returns a Meter that dials with dial (nil: a net.Dialer with
@@ -66,7 +70,7 @@ func New(dial func(ctx context.Context, network, addr string) (net.Conn, error))
 		d := &net.Dialer{Timeout: defaultDialTimeout, KeepAlive: defaultKeepAlive}
 		dial = d.DialContext
 	}
-	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}}
+	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}, small: -1}
 }
 
 // DialContext dials addr and follows the connection until it is closed;
@@ -125,9 +129,10 @@ func (m *Meter) Written() int64 {
 }
 
 // AnswerLag (of a nil Meter: not known) is the time from a request's
-// last byte acknowledged to its answer's first byte, the longest of the
-// latest lagAnswers requests of at least minLagRequest bytes; ok is false
-// until one was answered.
+// last byte acknowledged to its answer's first byte: the longest of the
+// latest lagAnswers requests of at least minLagRequest bytes, or, until
+// one such was answered, the latest smaller request's; ok is false until
+// a request was answered.
 func (m *Meter) AnswerLag() (time.Duration, bool) {
 	if m == nil {
 		return 0, false
@@ -135,14 +140,18 @@ func (m *Meter) AnswerLag() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.lags) == 0 {
-		return 0, false
+		return m.small, m.small >= 0
 	}
 	return slices.Max(m.lags), true
 }
 
-func (m *Meter) observeLag(d time.Duration) {
+func (m *Meter) observeLag(d time.Duration, request int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if request < minLagRequest {
+		m.small = d
+		return
+	}
 	m.lags = append(m.lags, d)
 	if len(m.lags) > lagAnswers {
 		m.lags = slices.Delete(m.lags, 0, len(m.lags)-lagAnswers)
@@ -225,8 +234,8 @@ func (c *conn) answered(now time.Time) {
 	request, ackedAt, sampledAt := c.request, c.ackedAt, c.sampledAt
 	c.request, c.ackedAt = 0, time.Time{}
 	c.mu.Unlock()
-	if request < minLagRequest {
-		return
+	if request == 0 {
+		return // more of the same answer
 	}
 	if ackedAt.IsZero() {
 		// Acknowledged since the last look, or not at all (an answer
@@ -240,7 +249,7 @@ func (c *conn) answered(now time.Time) {
 			ackedAt = now.Add(-samplePeriod / 2)
 		}
 	}
-	c.m.observeLag(max(now.Sub(ackedAt), 0))
+	c.m.observeLag(max(now.Sub(ackedAt), 0), request)
 }
 
 // sample looks whether the request in progress is all acknowledged and

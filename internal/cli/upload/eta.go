@@ -192,8 +192,8 @@ func (m *rateMeter) blendLocked(raw float64) time.Duration {
 // least slopeMinSteps steps.
 const (
 	slopeWindow   = 5 * time.Second
-	slopeMinSpan  = 2 * time.Second
-	slopeMinSteps = 3
+	slopeMinSpan  = time.Second
+	slopeMinSteps = 4
 	slopeMinStep  = 100 * time.Millisecond
 )
 

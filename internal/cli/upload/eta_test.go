@@ -113,7 +113,7 @@ func TestTheStatusLineShowsTheLimitInForce(t *testing.T) {
 // The rate of acknowledged bytes is the link's, not the step a new
 // connection's buffers take at once: at 1 MB/s with a 1 MB step, looked
 // at every 250 ms, it is 1 MB/s; and it is not known before the looks
-// span two seconds.
+// span a second in four looks.
 func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
 	t.Parallel()
 	start := time.Unix(1_700_000_000, 0)

@@ -98,13 +98,19 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	if quiet {
 		return p
 	}
-	var c <-chan time.Time
+	var c, look <-chan time.Time
 	if status != nil {
 		t := time.NewTicker(redrawEvery)
 		c, p.stop = t.C, t.Stop
 		p.redraw()
 	} else {
 		c, p.stop = ticker(every)
+		// The acknowledged bytes are looked at as often as a terminal's
+		// line is redrawn, whatever the log's interval, so that their
+		// rate is known as soon.
+		lt := time.NewTicker(redrawEvery)
+		stopLog := p.stop
+		look, p.stop = lt.C, func() { stopLog(); lt.Stop() }
 	}
 	p.wg.Add(1)
 	go func() {
@@ -113,6 +119,8 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 			select {
 			case <-p.done:
 				return
+			case <-look:
+				p.lookDelivered()
 			case <-c:
 				if p.status != nil {
 					p.redraw()
@@ -234,6 +242,16 @@ func (p *progress) rate() (float64, bool) {
 	return p.meter.rate()
 }
 
+// lookDelivered takes the acknowledged bytes into their rate, where the
+// sockets tell.
+func (p *progress) lookDelivered() {
+	if w := p.wire.Load(); w != nil {
+		if delivered, ok := p.delivered(w); ok {
+			p.deliveredRate.observe(p.now(), delivered)
+		}
+	}
+}
+
 // delivered is the flight's body bytes the provider's side has
 // acknowledged: those handed to the connections less what their send
 // buffers still hold; ok is false where the sockets cannot tell.
@@ -253,7 +271,8 @@ func (p *progress) delivered(w *wireCount) (int64, bool) {
 // the flight's bodies (its bytes, and a part header and manifest entry
 // per tile) not acknowledged yet at the rate they are acknowledged, plus
 // the answer lag: the time from a request's last byte acknowledged to its
-// answer (sockmeter). Both are measured, not guessed; until a batch was
+// answer (sockmeter: a batch's, or before one was answered, a small
+// request's). Both are measured, not guessed; until a request was
 // answered and the count has moved for a while, there is no ETA.
 //
 // Otherwise, with the body bytes counted, the rate is theirs, trusted
@@ -310,7 +329,7 @@ func (p *progress) deliveredETA(now time.Time, delivered, whole int64, w *wireCo
 	}
 	bps, ok := p.deliveredRate.rate()
 	lag, lagOK := w.sockets.AnswerLag()
-	if !ok || bps <= 0 || !lagOK || p.lastSettled.Load() == nil {
+	if !ok || bps <= 0 || !lagOK {
 		return 0, false
 	}
 	p.meter.observe(now, delivered) // the blend's clock
