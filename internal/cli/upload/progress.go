@@ -13,7 +13,6 @@ import (
 	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
-	"github.com/tilectl/tilectl/internal/sockmeter"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
@@ -211,13 +210,24 @@ const wireOverheadPerTile = 384
 type wireCount struct {
 	c       *sentCounter
 	base    int64
-	sockets *sockmeter.Meter // nil: the backlog is not known
+	sockets sockets // nil: the backlog is not known
+}
+
+// sockets is what the rate and the ETA ask of the uploader's connections
+// (sockmeter.Meter).
+type sockets interface {
+	// Backlog is the bytes handed to the connections and not yet
+	// acknowledged; ok is false when the platform cannot tell.
+	Backlog() (bytes int64, ok bool)
+	// AnswerLag is the time from a request's last byte acknowledged to
+	// its answer; ok is false until one was measured.
+	AnswerLag() (time.Duration, bool)
 }
 
 // countWire has the rate and the ETA follow the body bytes c lets through
 // from now on, instead of the bytes of settled batches.
-func (p *progress) countWire(c *sentCounter, sockets *sockmeter.Meter) {
-	p.wire.Store(&wireCount{c: c, base: c.sent(), sockets: sockets})
+func (p *progress) countWire(c *sentCounter, s sockets) {
+	p.wire.Store(&wireCount{c: c, base: c.sent(), sockets: s})
 }
 
 // rate is the smoothed rate in bytes per second of batch bodies the
@@ -256,6 +266,9 @@ func (p *progress) lookDelivered() {
 // acknowledged: those handed to the connections less what their send
 // buffers still hold; ok is false where the sockets cannot tell.
 func (p *progress) delivered(w *wireCount) (int64, bool) {
+	if w.sockets == nil {
+		return 0, false
+	}
 	sent := w.c.sent() - w.base // first: the backlog read after it is of these bytes or later ones
 	backlog, ok := w.sockets.Backlog()
 	if !ok {

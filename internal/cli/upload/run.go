@@ -380,7 +380,11 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	}
 	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.cfg.Upload.ProgressInterval, r.metrics, r.opts.Clock.Now)
 	p.limiter.Store(r.limiter)
-	p.countWire(r.sent, r.sockets)
+	var s sockets // nil, not a nil *sockmeter.Meter, when there is none
+	if r.sockets != nil {
+		s = r.sockets
+	}
+	p.countWire(r.sent, s)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
 	stopWatch := r.watchInterrupt(ctx, p, id)
