@@ -74,8 +74,8 @@ const MinQueueBytes = 256 << 10
 const chunkBytes = 16 << 10
 
 // proxyReceiveBuffer is the SO_RCVBUF of the proxy's accepted
-// connections: a few kilobytes, what the proxy reads at once, so that
-// little the bottleneck has not taken is acknowledged to the sender.
+// connections: a few kilobytes (Linux doubles it), about a chunk, so
+// that little the bottleneck has not taken is acknowledged to the sender.
 const proxyReceiveBuffer = 8 << 10
 
 // Link is one emulated bottleneck shared by every proxy Listen opens on it.
