@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -145,6 +146,10 @@ type ClientOptions struct {
 	// written (a bandwidth limit every batch of the uploader shares).
 	// Default: nil, no limit.
 	Pace BodyLimiter
+	// DialContext, if set, opens the connections of the default
+	// transport (one that counts what they carry, say). Ignored with
+	// HTTPClient. Default: net/http's dialer.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // DefaultMaxResends is ClientOptions.MaxResends's default, for bounding a
@@ -302,7 +307,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if u.budget, err = operation.NewRetryBudget(initial, ratio, max(10*initial, 100)); err != nil {
 		return nil, fmt.Errorf("new HTTP uploader: %w", err)
 	}
-	u.client = buildClient(opts.HTTPClient, opts.TLS, opts.InsecureSkipVerify, u.timeout)
+	u.client = buildClient(opts.HTTPClient, opts.DialContext, opts.TLS, opts.InsecureSkipVerify, u.timeout)
 	if opts.InsecureSkipVerify {
 		u.log.Warn().Str("provider", base.Redacted()).Msg("TLS certificate verification is OFF for the provider (--insecure-skip-verify)")
 	}
@@ -312,8 +317,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 // buildClient is the uploader's client: c as given, or a clone of
 // net/http's default transport (so the standard proxy variables apply:
 // Proxy is http.ProxyFromEnvironment) with tlsConf's roots and client
-// certificate.
-func buildClient(c *http.Client, tlsConf *tls.Config, insecure bool, timeout time.Duration) *http.Client {
+// certificate, dialing with dial when set.
+func buildClient(c *http.Client, dial func(ctx context.Context, network, addr string) (net.Conn, error),
+	tlsConf *tls.Config, insecure bool, timeout time.Duration) *http.Client {
 	var out http.Client
 	if c != nil {
 		out = *c
@@ -325,6 +331,9 @@ func buildClient(c *http.Client, tlsConf *tls.Config, insecure bool, timeout tim
 		// controller may keep up to its most batches in flight.
 		tr.MaxIdleConnsPerHost = concurrency.DefaultMax
 		tr.MaxIdleConns = concurrency.DefaultMax
+		if dial != nil {
+			tr.DialContext = dial
+		}
 		if tlsConf != nil {
 			tr.TLSClientConfig = tlsConf.Clone()
 		}

@@ -11,6 +11,17 @@
 // proxy stops reading from the sender, so the sender's own TCP stack
 // pushes back, as it would into a full bottleneck; nothing is dropped.
 //
+// The proxy's accepted connections have a small receive buffer
+// (proxyReceiveBuffer), set on the listening socket so that the first
+// window is small too. A kernel acknowledges bytes when they land in the
+// receive buffer, and on loopback Linux grows that buffer to megabytes a
+// connection: the sender would see megabytes acknowledged that the
+// bottleneck has not taken, and hand over megabytes more, where on a real
+// path its bytes wait in its own send buffer, unacknowledged, until the
+// bottleneck's queue takes them. With the small buffer, what the queue
+// has not taken waits on the sender's side, as it does there; the queue
+// itself is the one part of the path the sender sees acknowledged early.
+//
 // What it does not model: loss, reordering, and TCP's congestion control
 // between the sender and the bottleneck (a sender fills the queue as fast
 // as the queue takes data, whatever its round-trip time). The application's
@@ -22,11 +33,13 @@
 package linkemu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -59,6 +72,11 @@ const MinQueueBytes = 256 << 10
 // serializer interleaves connections by: at 5 Mbit/s a chunk is 26 ms on
 // the wire, at 200 Mbit/s 0.65 ms.
 const chunkBytes = 16 << 10
+
+// proxyReceiveBuffer is the SO_RCVBUF of the proxy's accepted
+// connections: a few kilobytes (Linux doubles it), about a chunk, so
+// that little the bottleneck has not taken is acknowledged to the sender.
+const proxyReceiveBuffer = 8 << 10
 
 // Link is one emulated bottleneck shared by every proxy Listen opens on it.
 // It is safe for concurrent use.
@@ -154,7 +172,14 @@ func (l *Link) Close() error {
 // connection it accepts to target through the link: the accepted side is
 // "up", target's answers are "down".
 func (l *Link) Listen(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = setReceiveBuffer(fd, proxyReceiveBuffer) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for the link proxy to %s: %w", target, err)
 	}

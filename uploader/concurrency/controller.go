@@ -71,6 +71,11 @@ const (
 // decrease is the factor an overload signal multiplies the limit by.
 const decrease = 0.5
 
+// underRate is the share of the rate a throttling provider answered that
+// the batches in flight after its throttle are to carry: a little under
+// it, in whole batches, so the next throttle is a while off.
+const underRate = 0.9
+
 // Near the limit an overload last cut, the limit grows by one every
 // ceilingStep; it forgets the ceiling after ceilingMemory without
 // overload, so a link or a provider that now allows more is found.
@@ -123,8 +128,11 @@ type Controller struct {
 	ceiling float64
 	grownAt time.Time
 	// answered are the ends of the answers within rateWindow, for the
-	// delivery rate.
-	answered []time.Time
+	// delivery rate; firstStart is when the first answered request
+	// started: before it nothing could be answered, so the rate is not
+	// counted over that time.
+	answered   []time.Time
+	firstStart time.Time
 }
 
 // New returns a Controller at o.Initial.
@@ -213,6 +221,9 @@ func (c *Controller) Observe(s Sample) {
 		return
 	}
 	c.answered = append(c.answered, now)
+	if c.firstStart.IsZero() || s.Start.Before(c.firstStart) {
+		c.firstStart = s.Start
+	}
 	if len(c.answered) > 1024 {
 		c.deliveryRate(now)
 	}
@@ -247,9 +258,11 @@ func (c *Controller) Overloaded() { c.Observe(Sample{Signal: TimedOut}) }
 // cut lowers the limit, once per round trip: the requests in flight
 // when the provider first said so say it again, and that is one signal.
 // A timeout halves it. A provider that throttles (Overloaded) told what
-// it takes: the answers it gave over the last second, times the least
-// round trip, is how many batches in flight that rate needs; the limit
-// goes there, and at least one lower. Near the limit a cut set, it grows
+// it takes: the answers it gave over the last second (over the time since
+// the first answered request started, at the run's start), times the
+// least round trip, is how many batches in flight that rate needs; the
+// limit goes a little under it (underRate, in whole batches), and at
+// least one lower. Near the limit a cut set, it grows
 // slowly (grow).
 func (c *Controller) cut(now time.Time, sig Signal) {
 	if !c.cutAt.IsZero() && now.Sub(c.cutAt) < c.srtt {
@@ -258,7 +271,7 @@ func (c *Controller) cut(now time.Time, sig Signal) {
 	before := c.effective()
 	c.cutAt, c.cuts = now, c.cuts+1
 	next := c.limit * decrease
-	if need := math.Round(c.deliveryRate(now) * c.base.Seconds()); sig == Overloaded && need >= 1 {
+	if need := math.Floor(underRate * c.deliveryRate(now) * c.base.Seconds()); sig == Overloaded && need >= 1 {
 		next = min(need, c.limit-1)
 	}
 	c.limit = max(c.min, next)
@@ -271,14 +284,20 @@ func (c *Controller) cut(now time.Time, sig Signal) {
 	}
 }
 
-// deliveryRate is the answers per second over the last rateWindow.
+// deliveryRate is the answers per second over the last rateWindow, or,
+// when the first answered request started within it (the run's start),
+// over the time since then.
 func (c *Controller) deliveryRate(now time.Time) float64 {
 	i := 0
 	for i < len(c.answered) && now.Sub(c.answered[i]) > rateWindow {
 		i++
 	}
 	c.answered = c.answered[i:]
-	return float64(len(c.answered)) / rateWindow.Seconds()
+	span := rateWindow
+	if since := now.Sub(c.firstStart); !c.firstStart.IsZero() && since < span {
+		span = max(since, rateWindow/20)
+	}
+	return float64(len(c.answered)) / span.Seconds()
 }
 
 func (c *Controller) newRound(now time.Time) {

@@ -376,3 +376,25 @@ func TestFixedHoldsItsLimitWhateverItHears(t *testing.T) {
 		t.Fatal("a fourth slot of three was given")
 	}
 }
+
+// A throttle at the run's start, a fifth of a second after the first
+// batches went out (the provider took its burst of five and refused the
+// rest), leaves about as many in flight as the rate it took needs at the
+// round trip (five in 0.2 s, 25 a second, times 0.2 s: five, a little
+// under it: four): it is not taken as five answers over a whole second,
+// which would say one, or nothing to go by.
+func TestControllerThrottledAtTheStartKeepsWhatTheRateItTookNeeds(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := concurrency.New(concurrency.Options{Now: clk.now, Initial: 32})
+	t0 := clk.t
+	clk.t = t0.Add(200 * time.Millisecond)
+	for range 5 {
+		c.Observe(concurrency.Sample{Start: t0, End: clk.t, Signal: concurrency.Answered})
+	}
+	clk.t = t0.Add(205 * time.Millisecond)
+	c.Observe(concurrency.Sample{Start: t0, End: clk.t, Signal: concurrency.Overloaded})
+	if got := c.Limit(); got < 3 || got > 6 {
+		t.Fatalf("limit %d after a throttle at the start, want about 4 (a little under 25 batches/s at 0.2 s)", got)
+	}
+}

@@ -2,6 +2,7 @@ package upload
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -183,4 +184,70 @@ func (m *rateMeter) blendLocked(raw float64) time.Duration {
 		m.eta, m.etaAt = counted+a*(raw-counted), m.now
 	}
 	return time.Duration(m.eta * float64(time.Second))
+}
+
+// Delivery rate: the median of the rates between successive looks over
+// the last slopeWindow of a count that moves smoothly (the bytes the
+// peers have acknowledged), known once the looks span slopeMinSpan in at
+// least slopeMinSteps steps.
+const (
+	slopeWindow   = 5 * time.Second
+	slopeMinSpan  = time.Second
+	slopeMinSteps = 4
+	slopeMinStep  = 100 * time.Millisecond
+)
+
+// slope is the rate of a count that only grows, over the last
+// slopeWindow: the median of the rates between successive looks, so that
+// a step (a new connection's buffers filling at once) is not taken for
+// the link's rate. Its first look is the first one above 0: the count's
+// first step is before it. It is safe for concurrent use.
+type slope struct {
+	mu      sync.Mutex
+	samples []slopeSample // oldest first; the first may be older than the window
+}
+
+type slopeSample struct {
+	at time.Time
+	n  int64
+}
+
+// observe takes the count n at now.
+func (s *slope) observe(now time.Time, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n <= 0 {
+		return
+	}
+	if k := len(s.samples); k > 0 && now.Sub(s.samples[k-1].at) < slopeMinStep {
+		return // a second look at the same moment (the rate, then the ETA)
+	}
+	s.samples = append(s.samples, slopeSample{now, n})
+	// Keep one look at or before the window's start, as its anchor.
+	cut := 0
+	for cut+1 < len(s.samples) && !s.samples[cut+1].at.After(now.Add(-slopeWindow)) {
+		cut++
+	}
+	s.samples = s.samples[cut:]
+}
+
+// rate is the count's bytes per second over the window; ok is false until
+// the looks span slopeMinSpan in slopeMinSteps steps.
+func (s *slope) rate() (bytesPerSec float64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) < slopeMinSteps+1 || s.samples[len(s.samples)-1].at.Sub(s.samples[0].at) < slopeMinSpan {
+		return 0, false
+	}
+	rates := make([]float64, 0, len(s.samples)-1)
+	for i := 1; i < len(s.samples); i++ {
+		a, b := s.samples[i-1], s.samples[i]
+		rates = append(rates, float64(b.n-a.n)/b.at.Sub(a.at).Seconds())
+	}
+	slices.Sort(rates)
+	k := len(rates)
+	if k%2 == 1 {
+		return rates[k/2], true
+	}
+	return (rates[k/2-1] + rates[k/2]) / 2, true
 }

@@ -109,3 +109,86 @@ func TestTheStatusLineShowsTheLimitInForce(t *testing.T) {
 		l.Toggle()
 	}
 }
+
+// The rate of acknowledged bytes is the link's, not the step a new
+// connection's buffers take at once: at 1 MB/s with a 1 MB step, looked
+// at every 250 ms, it is 1 MB/s; and it is not known before the looks
+// span a second in four looks.
+func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	var s slope
+	var n int64
+	for i := 1; i <= 24; i++ {
+		now := start.Add(time.Duration(i) * 250 * time.Millisecond)
+		n += 250_000
+		if i == 12 {
+			n += 1_000_000 // a batch's new connection fills its buffers
+		}
+		s.observe(now, n)
+		s.observe(now.Add(time.Millisecond), n) // the ETA's look right after the rate's
+		bps, ok := s.rate()
+		if span := time.Duration(i-1) * 250 * time.Millisecond; span < slopeMinSpan {
+			if ok {
+				t.Fatalf("a rate %.0f B/s after looks over %s", bps, span)
+			}
+			continue
+		}
+		if !ok || math.Abs(bps/1e6-1) > 0.05 {
+			t.Fatalf("at %s the rate is %.0f B/s (known %v), want 1 MB/s", now.Sub(start), bps, ok)
+		}
+	}
+}
+
+// fakeSockets is the uploader's connections as the progress sees them.
+type fakeSockets struct {
+	backlog int64
+	lag     time.Duration // < 0: not measured yet
+}
+
+func (f *fakeSockets) Backlog() (int64, bool) { return f.backlog, true }
+func (f *fakeSockets) AnswerLag() (time.Duration, bool) {
+	return f.lag, f.lag >= 0
+}
+
+// Every body is handed to the connections at once and the link
+// acknowledges 100 kB/s of them; answers come 2 s after a batch's last
+// byte is acknowledged. The ETA is what is not acknowledged at that rate
+// plus the 2 s, within 5%, not what is not handed over (nothing); and
+// there is none before an answer's lag is measured.
+func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	const tiles, size = 100, 10_000
+	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: -1}
+	p.countWire(sent, sock)
+	whole := int64(tiles * (size + wireOverheadPerTile))
+	sent.n.Add(whole)
+	start := now
+	for i := 1; i <= 32; i++ {
+		now = start.Add(time.Duration(i) * 250 * time.Millisecond)
+		delivered := int64(now.Sub(start).Seconds() * 100_000)
+		sock.backlog = whole - delivered
+		if i == 12 {
+			sock.lag = 2 * time.Second // the first batch answered
+		}
+		p.lookDelivered()
+		eta, ok := p.eta()
+		if sock.lag < 0 {
+			if ok {
+				t.Fatalf("at %s an ETA %s before any answer's lag is known", now.Sub(start), eta)
+			}
+			continue
+		}
+		want := float64(whole-delivered)/100_000 + 2
+		if !ok || math.Abs(eta.Seconds()/want-1) > 0.05 {
+			t.Fatalf("at %s ETA %s (known %v), want %.1fs", now.Sub(start), eta, ok, want)
+		}
+	}
+}

@@ -35,6 +35,9 @@ type progress struct {
 	now      func() time.Time
 	started  time.Time
 	meter    *rateMeter // of body bytes handed to the connections, or of settled bytes
+	// deliveredRate is the rate of body bytes acknowledged, where the
+	// sockets tell.
+	deliveredRate slope
 	// limiter is the run's bandwidth limit, shown while one is set.
 	limiter atomic.Pointer[bwlimit.Limiter]
 	// wire counts the body bytes sent, for the rate and the ETA; nil:
@@ -58,6 +61,8 @@ type progress struct {
 	// waitingFor is "waiting for N tiles held by run ..." while the run
 	// waits for other runs' batches (uploader.Held); "" otherwise.
 	waitingFor string
+	// allDelivered is when every body byte was first seen acknowledged.
+	allDelivered time.Time
 
 	status *iostreams.StatusLine // nil off a terminal
 	log    zerolog.Logger
@@ -92,13 +97,19 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	if quiet {
 		return p
 	}
-	var c <-chan time.Time
+	var c, look <-chan time.Time
 	if status != nil {
 		t := time.NewTicker(redrawEvery)
 		c, p.stop = t.C, t.Stop
 		p.redraw()
 	} else {
 		c, p.stop = ticker(every)
+		// The acknowledged bytes are looked at as often as a terminal's
+		// line is redrawn, whatever the log's interval, so that their
+		// rate is known as soon.
+		lt := time.NewTicker(redrawEvery)
+		stopLog := p.stop
+		look, p.stop = lt.C, func() { stopLog(); lt.Stop() }
 	}
 	p.wg.Add(1)
 	go func() {
@@ -107,6 +118,8 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 			select {
 			case <-p.done:
 				return
+			case <-look:
+				p.lookDelivered()
 			case <-c:
 				if p.status != nil {
 					p.redraw()
@@ -195,21 +208,38 @@ const wireOverheadPerTile = 384
 // wireCount is where the flight's body bytes on the wire are counted: the
 // run's counter, and its value when the flight started.
 type wireCount struct {
-	c    *sentCounter
-	base int64
+	c       *sentCounter
+	base    int64
+	sockets sockets // nil: the backlog is not known
+}
+
+// sockets is what the rate and the ETA ask of the uploader's connections
+// (sockmeter.Meter).
+type sockets interface {
+	// Backlog is the bytes handed to the connections and not yet
+	// acknowledged; ok is false when the platform cannot tell.
+	Backlog() (bytes int64, ok bool)
+	// AnswerLag is the time from a request's last byte acknowledged to
+	// its answer; ok is false until one was measured.
+	AnswerLag() (time.Duration, bool)
 }
 
 // countWire has the rate and the ETA follow the body bytes c lets through
 // from now on, instead of the bytes of settled batches.
-func (p *progress) countWire(c *sentCounter) {
-	p.wire.Store(&wireCount{c: c, base: c.sent()})
+func (p *progress) countWire(c *sentCounter, s sockets) {
+	p.wire.Store(&wireCount{c: c, base: c.sent(), sockets: s})
 }
 
-// rate is the smoothed rate in bytes per second of batch bodies put on
-// the wire (what --bwlimit caps), or, without a count of those, of settled
-// batches; ok is false while it is not known.
+// rate is the smoothed rate in bytes per second of batch bodies the
+// provider's side has acknowledged, where the sockets tell; otherwise of
+// those put on the wire (what --bwlimit caps), or, without a count of
+// those, of settled batches; ok is false while it is not known.
 func (p *progress) rate() (float64, bool) {
 	if w := p.wire.Load(); w != nil {
+		if delivered, ok := p.delivered(w); ok {
+			p.deliveredRate.observe(p.now(), delivered)
+			return p.deliveredRate.rate()
+		}
 		p.meter.observe(p.now(), w.c.sent()-w.base)
 		if p.meter.moves() < trustedMoves {
 			// The first bodies fill the connections' buffers at once:
@@ -222,18 +252,51 @@ func (p *progress) rate() (float64, bool) {
 	return p.meter.rate()
 }
 
+// lookDelivered takes the acknowledged bytes into their rate, where the
+// sockets tell.
+func (p *progress) lookDelivered() {
+	if w := p.wire.Load(); w != nil {
+		if delivered, ok := p.delivered(w); ok {
+			p.deliveredRate.observe(p.now(), delivered)
+		}
+	}
+}
+
+// delivered is the flight's body bytes the provider's side has
+// acknowledged: those handed to the connections less what their send
+// buffers still hold; ok is false where the sockets cannot tell.
+func (p *progress) delivered(w *wireCount) (int64, bool) {
+	if w.sockets == nil {
+		return 0, false
+	}
+	sent := w.c.sent() - w.base // first: the backlog read after it is of these bytes or later ones
+	backlog, ok := w.sockets.Backlog()
+	if !ok {
+		return 0, false
+	}
+	return max(sent-backlog, 0), true
+}
+
 // eta is the smoothed time left for the flight's pending tiles; ok is
 // false while the total or the rate is not known.
 //
-// With the body bytes counted, the rate is theirs, trusted once the count
-// has moved a few times after the run's first bodies filled the
-// connections' buffers. What is left is the flight's bodies (its bytes, and
-// a part header and manifest entry per tile) less those of settled batches
-// and half of what is in flight: bodies handed over and not settled have,
-// on the whole, half arrived (none just after their batch started, all just
-// before it settles). Where buffers are shallow (a bandwidth limit paces
-// the bodies) that is nearly exact; behind a deep buffer before a slow link
-// it is as good as the guess of a half.
+// Where the sockets tell what the provider's side has acknowledged, it is
+// the flight's bodies (its bytes, and a part header and manifest entry
+// per tile) not acknowledged yet at the rate they are acknowledged, plus
+// the answer lag: the time from a request's last byte acknowledged to its
+// answer (sockmeter: a batch's, or before one was answered, a small
+// request's). Both are measured, not guessed; until a request was
+// answered and the count has moved for a while, there is no ETA.
+//
+// Otherwise, with the body bytes counted, the rate is theirs, trusted
+// once the count has moved a few times after the run's first bodies
+// filled the connections' buffers. What is left is the flight's bodies
+// less those of settled batches and half of what is in flight: bodies
+// handed over and not settled have, on the whole, half arrived (none just
+// after their batch started, all just before it settles). Where buffers
+// are shallow (a bandwidth limit paces the bodies) that is nearly exact;
+// behind a deep buffer before a slow link it is as good as the guess of a
+// half.
 //
 // Without the count, it is the bytes not yet settled at the rate of
 // settled ones.
@@ -247,6 +310,11 @@ func (p *progress) eta() (time.Duration, bool) {
 	if w == nil {
 		return p.meter.estimate(now, p.bytes.Load(), max(tot.bytes-p.bytes.Load(), 0), 0)
 	}
+	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
+	if delivered, ok := p.delivered(w); ok {
+		p.deliveredRate.observe(now, delivered)
+		return p.deliveredETA(now, delivered, whole, w)
+	}
 	sent := w.c.sent() - w.base
 	bps, _, ok := p.meter.rateAt(now, sent)
 	if int64(tot.tiles)-p.tiles.Load() <= 0 {
@@ -257,12 +325,40 @@ func (p *progress) eta() (time.Duration, bool) {
 		return 0, false
 	}
 	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
-	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
 	inFlight := max(sent-settled, 0)
 	// Settled bytes move in steps: half of what is left counts down
 	// between two settlements.
 	est := float64(max(whole-settled, 0))/bps - float64(inFlight)/2/bps - now.Sub(*last).Seconds()/2
 	return p.meter.blend(max(est, 0)), true
+}
+
+// deliveredETA is eta from the bytes acknowledged: what is left of whole
+// at their rate, then the answer lag; once all is acknowledged, the lag
+// counts down from then.
+func (p *progress) deliveredETA(now time.Time, delivered, whole int64, w *wireCount) (time.Duration, bool) {
+	tot := p.total.Load()
+	if int64(tot.tiles)-p.tiles.Load() <= 0 {
+		return p.meter.blend(0), true
+	}
+	bps, ok := p.deliveredRate.rate()
+	lag, lagOK := w.sockets.AnswerLag()
+	if !ok || bps <= 0 || !lagOK {
+		return 0, false
+	}
+	p.meter.observe(now, delivered) // the blend's clock
+	left := max(whole-delivered, 0)
+	raw := float64(left)/bps + lag.Seconds()
+	if left <= whole/200 { // all of it, but for the estimate of the framing
+		left = 0
+		p.mu.Lock()
+		if p.allDelivered.IsZero() {
+			p.allDelivered = now
+		}
+		since := now.Sub(p.allDelivered)
+		p.mu.Unlock()
+		raw = max(lag.Seconds()-since.Seconds(), 0)
+	}
+	return p.meter.blend(max(raw, 0)), true
 }
 
 // trustedMoves is how often the count of body bytes must have moved

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/internal/sockmeter"
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/tilestore"
@@ -50,6 +52,10 @@ type run struct {
 	lock      *tilestore.RunLock       // this run's, held for its whole life; nil in a dry run
 	limiter   *bwlimit.Limiter         // the process's bandwidth limit, shared by every batch
 	sent      *sentCounter             // the uploader's Pace: the limiter, counting body bytes
+	// sockets follows the uploader's connections, for what of the bytes
+	// handed to them is still in their send buffers; nil with a client
+	// the caller gave (Options.HTTPClient).
+	sockets *sockmeter.Meter
 }
 
 // uploadRun runs the command. Whatever ends it, -o json prints exactly one
@@ -195,6 +201,11 @@ func (r *run) wire(ctx context.Context) error {
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	if r.opts.HTTPClient == nil {
+		r.sockets = sockmeter.New(nil)
+		dial = r.sockets.DialContext
+	}
 	inner, err := uploader.NewClient(uploader.ClientOptions{
 		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
 		Logger: r.log, HTTPClient: r.opts.HTTPClient, TLS: tlsConf, InsecureSkipVerify: r.cfg.Upload.InsecureSkipVerify,
@@ -213,6 +224,7 @@ func (r *run) wire(ctx context.Context) error {
 		ClientID:     r.cfg.Upload.ClientID,
 		Liveness:     r.locks,
 		Pace:         r.sent,
+		DialContext:  dial,
 	})
 	if err != nil {
 		return exitcode.UsageError(err)
@@ -365,7 +377,11 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	}
 	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.cfg.Upload.ProgressInterval, r.metrics, r.opts.Clock.Now)
 	p.limiter.Store(r.limiter)
-	p.countWire(r.sent)
+	var s sockets // nil, not a nil *sockmeter.Meter, when there is none
+	if r.sockets != nil {
+		s = r.sockets
+	}
+	p.countWire(r.sent, s)
 	r.progress.Store(p)
 	defer r.progress.Store(nil)
 	stopWatch := r.watchInterrupt(ctx, p, id)

@@ -1,0 +1,135 @@
+package sockmeter
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// serve accepts one connection and hands it to handle.
+func serve(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		handle(c)
+	}()
+	return ln.Addr().String()
+}
+
+// writeAll writes b in 16 KiB pieces, as net/http does.
+func writeAll(c net.Conn, b []byte) {
+	for len(b) > 0 {
+		n := min(len(b), 16<<10)
+		if _, err := c.Write(b[:n]); err != nil {
+			return
+		}
+		b = b[n:]
+	}
+}
+
+// Bytes handed to a socket whose peer does not read are in the backlog,
+// beyond what the peer's receive buffer took; once it reads them all the
+// backlog is empty.
+func TestTheBacklogIsWhatThePeerHasNotAcknowledged(t *testing.T) {
+	read := make(chan struct{})
+	drained := make(chan struct{})
+	addr := serve(t, func(c net.Conn) {
+		c.(*net.TCPConn).SetReadBuffer(64 << 10)
+		<-read
+		io.CopyN(io.Discard, c, 32<<20)
+		close(drained)
+		io.Copy(io.Discard, c)
+	})
+	m := New(nil)
+	c, err := m.DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go writeAll(c, make([]byte, 32<<20))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		backlog, ok := m.Backlog()
+		if !ok {
+			t.Fatal("no backlog on Linux")
+		}
+		if written := m.Written(); written > 1<<20 && backlog > written/2 {
+			break // most of what was handed over waits
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog %d B of %d B written to a peer that does not read", backlog, m.Written())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(read)
+	<-drained
+	for {
+		backlog, _ := m.Backlog()
+		if backlog == 0 && m.Written() == 32<<20 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog %d B after the peer read all %d B written", backlog, m.Written())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The answer lag runs from the request's last byte acknowledged to the
+// answer's first byte: a peer that answers 300 ms after reading a 64 KiB
+// request makes it 300 ms, not the time the request took to go out. A
+// small request's answer (at once) is the lag only until a large one's is
+// known.
+func TestTheAnswerLagRunsFromTheLastByteAcknowledgedToTheAnswer(t *testing.T) {
+	const think = 300 * time.Millisecond
+	addr := serve(t, func(c net.Conn) {
+		buf := make([]byte, 64<<10)
+		io.ReadFull(c, buf[:100]) // a small request, answered at once
+		c.Write([]byte("ok"))
+		io.ReadFull(c, buf)
+		time.Sleep(think)
+		c.Write([]byte("ok"))
+		io.Copy(io.Discard, c)
+	})
+	m := New(nil)
+	if _, ok := m.AnswerLag(); ok {
+		t.Fatal("an answer lag before any answer")
+	}
+	c, err := m.DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ans := make([]byte, 2)
+	writeAll(c, make([]byte, 100))
+	if _, err := io.ReadFull(c, ans); err != nil {
+		t.Fatal(err)
+	}
+	if lag, ok := m.AnswerLag(); !ok || lag >= think/2 {
+		t.Fatalf("after a 100 B request answered at once, the lag is %s (known %v), want under %s", lag, ok, think/2)
+	}
+	writeAll(c, make([]byte, 64<<10))
+	if _, err := io.ReadFull(c, ans); err != nil {
+		t.Fatal(err)
+	}
+	lag, ok := m.AnswerLag()
+	// A loaded machine looks late at what is acknowledged, which shortens
+	// the lag, and answers late, which lengthens it: within a half.
+	if !ok || lag < think/2 || lag > think+time.Second {
+		t.Fatalf("answer lag %s (known %v), want about %s", lag, ok, think)
+
+	}
+}
