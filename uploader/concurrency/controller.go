@@ -41,6 +41,13 @@ const (
 type Sample struct {
 	Start, End time.Time
 	Signal     Signal
+	// NewConn says the request went on a connection opened for it. Its
+	// round trip carries the connection's own start (a handshake the dial
+	// did not wait for, TCP's slow start on a fresh connection), once per
+	// connection: a limit that grows opens one per new slot, and those
+	// round trips say nothing about a queue on the path. A round's mean
+	// leaves them out when it has others.
+	NewConn bool
 }
 
 // Options tune a Controller. Zero fields take the stated defaults.
@@ -107,15 +114,19 @@ type Controller struct {
 	roundStart time.Time
 	n          int
 	sum        time.Duration
-	peak       int // most slots held at once in the round
-	srtt       time.Duration
-	base       time.Duration // least round trip seen, since baseAt
-	baseAt     time.Time
-	phase      phase
-	probeFrom  time.Time
-	probeMin   time.Duration
-	cutAt      time.Time
-	cuts       int
+	// nNew and sumNew are the round's round trips on new connections,
+	// apart from n and sum (Sample.NewConn).
+	nNew      int
+	sumNew    time.Duration
+	peak      int // most slots held at once in the round
+	srtt      time.Duration
+	base      time.Duration // least round trip seen, since baseAt
+	baseAt    time.Time
+	phase     phase
+	probeFrom time.Time
+	probeMin  time.Duration
+	cutAt     time.Time
+	cuts      int
 	// ceiling is the limit an overload last set (0: none within
 	// ceilingMemory); near it the limit grows by one every ceilingStep, not per
 	// round trip: a provider that throttles by rate answers 429 to every
@@ -220,16 +231,22 @@ func (c *Controller) Observe(s Sample) {
 	if c.base == 0 || rtt <= c.base {
 		c.base, c.baseAt = rtt, now
 	}
-	if c.srtt == 0 {
+	switch {
+	case c.srtt == 0:
 		c.srtt = rtt
-	} else {
+	case !s.NewConn:
 		c.srtt += (rtt - c.srtt) / 8
 	}
 	if c.phase == measuring && !s.Start.Before(c.probeFrom) && (c.probeMin == 0 || rtt < c.probeMin) {
 		c.probeMin = rtt
 	}
-	c.n++
-	c.sum += rtt
+	if s.NewConn {
+		c.nNew++
+		c.sumNew += rtt
+	} else {
+		c.n++
+		c.sum += rtt
+	}
 	if s.Start.Before(c.roundStart) {
 		return
 	}
@@ -282,13 +299,18 @@ func (c *Controller) deliveryRate(now time.Time) float64 {
 }
 
 func (c *Controller) newRound(now time.Time) {
-	c.roundStart, c.n, c.sum, c.peak = now, 0, 0, c.inflight
+	c.roundStart, c.n, c.sum, c.nNew, c.sumNew, c.peak = now, 0, 0, 0, 0, c.inflight
 }
 
 // endRound decides, once per round trip, from the round's mean round
-// trip against the least one.
+// trip against the least one: the mean of its round trips on connections
+// already open, or of all of them when every one opened its connection
+// (a path where no connection is reused).
 func (c *Controller) endRound(now time.Time) {
-	mean := c.sum / time.Duration(c.n)
+	mean := c.sumNew / time.Duration(max(c.nNew, 1))
+	if c.n > 0 {
+		mean = c.sum / time.Duration(c.n)
+	}
 	full := c.peak >= c.effective()
 	defer c.newRound(now)
 	switch c.phase {
