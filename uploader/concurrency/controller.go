@@ -106,8 +106,9 @@ type Controller struct {
 	limit    float64
 	inflight int
 	changed  chan struct{} // closed and replaced when a slot frees or the limit moves
-	// slowStart doubles the limit each round trip until the first queue
-	// or overload; afterwards it grows by its square root.
+	// slowStart grows the limit by one per answer (doubling it each
+	// round trip) until the first queue or overload; afterwards it grows
+	// by its square root each round trip.
 	slowStart bool
 	// The current round: it ends with the first answer to a request that
 	// started after it began, one round trip later.
@@ -247,10 +248,20 @@ func (c *Controller) Observe(s Sample) {
 		c.n++
 		c.sum += rtt
 	}
+	before := c.effective()
+	if c.slowStart && c.phase == steady && c.inflight >= before {
+		// Slow start grows by one per answer that came while every slot
+		// was held, as TCP's does per acknowledgement: the limit doubles
+		// in a round trip whose batches all came back, and no faster than
+		// they do; a provider that refuses some (429) has them not count.
+		c.limit = min(c.limit+1, c.max)
+	}
 	if s.Start.Before(c.roundStart) {
+		if c.effective() != before {
+			c.notify()
+		}
 		return
 	}
-	before := c.effective()
 	c.endRound(now)
 	if c.effective() != before {
 		c.notify()
@@ -349,9 +360,9 @@ func (c *Controller) endRound(now time.Time) {
 	c.limit = min(max(c.limit, c.min), c.max)
 }
 
-// grow raises the limit after a round trip with room: doubling in slow
-// start, by its square root after it, and by one a second near the
-// ceiling an overload left.
+// grow raises the limit after a round trip with room: by its square root
+// after slow start (which grows per answer, in Observe), and by one a
+// second near the ceiling an overload left.
 func (c *Controller) grow(now time.Time) {
 	if c.ceiling > 0 && now.Sub(c.cutAt) >= ceilingMemory {
 		c.ceiling = 0
@@ -359,7 +370,7 @@ func (c *Controller) grow(now time.Time) {
 	near := nearCeiling * c.ceiling
 	switch {
 	case c.slowStart:
-		c.limit *= 2
+		// Grown per answer (Observe).
 	case c.ceiling > 0 && c.limit >= near:
 		if now.Sub(c.grownAt) < max(ceilingStep, c.srtt) {
 			return

@@ -217,6 +217,53 @@ func TestControllerFillsALongLinkWhoseNewConnectionsPayAHandshake(t *testing.T) 
 	}
 }
 
+// Slow start grows by the answers that came back, not by a round trip's
+// first answer: a round's first answer (on a connection already open)
+// may come a round trip before the others (on connections opened for
+// them), and doubling on it alone would double again before the others
+// say whether the provider took them.
+func TestControllerSlowStartGrowsByTheAnswersThatCameBack(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := concurrency.New(concurrency.Options{Now: clk.now})
+	t0 := clk.t
+	var rel []func()
+	for range 8 {
+		r, err := c.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = append(rel, r)
+	}
+	clk.t = t0.Add(100 * time.Millisecond)
+	// Each answer's slot goes to the next batch at once, and new slots
+	// are taken as soon as the limit gives them.
+	fill := func() {
+		for c.State().InFlight < c.Limit() {
+			r, err := c.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel = append(rel, r)
+		}
+	}
+	c.Observe(concurrency.Sample{Start: t0, End: clk.t})
+	rel[0]()
+	if got := c.Limit(); got != 9 {
+		t.Fatalf("limit after the first of 8 answers = %d, want 9", got)
+	}
+	fill()
+	clk.t = t0.Add(200 * time.Millisecond)
+	for i := 1; i < 5; i++ {
+		c.Observe(concurrency.Sample{Start: t0, End: clk.t, NewConn: true})
+		rel[i]()
+		fill()
+	}
+	if got := c.Limit(); got != 13 {
+		t.Fatalf("limit after 5 of 8 answers = %d, want 13 (the three not answered yet do not count)", got)
+	}
+}
+
 func TestControllerStaysNearItsFloorWhereTheLinkIsNarrow(t *testing.T) {
 	t.Parallel()
 	// 5 Mbit/s, 700 ms: under two batches fill it.
