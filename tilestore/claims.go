@@ -119,26 +119,12 @@ type Claim struct {
 	// candidates' rows are locked while it runs. It runs at most once, on
 	// ClaimBatch's goroutine.
 	Pick func(candidates []Tile) (Batch, []Rejection)
-	// PickMany, set instead of Pick, forms several batches from one
-	// claim's candidates (Limit then caps all of them together): one
-	// transaction journals each as its own batch, under its own op ID, its
-	// members marked with it. The first batch carries OpID. It cannot go
-	// with Stream, whose batches are numbered one claim at a time. The
-	// same rules as Pick's hold otherwise.
-	PickMany func(candidates []Tile) ([]Batch, []Rejection)
-}
-
-// Formed is one batch a claim journaled, with its members.
-type Formed struct {
-	Batch Batch
-	Tiles []Tile // in the batch's order
 }
 
 // Claimed is what ClaimBatch took.
 type Claimed struct {
 	Batch      Batch       // OpID "" when no batch was formed
 	Tiles      []Tile      // the batch's members, in its order
-	More       []Formed    // PickMany's batches after the first
 	Rejections []Rejection // recorded in the same transaction
 	Candidates int         // rows locked and marked (those Pick left, unmarked again); 0 means nothing is left to claim now
 	// Last is the last candidate (in the claim's Order) that the batch
@@ -253,11 +239,8 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 	if err := ValidateFlightID(c.FlightID); err != nil {
 		return Claimed{}, err
 	}
-	if c.Limit < 1 || (c.Pick == nil) == (c.PickMany == nil) || c.OpID == "" {
-		return Claimed{}, fmt.Errorf("claim a batch of flight %s: limit must be positive, one of Pick and PickMany and OpID set", c.FlightID)
-	}
-	if c.PickMany != nil && c.Stream != 0 {
-		return Claimed{}, fmt.Errorf("claim a batch of flight %s: a sequenced claim forms one batch (Pick, not PickMany)", c.FlightID)
+	if c.Limit < 1 || c.Pick == nil || c.OpID == "" {
+		return Claimed{}, fmt.Errorf("claim a batch of flight %s: limit must be positive, and Pick and OpID set", c.FlightID)
 	}
 	var out Claimed
 	err := pgx.BeginTxFunc(ctx, s.pool, claimTx, func(tx pgx.Tx) error {
@@ -310,17 +293,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if len(cands) == 0 {
 			return nil
 		}
-		var bs []Batch
-		var rejs []Rejection
-		if c.PickMany != nil {
-			bs, rejs = c.PickMany(cands)
-		} else {
-			b, rs := c.Pick(cands)
-			if len(b.TileIDs) > 0 {
-				bs = []Batch{b}
-			}
-			rejs = rs
-		}
+		b, rejs := c.Pick(cands)
 		byID := make(map[string]Tile, len(cands))
 		for _, t := range cands {
 			byID[t.ID] = t
@@ -332,19 +305,10 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 			}
 			taken[r.TileID] = true
 		}
-		formed := make([]Formed, 0, len(bs))
-		ops := map[string]bool{}
-		var members []string
-		for i, b := range bs {
-			switch {
-			case len(b.TileIDs) == 0:
-				return fmt.Errorf("pick formed batch %s without tiles", b.OpID)
-			case i == 0 && b.OpID != c.OpID:
+		if len(b.TileIDs) > 0 {
+			if b.OpID != c.OpID {
 				return fmt.Errorf("pick formed batch %s, but the claim marked its tiles for %s", b.OpID, c.OpID)
-			case ops[b.OpID] || b.OpID == "":
-				return fmt.Errorf("pick formed two batches under op ID %q", b.OpID)
 			}
-			ops[b.OpID] = true
 			b.FlightID = c.FlightID
 			if seq.ID != 0 {
 				b.ClientID, b.ClientSeq = seq.ClientID, seq.LastCommitted+1
@@ -352,51 +316,41 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 			if err := validateBatch(b); err != nil {
 				return err
 			}
-			f := Formed{Batch: b}
 			for _, id := range b.TileIDs {
 				t, ok := byID[id]
 				if !ok || taken[id] {
-					return fmt.Errorf("pick put tile %s in batch %s, but it is not a candidate or is also rejected or in another batch", id, b.OpID)
+					return fmt.Errorf("pick put tile %s in the batch, but it is not a candidate or is also rejected", id)
 				}
-				taken[id] = true
-				f.Tiles = append(f.Tiles, t)
+				out.Tiles = append(out.Tiles, t)
 			}
-			members = append(members, b.TileIDs...)
-			formed = append(formed, f)
 		}
 		// The journal writes go as one pipelined round trip.
 		w := &pgx.Batch{}
 		if err := queueRejections(w, rejs); err != nil {
 			return err
 		}
-		for i, f := range formed {
-			s.queueBatch(w, f.Batch)
+		if len(b.TileIDs) > 0 {
+			s.queueBatch(w, b)
 			if seq.ID != 0 {
 				w.Queue(`UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
-					f.Batch.OpID, seq.ID, int64(f.Batch.ClientSeq))
-			}
-			if i > 0 {
-				// The claim marked every candidate with the first batch's
-				// op ID: the others' members carry their own.
-				w.Queue(`UPDATE tiles SET open_op_id = $1 WHERE tile_id = ANY($2) AND open_op_id = $3`,
-					f.Batch.OpID, f.Batch.TileIDs, c.OpID)
+					b.OpID, seq.ID, int64(b.ClientSeq))
 			}
 		}
-		if left := unpicked(cands, members); len(left) > 0 {
+		if left := unpicked(cands, b.TileIDs); len(left) > 0 {
 			w.Queue(freeTilesSQL, left, c.OpID)
 		}
 		if w.Len() > 0 {
 			if err := tx.SendBatch(ctx, w).Close(); err != nil {
-				return fmt.Errorf("journal %d batch(es) from %s (%d tiles, %d rejection(s)): %w", len(formed), c.OpID, len(members), len(rejs), err)
+				return fmt.Errorf("journal batch %s (%d tiles, %d rejection(s)): %w", b.OpID, len(b.TileIDs), len(rejs), err)
 			}
 		}
 		out.Rejections = rejs
-		out.Left = len(cands) - len(members) - len(rejs)
-		out.Last = lastTaken(cands, members, rejs)
-		if len(formed) == 0 {
+		out.Left = len(cands) - len(b.TileIDs) - len(rejs)
+		out.Last = lastTaken(cands, b.TileIDs, rejs)
+		if len(b.TileIDs) == 0 {
 			return nil
 		}
-		out.Batch, out.Tiles, out.More = formed[0].Batch, formed[0].Tiles, formed[1:]
+		out.Batch = b
 		return nil
 	})
 	if err != nil {

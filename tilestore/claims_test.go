@@ -73,15 +73,6 @@ func storeWithIsolation(t *testing.T, isolation string) *tilestore.Store {
 }
 
 func concurrentClaims(t *testing.T, s *tilestore.Store) {
-	concurrentClaimsWith(t, s, func(op string) tilestore.Claim {
-		return tilestore.Claim{Limit: 7, OpID: op, Pick: pickAll(op)}
-	})
-}
-
-// concurrentClaimsWith runs 4 runs of 3 workers each claiming with
-// claim(op) until nothing is left, and checks that every tile went in
-// exactly one batch.
-func concurrentClaimsWith(t *testing.T, s *tilestore.Store, claim func(op string) tilestore.Claim) {
 	ids := seedFlight(t, s, "FC", 600)
 	ctx := testCtx(t)
 	const runs, workers = 4, 3
@@ -101,9 +92,7 @@ func concurrentClaimsWith(t *testing.T, s *tilestore.Store, claim func(op string
 				<-start
 				for i := 0; ; i++ {
 					op := fmt.Sprintf("op-%d-%d-%d", r, w, i)
-					cl := claim(op)
-					cl.FlightID = "FC"
-					c, err := st.ClaimBatch(ctx, cl)
+					c, err := st.ClaimBatch(ctx, tilestore.Claim{FlightID: "FC", Limit: 7, OpID: op, Pick: pickAll(op)})
 					if err != nil {
 						t.Error(err)
 						return
@@ -111,15 +100,13 @@ func concurrentClaimsWith(t *testing.T, s *tilestore.Store, claim func(op string
 					if c.Candidates == 0 {
 						return
 					}
+					ops.Add(1)
 					mu.Lock()
-					for _, f := range append([]tilestore.Formed{{Batch: c.Batch, Tiles: c.Tiles}}, c.More...) {
-						ops.Add(1)
-						for _, tl := range f.Tiles {
-							if prev, dup := owner[tl.ID]; dup {
-								t.Errorf("tile %s claimed by %s and %s", tl.ID, prev, f.Batch.OpID)
-							}
-							owner[tl.ID] = f.Batch.OpID
+					for _, tl := range c.Tiles {
+						if prev, dup := owner[tl.ID]; dup {
+							t.Errorf("tile %s claimed by %s and %s", tl.ID, prev, op)
 						}
+						owner[tl.ID] = op
 					}
 					mu.Unlock()
 				}

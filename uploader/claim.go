@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tilectl/tilectl/operation"
@@ -119,40 +117,12 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, t *ta
 // its lookup gave back, and those rejected in the call before, go first.
 type claimCursor struct {
 	// turn is held by one worker's claim from reading the cursor to its
-	// pick, or to its commit when it claims for the workers waiting for
-	// the turn too (see claimAndSend).
+	// pick (see claimAndSend).
 	turn  sync.Mutex
 	order tilestore.Order
 	last  tilestore.Cursor
 	// lookedUpAt is the read of the call's lookup the cursor has seen.
 	lookedUpAt time.Time
-	// waiting counts the workers waiting for the turn.
-	waiting atomic.Int32
-	// ready are batches a claim journaled for the workers that waited for
-	// the turn, each taken and sent by one of them.
-	readyMu sync.Mutex
-	ready   []tilestore.Formed
-}
-
-// maxClaimBatches bounds the batches one claim forms.
-const maxClaimBatches = 8
-
-// takeReady takes a batch another worker's claim formed, if there is one.
-func (c *claimCursor) takeReady() (tilestore.Formed, bool) {
-	c.readyMu.Lock()
-	defer c.readyMu.Unlock()
-	if len(c.ready) == 0 {
-		return tilestore.Formed{}, false
-	}
-	f := c.ready[0]
-	c.ready = c.ready[1:]
-	return f, true
-}
-
-func (c *claimCursor) addReady(fs []tilestore.Formed) {
-	c.readyMu.Lock()
-	c.ready = append(c.ready, fs...)
-	c.readyMu.Unlock()
 }
 
 // sawLookup moves the cursor back to the first tile when the call looked
@@ -197,15 +167,11 @@ func (o *ownCursor) after(cur *claimCursor) tilestore.Cursor {
 	return cur.last
 }
 
-// claimAndSend sends a batch another worker's claim formed for it, or
-// claims one after the shared cursor (or where own says) and sends it.
-// more is false when nothing was left to claim, even from the flight's
-// first tile.
+// claimAndSend claims one batch after the shared cursor (or where own says)
+// and sends it. more is false when nothing was left to claim, even from the
+// flight's first tile.
 func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, maxAttempts int, lim limits, t *tally, cur *claimCursor, own *ownCursor,
 	due *dueBatches) (more bool, err error) {
-	if f, ok := cur.takeReady(); ok {
-		return u.sendClaimed(stopCtx, flightID, f, t, due)
-	}
 	lookedUp, lookedUpAt := t.lookedUpIDs()
 	// The workers' claims take turns from reading the cursor to their
 	// pick: a claim that read the cursor while another's was between the
@@ -215,25 +181,13 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	// turn ends at the pick, before the journal's writes and the commit's
 	// wait for the disk. Other processes' claims still pass each other by
 	// SKIP LOCKED.
-	//
-	// Where workers wait for the turn, the claims are what holds the
-	// batches back (a long fat link with small batches needs hundreds a
-	// second): the claim forms a batch for each of them too, in its one
-	// transaction, and holds the turn to its commit, so that they find
-	// their batches journaled and ready when their turn comes.
-	cur.waiting.Add(1)
 	cur.turn.Lock()
-	cur.waiting.Add(-1)
 	endTurn := sync.OnceFunc(cur.turn.Unlock)
 	defer endTurn() // on every way out, a panic's included
-	if f, ok := cur.takeReady(); ok {
-		endTurn()
-		return u.sendClaimed(stopCtx, flightID, f, t, due)
-	}
 	cur.sawLookup(lookedUp, lookedUpAt)
 	after := own.after(cur)
 	opID := operation.NewID()
-	claim := tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
+	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
 		MaxAttempts: maxAttempts, Exclude: t.skippedIDs(), Order: cur.order, After: after, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
@@ -247,27 +201,8 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 			cur.advance(tilestore.LastTaken(cands, b, rs)) // the claim's Last, for the next turn
 			endTurn()
 			return b, rs
-		}}
-	// A sequenced batch is numbered alone; a worker resuming its own
-	// leftovers or rescanning from the first tile claims for itself.
-	if n := 1 + min(int(cur.waiting.Load()), maxClaimBatches-1); n > 1 && claim.Stream == 0 && !own.rescan && own.resume.IsZero() {
-		claim.Limit, claim.Pick = n*lim.tiles, nil
-		claim.PickMany = func(cands []tilestore.Tile) ([]tilestore.Batch, []tilestore.Rejection) {
-			bs, rs := pickMany(flightID, opID, n, t.unskipped(cands), lim)
-			t.skip(rs)
-			all := tilestore.Batch{}
-			for _, b := range bs {
-				all.TileIDs = append(all.TileIDs, b.TileIDs...)
-			}
-			cur.advance(tilestore.LastTaken(cands, all, rs))
-			return bs, rs
-		}
-	}
-	c, err := u.store.ClaimBatch(stopCtx, claim)
-	if err == nil {
-		cur.addReady(c.More) // before the turn ends: the waiting workers find them
-	}
-	endTurn() // when Pick did not run, or PickMany did
+		}})
+	endTurn() // when Pick did not run
 	var busy *tilestore.SequenceBusyError
 	if errors.As(err, &busy) {
 		return u.sequenceBusy(ctx, stopCtx, flightID, busy, t, due)
@@ -299,13 +234,6 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	if c.Batch.OpID == "" {
 		return true, nil
 	}
-	return u.sendClaimed(stopCtx, flightID, tilestore.Formed{Batch: c.Batch, Tiles: c.Tiles}, t, due)
-}
-
-// sendClaimed reads the blobs of a batch this run journaled and sends it.
-// more is false when the run ended meanwhile; the batch then stays open,
-// to be resent under its key.
-func (u *Client) sendClaimed(stopCtx context.Context, flightID string, c tilestore.Formed, t *tally, due *dueBatches) (more bool, err error) {
 	// The blobs are read (once: the bytes checked are the bytes sent) after
 	// the claim, outside its transaction: a claim's row locks are held for
 	// milliseconds, not for disk reads.
@@ -402,39 +330,6 @@ func pick(flightID, opID string, cands []tilestore.Tile, lim limits) (tilestore.
 		return tilestore.Batch{}, rejs
 	}
 	return batchOf(flightID, opID, members), rejs
-}
-
-// pickMany is up to n of pick's batches from one claim's candidates, the
-// first under opID, each other under a key of its own: each is what a
-// claim of its own would form, pick's choice among the next lim.tiles
-// candidates, those the batch before left over first (as a dry run
-// counts them).
-func pickMany(flightID, opID string, n int, cands []tilestore.Tile, lim limits) ([]tilestore.Batch, []tilestore.Rejection) {
-	var bs []tilestore.Batch
-	var rejs []tilestore.Rejection
-	for len(bs) < n && len(cands) > 0 {
-		op := opID
-		if len(bs) > 0 {
-			op = operation.NewID()
-		}
-		b, rs := pick(flightID, op, cands[:min(lim.tiles, len(cands))], lim)
-		rejs = append(rejs, rs...)
-		if len(b.TileIDs) == 0 && len(rs) == 0 {
-			break
-		}
-		if len(b.TileIDs) > 0 {
-			bs = append(bs, b)
-		}
-		gone := make(map[string]bool, len(b.TileIDs)+len(rs))
-		for _, id := range b.TileIDs {
-			gone[id] = true
-		}
-		for _, r := range rs {
-			gone[r.TileID] = true
-		}
-		cands = slices.DeleteFunc(slices.Clone(cands), func(tl tilestore.Tile) bool { return gone[tl.ID] })
-	}
-	return bs, rejs
 }
 
 func batchOf(flightID, opID string, tiles []tilestore.Tile) tilestore.Batch {

@@ -77,7 +77,8 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 	}
 	s.mu.Unlock()
 	picked := false
-	before := func() {
+	pick := c.Pick
+	c.Pick = func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 		time.Sleep(5 * time.Millisecond)
 		// Before the uploader's pick, which ends its turn: the next claim
 		// may start as soon as it returns.
@@ -85,33 +86,13 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 		s.between--
 		picked = true
 		s.mu.Unlock()
-	}
-	after := func(cands []tilestore.Tile, b tilestore.Batch, rs []tilestore.Rejection) {
+		b, rs := pick(cands)
 		s.mu.Lock()
 		if last := tilestore.LastTaken(cands, b, rs); c.Order.Less(s.lastPick, last) {
 			s.lastPick = last
 		}
 		s.mu.Unlock()
-	}
-	if pick := c.Pick; pick != nil {
-		c.Pick = func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			before()
-			b, rs := pick(cands)
-			after(cands, b, rs)
-			return b, rs
-		}
-	}
-	if pick := c.PickMany; pick != nil {
-		c.PickMany = func(cands []tilestore.Tile) ([]tilestore.Batch, []tilestore.Rejection) {
-			before()
-			bs, rs := pick(cands)
-			var all tilestore.Batch
-			for _, b := range bs {
-				all.TileIDs = append(all.TileIDs, b.TileIDs...)
-			}
-			after(cands, all, rs)
-			return bs, rs
-		}
+		return b, rs
 	}
 	got, err := s.Store.ClaimBatch(ctx, c)
 	if !picked {
