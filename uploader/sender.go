@@ -113,17 +113,54 @@ type exchange struct {
 	batch        bool
 	attemptStart time.Time
 	paced        time.Duration
+	// dialed is when the attempt got a connection it had to open (zero:
+	// it reused one), under writesMu.
+	dialed time.Time
 }
 
-// attemptCtx returns ctx with a write trace of its own for one attempt.
+// attemptCtx returns ctx with a trace of its own for one attempt: its
+// writes, and when it got a new connection.
 func (ex *exchange) attemptCtx(ctx context.Context) context.Context {
 	n := new(atomic.Int32)
 	ex.writesMu.Lock()
 	ex.writes = append(ex.writes, n)
+	ex.dialed = time.Time{}
 	ex.writesMu.Unlock()
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { n.Add(1) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			if info.Reused {
+				return
+			}
+			now := ex.u.now()
+			ex.writesMu.Lock()
+			ex.dialed = now
+			ex.writesMu.Unlock()
+		},
 	})
+}
+
+// newConn reports whether the last attempt opened its connection.
+func (ex *exchange) newConn() bool {
+	ex.writesMu.Lock()
+	defer ex.writesMu.Unlock()
+	return !ex.dialed.IsZero()
+}
+
+// onWire is when the attempt that started at asked (its wait for the
+// pacer included) went on the wire: a connection it had to open first
+// moves its start to when it got it. Opening a connection takes its own
+// round trips (TCP's handshake, TLS's), once per connection, which say
+// nothing about a queue on the path: a limit that grows opens a
+// connection per new slot, and read as round trips of batches those
+// handshakes look like a queue as long again as the link.
+func (ex *exchange) onWire(asked time.Time) time.Time {
+	ex.writesMu.Lock()
+	defer ex.writesMu.Unlock()
+	if ex.dialed.After(asked) {
+		return ex.dialed.Add(-ex.paced)
+	}
+	return asked.Add(-ex.paced)
 }
 
 // replays is how many writes went beyond one per attempt so far.
@@ -315,8 +352,10 @@ func (ex *exchange) send(reqCtx context.Context, method, path string, body *batc
 	// The attempt's time counts its wait for the pacer: a batch that
 	// waits for it is a batch queued on the path, as the adaptive limit
 	// sees it.
-	ex.attemptStart = u.now().Add(-ex.paced)
+	asked := u.now()
+	ex.attemptStart = asked.Add(-ex.paced)
 	resp, err := u.client.Do(req)
+	ex.attemptStart = ex.onWire(asked)
 	if err != nil {
 		return attemptEnd{err: err, accept: ex.accept}, true
 	}
@@ -343,7 +382,7 @@ func (ex *exchange) listen(v verdict) {
 	ex.adm.probe = false
 	raised := u.pacer.answered(v, ex.attemptStart)
 	if v.hasSignal && ex.batch && (v.signal != concurrency.Overloaded || raised) {
-		u.adaptive.Observe(concurrency.Sample{Start: ex.attemptStart, End: u.now(), Signal: v.signal})
+		u.adaptive.Observe(concurrency.Sample{Start: ex.attemptStart, End: u.now(), Signal: v.signal, NewConn: ex.newConn()})
 	}
 }
 

@@ -41,6 +41,13 @@ const (
 type Sample struct {
 	Start, End time.Time
 	Signal     Signal
+	// NewConn says the request went on a connection opened for it. Its
+	// round trip carries the connection's own start (a handshake the dial
+	// did not wait for, TCP's slow start on a fresh connection), once per
+	// connection: a limit that grows opens one per new slot, and those
+	// round trips say nothing about a queue on the path. A round's mean
+	// leaves them out when it has others.
+	NewConn bool
 }
 
 // Options tune a Controller. Zero fields take the stated defaults.
@@ -104,23 +111,28 @@ type Controller struct {
 	limit    float64
 	inflight int
 	changed  chan struct{} // closed and replaced when a slot frees or the limit moves
-	// slowStart doubles the limit each round trip until the first queue
-	// or overload; afterwards it grows by its square root.
+	// slowStart grows the limit by one per answer (doubling it each
+	// round trip) until the first queue or overload; afterwards it grows
+	// by its square root each round trip.
 	slowStart bool
 	// The current round: it ends with the first answer to a request that
 	// started after it began, one round trip later.
 	roundStart time.Time
 	n          int
 	sum        time.Duration
-	peak       int // most slots held at once in the round
-	srtt       time.Duration
-	base       time.Duration // least round trip seen, since baseAt
-	baseAt     time.Time
-	phase      phase
-	probeFrom  time.Time
-	probeMin   time.Duration
-	cutAt      time.Time
-	cuts       int
+	// nNew and sumNew are the round's round trips on new connections,
+	// apart from n and sum (Sample.NewConn).
+	nNew      int
+	sumNew    time.Duration
+	peak      int // most slots held at once in the round
+	srtt      time.Duration
+	base      time.Duration // least round trip seen, since baseAt
+	baseAt    time.Time
+	phase     phase
+	probeFrom time.Time
+	probeMin  time.Duration
+	cutAt     time.Time
+	cuts      int
 	// ceiling is the limit an overload last set (0: none within
 	// ceilingMemory); near it the limit grows by one every ceilingStep, not per
 	// round trip: a provider that throttles by rate answers 429 to every
@@ -231,20 +243,36 @@ func (c *Controller) Observe(s Sample) {
 	if c.base == 0 || rtt <= c.base {
 		c.base, c.baseAt = rtt, now
 	}
-	if c.srtt == 0 {
+	switch {
+	case c.srtt == 0:
 		c.srtt = rtt
-	} else {
+	case !s.NewConn:
 		c.srtt += (rtt - c.srtt) / 8
 	}
 	if c.phase == measuring && !s.Start.Before(c.probeFrom) && (c.probeMin == 0 || rtt < c.probeMin) {
 		c.probeMin = rtt
 	}
-	c.n++
-	c.sum += rtt
-	if s.Start.Before(c.roundStart) {
-		return
+	if s.NewConn {
+		c.nNew++
+		c.sumNew += rtt
+	} else {
+		c.n++
+		c.sum += rtt
 	}
 	before := c.effective()
+	if c.slowStart && c.phase == steady && c.inflight >= before {
+		// Slow start grows by one per answer that came while every slot
+		// was held, as TCP's does per acknowledgement: the limit doubles
+		// in a round trip whose batches all came back, and no faster than
+		// they do; a provider that refuses some (429) has them not count.
+		c.limit = min(c.limit+1, c.max)
+	}
+	if s.Start.Before(c.roundStart) {
+		if c.effective() != before {
+			c.notify()
+		}
+		return
+	}
 	c.endRound(now)
 	if c.effective() != before {
 		c.notify()
@@ -301,13 +329,18 @@ func (c *Controller) deliveryRate(now time.Time) float64 {
 }
 
 func (c *Controller) newRound(now time.Time) {
-	c.roundStart, c.n, c.sum, c.peak = now, 0, 0, c.inflight
+	c.roundStart, c.n, c.sum, c.nNew, c.sumNew, c.peak = now, 0, 0, 0, 0, c.inflight
 }
 
 // endRound decides, once per round trip, from the round's mean round
-// trip against the least one.
+// trip against the least one: the mean of its round trips on connections
+// already open, or of all of them when every one opened its connection
+// (a path where no connection is reused).
 func (c *Controller) endRound(now time.Time) {
-	mean := c.sum / time.Duration(c.n)
+	mean := c.sumNew / time.Duration(max(c.nNew, 1))
+	if c.n > 0 {
+		mean = c.sum / time.Duration(c.n)
+	}
 	full := c.peak >= c.effective()
 	defer c.newRound(now)
 	switch c.phase {
@@ -346,9 +379,9 @@ func (c *Controller) endRound(now time.Time) {
 	c.limit = min(max(c.limit, c.min), c.max)
 }
 
-// grow raises the limit after a round trip with room: doubling in slow
-// start, by its square root after it, and by one a second near the
-// ceiling an overload left.
+// grow raises the limit after a round trip with room: by its square root
+// after slow start (which grows per answer, in Observe), and by one a
+// second near the ceiling an overload left.
 func (c *Controller) grow(now time.Time) {
 	if c.ceiling > 0 && now.Sub(c.cutAt) >= ceilingMemory {
 		c.ceiling = 0
@@ -356,7 +389,7 @@ func (c *Controller) grow(now time.Time) {
 	near := nearCeiling * c.ceiling
 	switch {
 	case c.slowStart:
-		c.limit *= 2
+		// Grown per answer (Observe).
 	case c.ceiling > 0 && c.limit >= near:
 		if now.Sub(c.grownAt) < max(ceilingStep, c.srtt) {
 			return

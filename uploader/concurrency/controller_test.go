@@ -26,8 +26,25 @@ type link struct {
 	throttle   int
 	retryAfter time.Duration
 
+	// handshake, if positive, is what a batch on a connection opened for
+	// it pays on top (a handshake in the connection's first round trip):
+	// a connection is opened when every one open is busy, and kept.
+	handshake   time.Duration
+	conns, busy int
+
 	freeAt time.Time
 	starts []time.Time
+}
+
+// connect takes a connection for a batch: an idle one, or a new one
+// (true).
+func (l *link) connect() bool {
+	l.busy++
+	if l.busy <= l.conns {
+		return false
+	}
+	l.conns++
+	return true
 }
 
 // send is one batch of size bytes started at t: when it ends and what it
@@ -61,6 +78,7 @@ type flight struct {
 	answered         bool
 	start, end, free time.Time
 	sig              concurrency.Signal
+	newConn          bool
 	release          func()
 }
 
@@ -109,7 +127,12 @@ func (s *sim) run(d time.Duration) {
 				s.t.Fatal(err)
 			}
 			end, sig, free := s.l.send(s.clk.t, s.size)
-			heap.Push(&s.q, flight{at: end, start: s.clk.t, end: end, free: free, sig: sig, release: rel})
+			fresh := s.l.connect()
+			if fresh {
+				end, free = end.Add(s.l.handshake), free.Add(s.l.handshake)
+			}
+			heap.Push(&s.q, flight{at: end, start: s.clk.t, end: end, free: free, sig: sig, newConn: fresh,
+				release: func() { s.l.busy--; rel() }})
 			s.total++
 		}
 		if s.q.Len() == 0 || s.q[0].at.After(until) {
@@ -122,7 +145,7 @@ func (s *sim) run(d time.Duration) {
 			f.release()
 			continue
 		}
-		s.c.Observe(concurrency.Sample{Start: f.start, End: f.end, Signal: f.sig})
+		s.c.Observe(concurrency.Sample{Start: f.start, End: f.end, Signal: f.sig, NewConn: f.newConn})
 		if f.sig == concurrency.Answered {
 			s.done = append(s.done, f.end)
 		} else {
@@ -172,6 +195,72 @@ func TestControllerFillsAnUncongestedLongLinkWithinSecondsAndQueuesLittle(t *tes
 	}
 	if lim := s.c.Limit(); float64(lim) > 2*bdp+8 {
 		t.Errorf("limit = %d on a link of %.0f batches in flight: a standing queue", lim, bdp)
+	}
+}
+
+func TestControllerFillsALongLinkWhoseNewConnectionsPayAHandshake(t *testing.T) {
+	t.Parallel()
+	// 200 Mbit/s, 150 ms: about 29 batches in flight fill it. Every slot
+	// the limit adds opens a connection whose first batch takes a round
+	// trip more: slow start doubles into a burst of them, which is not a
+	// queue.
+	rate := 200e6 / 8
+	s := newSim(t, &link{rate: constRate(200), delay: constDelay(150 * time.Millisecond), handshake: 150 * time.Millisecond},
+		concurrency.Options{})
+	start := s.clk.t
+	s.run(10 * time.Second)
+	if got := s.share(start, start.Add(2*time.Second), rate); got < 0.6 {
+		t.Errorf("share of the link in the first 2 s = %.2f, want >= 0.6 (state %+v)", got, s.c.State())
+	}
+	if got := s.share(start.Add(2*time.Second), s.clk.t, rate); got < 0.9 {
+		t.Errorf("share of the link from 2 s on = %.2f, want >= 0.9 (state %+v)", got, s.c.State())
+	}
+}
+
+// Slow start grows by the answers that came back, not by a round trip's
+// first answer: a round's first answer (on a connection already open)
+// may come a round trip before the others (on connections opened for
+// them), and doubling on it alone would double again before the others
+// say whether the provider took them.
+func TestControllerSlowStartGrowsByTheAnswersThatCameBack(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := concurrency.New(concurrency.Options{Now: clk.now})
+	t0 := clk.t
+	var rel []func()
+	for range 8 {
+		r, err := c.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = append(rel, r)
+	}
+	clk.t = t0.Add(100 * time.Millisecond)
+	// Each answer's slot goes to the next batch at once, and new slots
+	// are taken as soon as the limit gives them.
+	fill := func() {
+		for c.State().InFlight < c.Limit() {
+			r, err := c.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel = append(rel, r)
+		}
+	}
+	c.Observe(concurrency.Sample{Start: t0, End: clk.t})
+	rel[0]()
+	if got := c.Limit(); got != 9 {
+		t.Fatalf("limit after the first of 8 answers = %d, want 9", got)
+	}
+	fill()
+	clk.t = t0.Add(200 * time.Millisecond)
+	for i := 1; i < 5; i++ {
+		c.Observe(concurrency.Sample{Start: t0, End: clk.t, NewConn: true})
+		rel[i]()
+		fill()
+	}
+	if got := c.Limit(); got != 13 {
+		t.Fatalf("limit after 5 of 8 answers = %d, want 13 (the three not answered yet do not count)", got)
 	}
 }
 
