@@ -382,7 +382,8 @@ func (ex *exchange) listen(v verdict) {
 	ex.adm.probe = false
 	raised := u.pacer.answered(v, ex.attemptStart)
 	if v.hasSignal && ex.batch && (v.signal != concurrency.Overloaded || raised) {
-		u.adaptive.Observe(concurrency.Sample{Start: ex.attemptStart, End: u.now(), Signal: v.signal, NewConn: ex.newConn()})
+		u.adaptive.Observe(concurrency.Sample{Start: ex.attemptStart, End: u.now(), Signal: v.signal, NewConn: ex.newConn(),
+			Paced: v.signal == concurrency.Overloaded && u.pacer.current() > 0})
 	}
 }
 

@@ -48,6 +48,10 @@ type Sample struct {
 	// round trips say nothing about a queue on the path. A round's mean
 	// leaves them out when it has others.
 	NewConn bool
+	// Paced says an Overloaded request's throttle is answered by spacing
+	// the starts of requests a little under the rate the provider took
+	// (the uploader's pacer): the limit then only has to carry that rate.
+	Paced bool
 }
 
 // Options tune a Controller. Zero fields take the stated defaults.
@@ -229,7 +233,7 @@ func (c *Controller) Observe(s Sample) {
 	defer c.mu.Unlock()
 	now := c.now()
 	if s.Signal != Answered {
-		c.cut(now, s.Signal)
+		c.cut(now, s)
 		return
 	}
 	c.answered = append(c.answered, now)
@@ -290,17 +294,26 @@ func (c *Controller) Overloaded() { c.Observe(Sample{Signal: TimedOut}) }
 // the first answered request started, at the run's start), times the
 // least round trip, is how many batches in flight that rate needs; the
 // limit goes a little under it (underRate, in whole batches), and at
-// least one lower. Near the limit a cut set, it grows
-// slowly (grow).
-func (c *Controller) cut(now time.Time, sig Signal) {
+// least one lower. A throttle the pacer answers (Sample.Paced) keeps
+// what the rate needs, in whole batches: the pacer already keeps the
+// starts under the rate, and a limit under it too would slow the run
+// twice. Near the limit a cut set, it grows slowly (grow).
+func (c *Controller) cut(now time.Time, s Sample) {
 	if !c.cutAt.IsZero() && now.Sub(c.cutAt) < c.srtt {
 		return
 	}
 	before := c.effective()
 	c.cutAt, c.cuts = now, c.cuts+1
 	next := c.limit * decrease
-	if need := math.Floor(underRate * c.deliveryRate(now) * c.base.Seconds()); sig == Overloaded && need >= 1 {
-		next = min(need, c.limit-1)
+	if s.Signal == Overloaded {
+		carry := c.deliveryRate(now) * c.base.Seconds() // batches in flight the rate takes
+		need := math.Floor(underRate * carry)
+		if s.Paced {
+			need = math.Ceil(carry)
+		}
+		if need >= 1 {
+			next = min(need, c.limit-1)
+		}
 	}
 	c.limit = max(c.min, next)
 	c.ceiling = c.limit

@@ -487,3 +487,31 @@ func TestControllerThrottledAtTheStartKeepsWhatTheRateItTookNeeds(t *testing.T) 
 		t.Fatalf("limit %d after a throttle at the start, want about 4 (a little under 25 batches/s at 0.2 s)", got)
 	}
 }
+
+// A throttle the pacer answers (Paced: the starts are spaced just under
+// the rate the provider took) leaves the limit at what that rate needs in
+// flight, not under it: a limit under the paced rate would slow the run a
+// second time. Unpaced, the limit alone keeps under the rate.
+func TestControllerLeavesAPacedThrottleTheBatchesItsRateNeeds(t *testing.T) {
+	t.Parallel()
+	throttle := func(paced bool) int {
+		clk := &clock{t: time.Unix(1_700_000_000, 0)}
+		c := concurrency.New(concurrency.Options{Now: clk.now, Initial: 32})
+		// 20 answers a second, each 150 ms on the wire: 3 in flight carry
+		// the rate.
+		start := clk.t
+		for i := range 40 {
+			clk.t = start.Add(time.Duration(i) * 50 * time.Millisecond)
+			c.Observe(concurrency.Sample{Start: clk.t.Add(-150 * time.Millisecond), End: clk.t, Signal: concurrency.Answered})
+		}
+		clk.t = clk.t.Add(10 * time.Millisecond)
+		c.Observe(concurrency.Sample{Start: clk.t.Add(-150 * time.Millisecond), End: clk.t, Signal: concurrency.Overloaded, Paced: paced})
+		return c.Limit()
+	}
+	if got := throttle(true); got < 3 || got > 4 {
+		t.Errorf("limit %d after a paced throttle at 20 batches/s and 150 ms, want 3 or 4 (what the rate needs)", got)
+	}
+	if got := throttle(false); got >= 3 {
+		t.Errorf("limit %d after an unpaced throttle at 20 batches/s and 150 ms, want under 3 (under the rate)", got)
+	}
+}
