@@ -4,9 +4,11 @@
 // time stays near the least it has seen (the link has room: more batches
 // in flight carry more bytes per second) and shrinks it when the round
 // trip rises (the batches queue at a bottleneck, which adds latency and no
-// throughput), as TCP Vegas does with packets. An overload signal (429,
-// 503, a timeout, the breaker opening) halves it at once, at most once per
-// round trip, as TCP's AIMD does on loss. It never stops adjusting: every
+// throughput), as TCP Vegas does with packets. An overload signal cuts it
+// at once, at most once per round trip, as TCP's AIMD does on loss: a
+// timeout or the breaker opening halves it; a throttle (429, 503) sets it
+// to the batches in flight the provider's rate of answers needs (see cut).
+// It never stops adjusting: every
 // round trip is a decision, and the least round trip is measured afresh
 // every BaseWindow by draining the queue for two round trips, so a link
 // that changes (slower, faster, longer) is followed. Fixed is the same
