@@ -357,19 +357,28 @@ func (e *LeaseLostError) Error() string {
 
 func (e *LeaseLostError) Unwrap() error { return e.Err }
 
-// keepLeases renews this run's leases every third of a lease while the run
-// works. When renewal has failed for two thirds of a lease, it cancels the
-// returned context with a *LeaseLostError, before another run could take
-// the batches over. stopRenewal ends the renewal alone (before the leases
-// are released); stop ends it too and cancels the context. Each may be
-// called more than once.
+// keepLeases renews this run's leases every third of a lease until
+// stopRenewal, also while a cancelled run lets its batches on the wire
+// finish. When renewal has failed for two thirds of a lease, it cancels
+// the returned context with a *LeaseLostError, before another run could
+// take the batches over, and ends every request on the wire (leaseLostOf).
+// stopRenewal ends the renewal alone (before the leases are released);
+// stop ends it too and cancels the context. Each may be called more than
+// once.
 func (u *Client) keepLeases(ctx context.Context) (_ context.Context, stopRenewal, stop func()) {
 	lease := u.store.Run().Lease
 	if lease <= 0 {
 		lease = tilestore.DefaultLease
 	}
 	lctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
+	// lost ends only when the lease is lost: never cancelled otherwise,
+	// so that its cause is the loss whatever ended lctx before.
+	lost, loseLease := context.WithCancelCause(context.Background())
+	lctx = context.WithValue(lctx, leaseLostKey{}, lost)
+	// renewing outlives lctx (a cancelled run still renews while its
+	// batches on the wire finish) and ends at stopRenewal, which also cuts
+	// a renewal in progress.
+	renewing, done := context.WithCancel(context.WithoutCancel(lctx))
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -378,32 +387,50 @@ func (u *Client) keepLeases(ctx context.Context) (_ context.Context, stopRenewal
 		last := time.Now()
 		for {
 			select {
-			case <-done:
-				return
-			case <-lctx.Done():
+			case <-renewing.Done():
 				return
 			case <-tick.C:
 			}
-			rctx, rcancel := context.WithTimeout(lctx, lease/2)
+			rctx, rcancel := context.WithTimeout(renewing, lease/2)
 			_, err := u.store.ExtendLeases(rctx)
 			rcancel()
 			if err == nil {
 				last = time.Now()
 				continue
 			}
+			if renewing.Err() != nil {
+				return
+			}
 			u.log.Warn().Err(err).Msg("could not renew this run's batch leases")
 			if time.Since(last) >= lease*2/3 {
-				cancel(&LeaseLostError{Lease: lease, Err: err})
+				e := &LeaseLostError{Lease: lease, Err: err}
+				loseLease(e)
+				cancel(e)
 				return
 			}
 		}
 	}()
 	stopRenewal = sync.OnceFunc(func() {
-		close(done)
+		done()
 		<-finished
 	})
 	return lctx, stopRenewal, func() {
 		stopRenewal()
 		cancel(nil)
 	}
+}
+
+// leaseLostKey carries, from keepLeases to every request of the run, a
+// context that ends only when the run's lease is lost. It is a value, not
+// the run's context itself, because the contexts a request is sent under
+// may have ended before (the run stopped, its claims stopped), and a
+// context's cause is its first: the loss must still reach a request that
+// a stopped run lets finish.
+type leaseLostKey struct{}
+
+// leaseLostOf returns the context that ends when the run's lease is lost,
+// or nil outside a run that keeps leases.
+func leaseLostOf(ctx context.Context) context.Context {
+	c, _ := ctx.Value(leaseLostKey{}).(context.Context)
+	return c
 }

@@ -51,3 +51,34 @@ func TestARunThatLosesItsLeaseWithABatchOnTheWireSaysTheLeaseWasLost(t *testing.
 		t.Fatalf("UploadPendingTiles: %v; want the renewal's failure (%q) in it", err, want)
 	}
 }
+
+// A run stopped by its caller (Ctrl-C) lets the batch on the wire finish,
+// and keeps renewing its leases while it does: when the renewal fails for
+// two thirds of a lease, that batch is cut too, since another run may take
+// it over once the lease ends.
+func TestAStoppedRunsBatchOnTheWireIsCutWhenItsLeaseIsLost(t *testing.T) {
+	t.Parallel()
+	c := providertest.NewClient(t, "fs")
+	c.AddTiles(t, "fs", 4, 512, 67)
+	store := unrenewable{c.Store.ForRun(tilestore.Run{ID: "stopped-run", Host: "here", PID: 10, Lease: 600 * time.Millisecond})}
+	onWire := make(chan struct{}, 1)
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		onWire <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(20 * time.Second):
+		}
+	})
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store, o.Sleep, o.RequestTimeout = store, nil, time.Minute })
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	go func() {
+		<-onWire
+		cancel() // the operator's Ctrl-C, with the batch on the wire
+	}()
+	start := time.Now()
+	_, _ = u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fs", Concurrency: 1})
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the stopped run took %v to end: its batch on the wire outlived the lease (600ms) it could not renew", took)
+	}
+}

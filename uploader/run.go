@@ -45,9 +45,9 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		ended.Wait()
 		// A lost lease cancels the batches on the wire: the loss, not the
 		// cancellation it caused, is what the run reports.
-		if lost := context.Cause(ctx); !req.DryRun && errors.As(lost, new(*LeaseLostError)) &&
+		if lost := leaseLostOf(ctx); !req.DryRun && lost != nil && lost.Err() != nil &&
 			(err == nil || errors.Is(err, context.Canceled)) {
-			err = lost
+			err = context.Cause(lost)
 		}
 		if rerr != nil && err == nil {
 			err = rerr

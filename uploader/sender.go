@@ -227,12 +227,10 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 			reqCtx, cancelDl = context.WithDeadline(reqCtx, dl)
 			defer cancelDl()
 		}
-		stop := context.AfterFunc(runCtx, func() {
-			if lost := context.Cause(runCtx); errors.As(lost, new(*LeaseLostError)) {
-				cancel(lost)
-			}
-		})
-		defer stop()
+		if lost := leaseLostOf(runCtx); lost != nil {
+			stop := context.AfterFunc(lost, func() { cancel(context.Cause(lost)) })
+			defer stop()
+		}
 	}
 	ex.batch = body != nil
 	defer func() {
