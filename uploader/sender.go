@@ -381,7 +381,7 @@ func (ex *exchange) listen(v verdict) {
 	raised := u.pacer.answered(v, ex.attemptStart)
 	if v.hasSignal && ex.batch && (v.signal != concurrency.Overloaded || raised) {
 		u.adaptive.Observe(concurrency.Sample{Start: ex.attemptStart, End: u.now(), Signal: v.signal, NewConn: ex.newConn(),
-			Paced: v.signal == concurrency.Overloaded && u.pacer.current() > 0})
+			Paced: v.signal == concurrency.Overloaded && v.floor > 0 && u.pacer.current() > 0})
 	}
 }
 

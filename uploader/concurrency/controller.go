@@ -44,11 +44,11 @@ type Sample struct {
 	Start, End time.Time
 	Signal     Signal
 	// NewConn says the request went on a connection opened for it. Its
-	// round trip carries the connection's own start (a handshake the dial
-	// did not wait for, TCP's slow start on a fresh connection), once per
-	// connection: a limit that grows opens one per new slot, and those
-	// round trips say nothing about a queue on the path. A round's mean
-	// leaves them out when it has others.
+	// round trip carries what a fresh connection costs beyond the dial the
+	// sender leaves out of Start (TCP's slow start, a handshake the dial
+	// did not wait for), once per connection: a limit that grows opens one
+	// per new slot, and those round trips say nothing about a queue on the
+	// path. A round's mean leaves them out when it has others.
 	NewConn bool
 	// Paced says an Overloaded request's throttle is answered by spacing
 	// the starts of requests a little under the rate the provider took

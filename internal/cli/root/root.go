@@ -144,16 +144,13 @@ func bindGlobalFlags(f *factory.Factory, cmd *cobra.Command) {
 }
 
 // setsConfig reports whether the user set a flag that sets a config field:
-// a global one, --provider-token-file, or one a command annotated with
-// factory.ConfigKeyAnnotation.
+// --provider-token-file, or one annotated with factory.ConfigKeyAnnotation
+// (the global ones are too).
 func setsConfig(flags *pflag.FlagSet) bool {
 	set := false
 	flags.Visit(func(fl *pflag.Flag) {
 		if fl.Name == "provider-token-file" || len(fl.Annotations[factory.ConfigKeyAnnotation]) == 1 {
 			set = true
-		}
-		for _, g := range globalFlags {
-			set = set || fl.Name == g.name
 		}
 	})
 	return set
