@@ -168,7 +168,10 @@ func (m *Meter) schedule() {
 
 // sample notes, for each connection with a request not all acknowledged,
 // whether it is now; it goes on while any such connection is left.
+// The flag is cleared before the look, so a write during it schedules the
+// next sample instead of finding one still in progress.
 func (m *Meter) sample() {
+	m.sampling.Store(false)
 	now := m.now()
 	waiting := false
 	for _, c := range m.open() {
@@ -176,7 +179,6 @@ func (m *Meter) sample() {
 			waiting = true
 		}
 	}
-	m.sampling.Store(false)
 	if waiting {
 		m.schedule()
 	}
