@@ -219,11 +219,23 @@ func (s *Server) answer(ctx context.Context, opID, flightID string, mt manifestT
 		return res, nil
 	}
 	st, err := s.tiles.put(ctx, opID, flightID, mt.TileID, sum, data, s.now())
+	if err == nil && s.faults.losesStoreAnswer(mt.TileID) {
+		err = errors.New("injected: the answer to the tile record's commit was lost")
+	}
 	if err != nil {
 		// put makes a tile visible in the transaction that records its
-		// write, so a put that fails has stored nothing (unless only its
-		// commit's answer was lost, which the database cannot tell).
+		// write, so a put that fails has stored nothing, unless only its
+		// commit's answer was lost: the record of this operation's write
+		// says which. Unknown, the tile has no result (an error: the
+		// batch is not sealed and runs again).
 		s.log.Error().Err(err).Str("op_id", opID).Msg("store tile")
+		wrote, werr := s.tiles.wrote(ctx, opID, flightID, mt.TileID, sum)
+		switch {
+		case werr != nil:
+			return tileResult{}, fmt.Errorf("store tile %s: %v; and look for its record: %w", mt.TileID, err, werr)
+		case wrote:
+			return tileResult{TileID: mt.TileID, Status: "accepted"}, nil
+		}
 		return tileResult{TileID: mt.TileID, Status: "rejected", Reason: "storage_busy", Message: "the tile could not be stored; send it again"}, nil
 	}
 	return tileResult{TileID: mt.TileID, Status: st}, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,10 @@ type FaultConfig struct {
 	TransientRejectRate float64
 	// Latency is added before every batch request is handled.
 	Latency time.Duration
+	// LoseStoreAnswerTileIDs have the answer to their store's commit lost
+	// (the database restarted after the commit, before its answer came):
+	// the store fails although the tile's record committed.
+	LoseStoreAnswerTileIDs []string
 }
 
 type injector struct {
@@ -149,6 +154,12 @@ func (in *injector) intn(n int) int {
 }
 
 func (in *injector) rejects(tileID string) bool { return in.reject[tileID] }
+
+// losesStoreAnswer reports whether tileID's store is to fail after its
+// commit (FaultConfig.LoseStoreAnswerTileIDs).
+func (in *injector) losesStoreAnswer(tileID string) bool {
+	return slices.Contains(in.cfg.LoseStoreAnswerTileIDs, tileID)
+}
 
 // snapshot returns how many faults of each kind were injected, and which.
 func (in *injector) snapshot() (map[FaultKind]int, []FaultEvent) {

@@ -95,3 +95,28 @@ func TestATileTheProviderHoldsIsAnsweredDuplicateWhenItsBatchRunsAgain(t *testin
 		t.Errorf("the provider wrote %v, want t-0000 once and nothing else", w)
 	}
 }
+
+// TestATileWhoseStoreAnswerWasLostIsAnsweredAsWhatHappened stores a tile
+// whose record commits but whose commit's answer is lost (the database
+// restarted between the two): the provider looks again instead of
+// answering it storage_busy, and answers it accepted, as the write it
+// made; its sealed answer agrees with what it wrote.
+func TestATileWhoseStoreAnswerWasLostIsAnsweredAsWhatHappened(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, func(c *provider.Config) {
+		c.Faults = provider.FaultConfig{LoseStoreAnswerTileIDs: []string{"t-0000"}}
+	})
+	rng := rand.New(rand.NewSource(12))
+	ct, body := batchBody(t, []rawTile{tileN(rng, 0), tileN(rng, 1)})
+	r := do(t, http.MethodPost, p.URL+"/v1/flights/f1/tiles:batch", providertest.Token, operation.NewID(),
+		map[string]string{"Content-Type": ct}, body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("batch answered %d %s", r.Status, r.Body)
+	}
+	if got := r.results(t); got["t-0000"] != "accepted:" || got["t-0001"] != "accepted:" {
+		t.Errorf("results %v, want both accepted: t-0000's record committed, only its answer was lost", got)
+	}
+	if w := writes(t, p); len(w) != 2 || w["t-0000"] != 1 {
+		t.Errorf("the provider wrote %v, want each tile once", w)
+	}
+}

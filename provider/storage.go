@@ -144,6 +144,18 @@ func (s *tileStore) put(ctx context.Context, opID, flightID, tileID, sum string,
 	return status, nil
 }
 
+// wrote reports whether opID's write of the tile with sum is recorded:
+// its put committed, whatever its answer said.
+func (s *tileStore) wrote(ctx context.Context, opID, flightID, tileID, sum string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM provider_tile_writes
+		WHERE flight_id = $1 AND tile_id = $2 AND op_id = $3 AND sha256 = $4)`, flightID, tileID, opID, sum).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look up the write of tile %s/%s by %s: %w", flightID, tileID, opID, err)
+	}
+	return ok, nil
+}
+
 func (s *tileStore) noteRejections(ctx context.Context, opID string, ids, reasons []string) error {
 	if len(ids) == 0 {
 		return nil
