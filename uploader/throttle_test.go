@@ -1,11 +1,7 @@
 package uploader_test
 
 import (
-	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,61 +9,6 @@ import (
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/uploader"
 )
-
-// tokenBucket admits at most rate batch POSTs a second, with a burst of
-// burst, and answers the others 429 RATE_LIMITED with Retry-After: 1, as a
-// provider that throttles by rate does. It counts what it admitted and
-// what it refused, and when the first and the last admitted batch came.
-type tokenBucket struct {
-	rate  float64
-	burst float64
-
-	mu          sync.Mutex
-	tokens      float64
-	last        time.Time
-	first, end  time.Time
-	admitted    int
-	refused     atomic.Int32
-	otherStatus atomic.Int32
-}
-
-func (b *tokenBucket) take() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := time.Now()
-	if b.last.IsZero() {
-		b.tokens = b.burst
-	} else {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	if b.first.IsZero() {
-		b.first = now
-	}
-	b.end = now
-	b.admitted++
-	return true
-}
-
-func (b *tokenBucket) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/tiles:batch") {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if !b.take() {
-			b.refused.Add(1)
-			w.Header().Set("Retry-After", "1")
-			operation.WriteError(w, http.StatusTooManyRequests, operation.CodeRateLimited, "at most 20 batches a second", nil, nil)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
 
 // TestAThrottlingProviderIsUsedToItsRateWithFewRefusals runs an upload at
 // default settings, with the real clock, against a provider on loopback
@@ -81,8 +22,9 @@ func TestAThrottlingProviderIsUsedToItsRateWithFewRefusals(t *testing.T) {
 	t.Parallel()
 	const batches, perBatch = 300, 2
 	p := providertest.Start(t, nil)
-	tb := &tokenBucket{rate: 20, burst: 5}
-	hs := httptest.NewServer(tb.wrap(p.Server.Handler()))
+	const burst = 5
+	tb := providertest.NewThrottle(p.Server.Handler(), 20, burst)
+	hs := httptest.NewServer(tb)
 	t.Cleanup(hs.Close)
 	c := providertest.NewClient(t, "fthr")
 	c.AddTiles(t, "fthr", batches*perBatch, 256, 1)
@@ -97,12 +39,10 @@ func TestAThrottlingProviderIsUsedToItsRateWithFewRefusals(t *testing.T) {
 	}
 	allUploadedOnce(t, c, p, "fthr", batches*perBatch)
 
-	tb.mu.Lock()
-	admitted, span := tb.admitted, tb.end.Sub(tb.first)
-	tb.mu.Unlock()
-	refused := int(tb.refused.Load())
+	st := tb.Stats()
+	admitted, span, refused := st.Admitted, st.End.Sub(st.First), st.Refused
 	// The bucket's burst is spent once; after it, the rate it allows.
-	rate := float64(admitted-int(tb.burst)) / span.Seconds()
+	rate := float64(admitted-burst) / span.Seconds()
 	share := float64(refused) / float64(admitted+refused)
 	t.Logf("throttle: %d batches admitted in %s: %.1f batches/s of 20 allowed (%.2f); %d refused with 429, %.1f%% of %d sends; limit at the end %d",
 		admitted, span.Round(time.Millisecond), rate, rate/20, refused, 100*share, admitted+refused, rep.Concurrency)

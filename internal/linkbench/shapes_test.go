@@ -1,15 +1,13 @@
 package linkbench
 
 import (
-	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tilectl/tilectl/internal/linkemu"
+	"github.com/tilectl/tilectl/provider/providertest"
 )
 
 // meter samples the bytes a link has carried up, for its rate over time.
@@ -150,65 +148,6 @@ func benchChanging(b *testing.B) {
 	}
 }
 
-// throttle is a provider front that allows at most perSecond batch POSTs
-// a second (a token bucket of burst tokens) and answers the rest 429 with
-// Retry-After: 1, as a provider protecting itself does. It counts both.
-type throttle struct {
-	inner     http.Handler
-	perSecond float64
-	burst     float64
-
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
-
-	posts, refused atomic.Int64
-}
-
-func newThrottle(inner http.Handler, perSecond, burst float64) *throttle {
-	return &throttle{inner: inner, perSecond: perSecond, burst: burst, tokens: burst}
-}
-
-func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/tiles:batch") {
-		t.inner.ServeHTTP(w, r)
-		return
-	}
-	t.posts.Add(1)
-	if !t.take(time.Now()) {
-		t.refused.Add(1)
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = w.Write([]byte(`{"errors":[{"code":"RATE_LIMITED","message":"at most 20 batches a second"}]}`))
-		return
-	}
-	t.inner.ServeHTTP(w, r)
-}
-
-// take spends a token if there is one at now.
-func (t *throttle) take(now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.last.IsZero() {
-		t.tokens = min(t.burst, t.tokens+now.Sub(t.last).Seconds()*t.perSecond)
-	}
-	t.last = now
-	if t.tokens < 1 {
-		return false
-	}
-	t.tokens--
-	return true
-}
-
-func (t *throttle) reset() {
-	t.mu.Lock()
-	t.tokens, t.last = t.burst, time.Time{}
-	t.mu.Unlock()
-	t.posts.Store(0)
-	t.refused.Store(0)
-}
-
 // benchThrottled runs tilectl at defaults against a provider that allows
 // 20 batches a second (16 tiles each, burst 5) through the long fat link,
 // which could carry far more, and reports its tiles/s against the
@@ -217,7 +156,7 @@ func (t *throttle) reset() {
 func benchThrottled(b *testing.B) {
 	const perSecond, burst, batch = 20, 5, 16
 	r := newRig(b, "Lthrottled", 2000, 16<<10, batch)
-	th := newThrottle(r.sink, perSecond, burst)
+	th := providertest.NewThrottle(r.sink, perSecond, burst)
 	hs := httptest.NewServer(th)
 	b.Cleanup(hs.Close)
 	_, url := newLink(b, hs.URL, 200_000_000, 150*time.Millisecond)
@@ -225,7 +164,7 @@ func benchThrottled(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		r.reset(b)
-		th.reset()
+		th.Reset()
 		b.StartTimer()
 		res := r.tilectl(b, url, 5*time.Minute, nil)
 		b.StopTimer()
@@ -233,7 +172,8 @@ func benchThrottled(b *testing.B) {
 			b.Fatalf("tilectl exited %d:\n%s", res.exit, tail(res.stderr))
 		}
 		held := r.sink.Held()
-		posts, refused := th.posts.Load(), th.refused.Load()
+		st := th.Stats()
+		posts, refused := st.Posts, st.Refused
 		b.ReportMetric(float64(held)/res.elapsed.Seconds(), "tilectl-tiles/s")
 		b.ReportMetric(perSecond*batch, "allowed-tiles/s")
 		b.ReportMetric(float64(refused)/float64(max(posts, 1)), "share-429")
