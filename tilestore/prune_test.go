@@ -16,20 +16,7 @@ func TestPruneTakesOnlyUploadedTilesOutsideOpenBatchesAndKeepsSharedBlobs(t *tes
 	t.Parallel()
 	ctx := testCtx(t)
 	s := newStore(t)
-	ids := seedFlight(t, s, "P1", 8)
-	blobs, err := tilestore.NewBlobStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tiles, err := s.TilesByID(ctx, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tl := range tiles {
-		if _, _, err := blobs.Put(tl.BlobPath, strings.NewReader(tl.ID)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids, tiles, blobs := seedCachedFlight(t, s, "P1", 8)
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := s.Pool().Exec(ctx, sql, args...); err != nil {
@@ -96,18 +83,7 @@ func TestATilePrunedOnceIsNotPrunedAgain(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	s := newStore(t)
-	ids := seedFlight(t, s, "P2", 1)
-	blobs, err := tilestore.NewBlobStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tiles, err := s.TilesByID(ctx, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := blobs.Put(tiles[0].BlobPath, strings.NewReader("x")); err != nil {
-		t.Fatal(err)
-	}
+	ids, _, blobs := seedCachedFlight(t, s, "P2", 1)
 	if _, err := s.Pool().Exec(ctx, `UPDATE tiles SET voting_status = 'uploaded',
 		uploaded_at = now() + interval '1 second' WHERE tile_id = $1`, ids[0]); err != nil {
 		t.Fatal(err)
@@ -120,4 +96,25 @@ func TestATilePrunedOnceIsNotPrunedAgain(t *testing.T) {
 	if err != nil || second.Tiles != 0 || second.Missing != 0 {
 		t.Fatalf("second prune: %+v, %v: want nothing pruned", second, err)
 	}
+}
+
+// seedCachedFlight adds a flight of n pending tiles with their blobs in a
+// cache of their own, and returns the tiles' IDs, the tiles and the cache.
+func seedCachedFlight(t *testing.T, s *tilestore.Store, flight string, n int) ([]string, []tilestore.Tile, *tilestore.BlobStore) {
+	t.Helper()
+	ids := seedFlight(t, s, flight, n)
+	blobs, err := tilestore.NewBlobStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiles, err := s.TilesByID(testCtx(t), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tiles {
+		if _, _, err := blobs.Put(tl.BlobPath, strings.NewReader(tl.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids, tiles, blobs
 }
