@@ -62,6 +62,7 @@ type Config struct {
 
 	file    string            // the config file read, "" for none
 	sources map[string]Source // key path -> where it was set; absent: default
+	tls     *builtTLS         // what Validate built from the TLS files (ProviderTLS)
 }
 
 // Upload tunes the HTTP uploader.

@@ -20,11 +20,32 @@ import (
 // certificate (or key), a key that does not match its certificate, a
 // certificate outside its validity period at now, or only one of the
 // client certificate and key set. Validate calls it, so a command fails
-// at start, before anything is sent.
+// at start, before anything is sent, and keeps what it built: a later
+// call for the same files returns a copy of that instead of reading them
+// again.
 func (c *Config) ProviderTLS(now time.Time) (*tls.Config, error) {
 	if c.ProviderCAFile == "" && c.ProviderClientCert == "" && c.ProviderClientKey == "" {
 		return nil, nil
 	}
+	files := [3]string{c.ProviderCAFile, c.ProviderClientCert, c.ProviderClientKey}
+	if c.tls != nil && c.tls.files == files {
+		return c.tls.conf.Clone(), nil
+	}
+	conf, err := c.buildTLS(now)
+	if err != nil {
+		return nil, err
+	}
+	c.tls = &builtTLS{files: files, conf: conf}
+	return conf.Clone(), nil
+}
+
+// builtTLS is the TLS settings ProviderTLS built and the files it read.
+type builtTLS struct {
+	files [3]string // provider_ca_file, provider_client_cert, provider_client_key
+	conf  *tls.Config
+}
+
+func (c *Config) buildTLS(now time.Time) (*tls.Config, error) {
 	var errs []error
 	bad := func(key, file, allowed string) {
 		errs = append(errs, &FieldError{Key: key, Value: fmt.Sprintf("%q", file), Allowed: allowed, Source: c.sources[key]})

@@ -117,3 +117,24 @@ func TestProviderTLSErrorsNameTheOptionTheFileAndWhereItCameFrom(t *testing.T) {
 		})
 	}
 }
+
+// Validate reads the TLS files once: a command that builds its provider
+// client after it gets the settings Validate checked, not the files read
+// a second time.
+func TestProviderTLSIsWhatValidateRead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "private provider CA")
+	caFile := testpki.Write(t, dir, "ca.pem", ca.PEM)
+	c, err := loadTLS(t, map[string]string{"TILECTL_PROVIDER_CA_FILE": caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(caFile); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := c.ProviderTLS(time.Now())
+	if err != nil || conf == nil || conf.RootCAs == nil {
+		t.Fatalf("ProviderTLS after Validate, with the file gone since = %v, %v; want what Validate read", conf, err)
+	}
+}
