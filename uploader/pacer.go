@@ -109,8 +109,10 @@ func (p *pacer) wait(ctx context.Context) error {
 // it (no answer at all says nothing about rate); a throttle of a request
 // that started before the last raise was sent at the old pace and says
 // nothing new. It reports whether the throttle is news for the limit on
-// batches in flight (raise).
-func (p *pacer) answered(v verdict, started time.Time) (cut bool) {
+// batches in flight (cut, see raise), and whether the pacer keeps the
+// starts under the provider's rate after it (paced: the limit then only
+// has to carry that rate, concurrency.Sample.Paced).
+func (p *pacer) answered(v verdict, started time.Time) (cut, paced bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -120,16 +122,17 @@ func (p *pacer) answered(v verdict, started time.Time) (cut bool) {
 			// A throttle without advice is a fault the breaker and the
 			// backoff answer, not a rate to keep to; and while pacing is
 			// suspended the limit on batches in flight answers alone.
-			return true
+			return true, false
 		}
 		if !p.raised.IsZero() && started.Before(p.raised) {
-			return false
+			return false, p.interval > 0
 		}
-		return p.raise(now, v.floor)
+		cut = p.raise(now, v.floor)
+		return cut, p.interval > 0
 	case v.status != 0:
 		p.ease(now)
 	}
-	return false
+	return false, false
 }
 
 // raise lengthens the interval to what keeps a little under the rate the

@@ -72,7 +72,7 @@ func TestAThrottleSpacesRequestStartsAtJustUnderTheRateTheProviderTook(t *testin
 	p := newPacer(c.now, c.sleep)
 	// The provider took 20 answers over the last second, then refused.
 	tookTwentyASecond(c, p)
-	if !p.answered(throttle1, c.now()) {
+	if cut, _ := p.answered(throttle1, c.now()); !cut {
 		t.Fatal("the first throttle did not raise the interval")
 	}
 	rate := 20.0
@@ -110,7 +110,7 @@ func TestRefusalsOfRequestsSentAtTheOldPaceRaiseTheIntervalOnce(t *testing.T) {
 	iv := p.current()
 	c.advance(10 * time.Millisecond)
 	for range 5 {
-		if p.answered(throttle1, before) {
+		if cut, _ := p.answered(throttle1, before); cut {
 			t.Fatal("a refusal of a request sent before the raise cut the limit on batches in flight")
 		}
 	}
@@ -200,7 +200,7 @@ func TestTheLimitOnBatchesInFlightIsCutOnlyWhenTheProvidersRateIsNewOrLower(t *t
 	c := &fakeClock{t: t0}
 	p := newPacer(c.now, c.sleep)
 	tookTwentyASecond(c, p)
-	if !p.answered(throttle1, c.now()) {
+	if cut, _ := p.answered(throttle1, c.now()); !cut {
 		t.Fatal("the first throttle did not cut the limit: the provider's rate was not known")
 	}
 	// At about the same rate: the pacer's probe went over; no cut.
@@ -209,7 +209,7 @@ func TestTheLimitOnBatchesInFlightIsCutOnlyWhenTheProvidersRateIsNewOrLower(t *t
 		p.answered(okAnswer, c.now())
 	}
 	c.advance(time.Millisecond)
-	if p.answered(throttle1, c.now()) {
+	if cut, _ := p.answered(throttle1, c.now()); cut {
 		t.Fatal("a throttle at the rate the provider took before cut the limit")
 	}
 	// The provider now takes half as many: news for the limit.
@@ -218,7 +218,7 @@ func TestTheLimitOnBatchesInFlightIsCutOnlyWhenTheProvidersRateIsNewOrLower(t *t
 		p.answered(okAnswer, c.now())
 	}
 	c.advance(time.Millisecond)
-	if !p.answered(throttle1, c.now()) {
+	if cut, _ := p.answered(throttle1, c.now()); !cut {
 		t.Fatal("a throttle at half the rate the provider took before did not cut the limit")
 	}
 }
@@ -256,5 +256,24 @@ func TestRefusalsThatComeAtAnyPaceDoNotSlowTheRunToACrawl(t *testing.T) {
 	}
 	if q.current() != 0 {
 		t.Fatalf("interval %v after 503s without advice, want 0", q.current())
+	}
+}
+
+// A throttle with a wait is paced from then on; one without (a fault to
+// back off from, not a rate), even while an earlier one's pacing holds,
+// is not: the limit on batches in flight keeps under the rate alone.
+func TestAThrottleIsPacedOnlyWhenItGaveAWait(t *testing.T) {
+	t.Parallel()
+	c := &fakeClock{t: t0}
+	p := newPacer(c.now, c.sleep)
+	tookTwentyASecond(c, p)
+	if _, paced := p.answered(throttle1, c.now()); !paced {
+		t.Fatal("a throttle with Retry-After: not paced")
+	}
+	noWait := throttle1
+	noWait.wait, noWait.floor = 0, 0
+	c.advance(time.Second)
+	if cut, paced := p.answered(noWait, c.now()); !cut || paced {
+		t.Fatalf("a throttle without a wait while pacing holds: cut %v, paced %v; want a cut, not paced", cut, paced)
 	}
 }

@@ -378,10 +378,10 @@ func (ex *exchange) listen(v verdict) {
 	}
 	u.breaker.record(ex.adm, !v.breakerFailure)
 	ex.adm.probe = false
-	raised := u.pacer.answered(v, ex.attemptStart)
+	raised, paced := u.pacer.answered(v, ex.attemptStart)
 	if v.hasSignal && ex.batch && (v.signal != concurrency.Overloaded || raised) {
 		u.adaptive.Observe(concurrency.Sample{Start: ex.attemptStart, End: u.now(), Signal: v.signal, NewConn: ex.newConn(),
-			Paced: v.signal == concurrency.Overloaded && v.floor > 0 && u.pacer.current() > 0})
+			Paced: paced})
 	}
 }
 
