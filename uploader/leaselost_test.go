@@ -28,16 +28,7 @@ func (unrenewable) ExtendLeases(context.Context) (int, error) {
 // ("upload batch: context canceled").
 func TestARunThatLosesItsLeaseWithABatchOnTheWireSaysTheLeaseWasLost(t *testing.T) {
 	t.Parallel()
-	c := providertest.NewClient(t, "fk")
-	c.AddTiles(t, "fk", 4, 512, 66)
-	store := unrenewable{c.Store.ForRun(tilestore.Run{ID: "lease-run", Host: "here", PID: 9, Lease: 600 * time.Millisecond})}
-	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
-		select { // the batch is on the wire when the lease is lost
-		case <-r.Context().Done():
-		case <-time.After(20 * time.Second):
-		}
-	})
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store, o.Sleep, o.RequestTimeout = store, nil, time.Minute })
+	u, _ := stalledWithoutRenewal(t, "fk", 66)
 	start := time.Now()
 	_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fk", Concurrency: 1})
 	if took := time.Since(start); took > 15*time.Second {
@@ -58,18 +49,7 @@ func TestARunThatLosesItsLeaseWithABatchOnTheWireSaysTheLeaseWasLost(t *testing.
 // it over once the lease ends.
 func TestAStoppedRunsBatchOnTheWireIsCutWhenItsLeaseIsLost(t *testing.T) {
 	t.Parallel()
-	c := providertest.NewClient(t, "fs")
-	c.AddTiles(t, "fs", 4, 512, 67)
-	store := unrenewable{c.Store.ForRun(tilestore.Run{ID: "stopped-run", Host: "here", PID: 10, Lease: 600 * time.Millisecond})}
-	onWire := make(chan struct{}, 1)
-	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
-		onWire <- struct{}{}
-		select {
-		case <-r.Context().Done():
-		case <-time.After(20 * time.Second):
-		}
-	})
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store, o.Sleep, o.RequestTimeout = store, nil, time.Minute })
+	u, onWire := stalledWithoutRenewal(t, "fs", 67)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	go func() {
@@ -81,4 +61,28 @@ func TestAStoppedRunsBatchOnTheWireIsCutWhenItsLeaseIsLost(t *testing.T) {
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("the stopped run took %v to end: its batch on the wire outlived the lease (600ms) it could not renew", took)
 	}
+}
+
+// stalledWithoutRenewal is an uploader of a flight of 4 tiles whose run,
+// of a 600 ms lease, cannot renew it, in front of a provider that never
+// answers a batch (it holds each until the request ends): a batch is on
+// the wire when the lease is lost. onWire gets one value per batch sent.
+func stalledWithoutRenewal(t *testing.T, flight string, seed int64) (_ *uploader.Client, onWire <-chan struct{}) {
+	t.Helper()
+	c := providertest.NewClient(t, flight)
+	c.AddTiles(t, flight, 4, 512, seed)
+	store := unrenewable{c.Store.ForRun(tilestore.Run{ID: flight + "-run", Host: "here", PID: 9, Lease: 600 * time.Millisecond})}
+	sent := make(chan struct{}, 16)
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		select {
+		case sent <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(20 * time.Second):
+		}
+	})
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store, o.Sleep, o.RequestTimeout = store, nil, time.Minute })
+	return u, sent
 }
