@@ -183,3 +183,49 @@ func TestEveryRequestPathResendsWhatTheOneClassifierResends(t *testing.T) {
 		}
 	}
 }
+
+// A tile lookup's Final and Strained are the classifier's: Final when it
+// does not resend the last answer, Strained when the lookup took resends
+// or its last answer is a throttle or a timeout. An answer that ends the
+// lookup without load (a 400, a gateway's 404) strains nothing: a caller
+// pacing many lookups does not ease off for it.
+func TestALookupsFinalAndStrainedAreTheClassifiers(t *testing.T) {
+	t.Parallel()
+	c := providertest.NewClient(t, "lf")
+	cases := []struct {
+		name            string
+		answer          func(w http.ResponseWriter)
+		final, strained bool
+	}{
+		{"400 INVALID_REQUEST", func(w http.ResponseWriter) {
+			operation.WriteError(w, http.StatusBadRequest, operation.CodeInvalidRequest, "no", nil, nil)
+		}, true, false},
+		{"404 without TILE_NOT_FOUND", func(w http.ResponseWriter) { http.Error(w, "404 page not found", http.StatusNotFound) }, true, false},
+		{"503 whose resend is forbidden", func(w http.ResponseWriter) {
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "down", &operation.RetryExtension{Allowed: false}, nil)
+		}, true, true},
+		{"503 on every resend", func(w http.ResponseWriter) {
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "busy", nil, nil)
+		}, false, true},
+		{"500 INTERNAL_ERROR until its 3 attempts are spent", func(w http.ResponseWriter) {
+			operation.WriteError(w, http.StatusInternalServerError, operation.CodeInternalError, "oops", nil, nil)
+		}, true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /v1/flights/{flight}/tiles/{tile}", func(w http.ResponseWriter, r *http.Request) { tc.answer(w) })
+			hs := httptest.NewServer(mux)
+			t.Cleanup(hs.Close)
+			u, _ := newUploader(t, hs.URL, c, nil)
+			l, err := u.LookUpTile(testCtx(t), "lf", tilestore.Tile{ID: "lf-000000", FlightID: "lf", SHA256: strings.Repeat("a", 64)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Verdict != uploader.Unclear || l.Final != tc.final || l.Strained != tc.strained {
+				t.Fatalf("lookup = %+v, want unclear, final %v, strained %v", l, tc.final, tc.strained)
+			}
+		})
+	}
+}
