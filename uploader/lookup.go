@@ -161,7 +161,7 @@ type Lookup struct {
 	// eases off.
 	Strained bool
 	// Final (with Unclear): the provider's last answer is one the
-	// classifier does not resend (a 4xx other than 409 and 429, a 404
+	// classifier does not resend (a 4xx the contract does not retry, a 404
 	// that is not TILE_NOT_FOUND, a resend the provider forbids or whose
 	// attempts are spent): asking again gets the same answer. An Unclear
 	// that is not Final (no answer, a resend the sender's bounds stopped)
