@@ -38,7 +38,8 @@ func (s Strategy) Valid() bool {
 // MaxHintDelay is the longest delay a server hint (the extension's "after"
 // or a Retry-After header) is parsed to. Longer hints are clamped here so
 // the value stays far from time.Duration overflow when callers add it to a
-// time; callers bound it further with Advice.Bound.
+// time; the uploader bounds it further by its cap on one wait and the
+// run's deadline.
 const MaxHintDelay = 100 * 365 * 24 * time.Hour
 
 // maxHintAttempts bounds the extension's max_attempts; more is clamped.

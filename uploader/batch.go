@@ -109,6 +109,11 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles:batch"
 	var a exchangeResult
 	memo := &responseMemo{}
+	// The classifier makes 409 SEQUENCE_GAP and ALREADY_COMMITTED final
+	// for the request as it is (tableRule): what answers them is the
+	// provider's client state, which only this caller reads and journals
+	// (RebindSequence, settleCommitted). So a gap's resend, under a new
+	// number, is this loop's; each send still goes through the sender.
 	for rebinds := 0; ; rebinds++ {
 		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), resumed: resumed && rebinds == 0,
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {

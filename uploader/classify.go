@@ -98,6 +98,12 @@ func (v verdict) retries() bool {
 	return false
 }
 
+// strained reports whether the attempt says the provider or the path is
+// under load: a throttle (429, 503) or a timeout.
+func (v verdict) strained() bool {
+	return v.hasSignal && (v.signal == concurrency.Overloaded || v.signal == concurrency.TimedOut)
+}
+
 // attemptEnd is what one attempt came back with.
 type attemptEnd struct {
 	status  int // 0: no answer

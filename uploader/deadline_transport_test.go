@@ -2,6 +2,7 @@ package uploader_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -45,5 +46,29 @@ func TestABrokenConnectionNearTheDeadlineIsNotBlamedOnTheProvidersAdvice(t *test
 	open, oerr := c.Store.OpenBatches(context.Background(), "fd")
 	if oerr != nil || len(open) == 0 {
 		t.Errorf("open batches after the run: %d (%v), want the batch kept open under its key (run error: %v)", len(open), oerr, err)
+	}
+}
+
+// A 2xx whose body is cut off is a lost answer: it is resent after
+// tilectl's own backoff, as a broken connection is, and when that backoff
+// no longer fits the run's deadline the error does not say the provider
+// asked for a wait.
+func TestALostAnswerNearTheDeadlineIsNotBlamedOnTheProvidersAdvice(t *testing.T) {
+	t.Parallel()
+	_, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"op_id":"` + b.Key + `","resu`))
+	})
+	c := providertest.NewClient(t, "fl")
+	c.AddTiles(t, "fl", 4, 256, 1)
+	u, _ := newUploader(t, hs.URL, c, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fl"})
+	if err == nil {
+		t.Fatal("a run whose every answer is cut off ended without an error")
+	}
+	if msg := err.Error(); strings.Contains(msg, "provider asks to wait") || !strings.Contains(msg, "deadline") {
+		t.Errorf("error %q: want tilectl's own backoff past the run's deadline, not the provider's advice", msg)
 	}
 }

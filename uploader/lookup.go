@@ -156,9 +156,17 @@ type Lookup struct {
 	// Status is the last HTTP status (0: no answer came).
 	Status int
 	// Strained: the answer took resends (429, 503, a timeout, a broken
-	// connection), or none came: the provider is under load, and a caller
-	// pacing many lookups eases off.
+	// connection), none came, or the last says the provider is overloaded
+	// or timed out (the classifier's signal): a caller pacing many lookups
+	// eases off.
 	Strained bool
+	// Final (with Unclear): the provider's last answer is one the
+	// classifier does not resend (a 4xx the contract does not retry, a 404
+	// that is not TILE_NOT_FOUND, a resend the provider forbids or whose
+	// attempts are spent): asking again gets the same answer. An Unclear
+	// that is not Final (no answer, a resend the sender's bounds stopped)
+	// may be asked again later.
+	Final bool
 }
 
 // LookUpTile asks the provider (GET /v1/flights/{flight_id}/tiles/{tile_id})
@@ -177,7 +185,8 @@ func (u *Client) LookUpTile(ctx context.Context, flightID string, tl tilestore.T
 func (u *Client) lookUpTile(ctx context.Context, rep *runReport, flightID string, tl tilestore.Tile) (Lookup, error) {
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
 	a := u.query(ctx, rep, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
-	l := Lookup{Verdict: Unclear, Status: a.status, Strained: a.attempts > 1 || a.timeouts > 0 || a.status == 0 || a.budgetSpent}
+	l := Lookup{Verdict: Unclear, Status: a.status, Final: a.status != 0 && a.verdict.kind == permanent,
+		Strained: a.attempts > 1 || a.timeouts > 0 || a.status == 0 || a.budgetSpent || a.verdict.strained()}
 	switch {
 	case a.cancelled:
 		return l, a.failure("", "look up tile "+tl.ID)
@@ -193,7 +202,6 @@ func (u *Client) lookUpTile(ctx context.Context, rep *runReport, flightID string
 	case a.err == nil && (a.status == http.StatusUnauthorized || a.status == http.StatusForbidden):
 		return l, a.failure("", "look up tile "+tl.ID)
 	case a.err != nil || a.status != http.StatusOK || a.bodyErr != nil:
-		l.Strained = true
 		u.log.Warn().Str("tile_id", tl.ID).Int("status", a.status).Err(errors.Join(a.err, a.bodyErr)).Msg("tile lookup gave no clear answer")
 		return l, nil
 	}

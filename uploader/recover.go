@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -213,6 +213,15 @@ func (u *Client) readOperation(ctx context.Context, rep *runReport, opID string)
 // only the others form a new batch: lookUpAmbiguous); live is asked again,
 // within the run's deadline. A route that does not answer (404) leaves the
 // batch open (errUnsettled).
+//
+// Each read goes through the sender, whose classifier decides its resends;
+// what this loop reads is a complete answer about the operation, not about
+// the request, so it is not the classifier's to resend. A live operation
+// is the state the batch route answers 409 IDEMPOTENCY_PROCESSING for, and
+// is asked again after that row's wait in the contract's table (tableRule),
+// at most as many times as a request is resent. A sealed outcome that is
+// not a 2xx fails the batch whatever its status: under the same key the
+// provider replays it byte for byte, so no resend can change it.
 func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, rep *runReport, claims *claimState) error {
 	for asked := 1; ; asked++ {
 		st, answered, status, err := u.readOperation(ctx, rep, b.OpID)
@@ -243,10 +252,10 @@ func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestor
 			if asked > u.resends {
 				return &ProviderError{Status: status, OpID: b.OpID, Message: fmt.Sprintf("operation still live after %d checks", asked)}
 			}
-			if dl, ok := ctx.Deadline(); ok && dl.Sub(u.now()) < time.Second {
+			if dl, ok := ctx.Deadline(); ok && dl.Sub(u.now()) < stillLive {
 				return &ProviderError{Status: status, OpID: b.OpID, Message: "operation still live at the run's deadline"}
 			}
-			if err := u.sleep(ctx, time.Second); err != nil {
+			if err := u.sleep(ctx, stillLive); err != nil {
 				return err
 			}
 		default: // absent, expired, indeterminate, or a state this client does not know
@@ -254,6 +263,10 @@ func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestor
 		}
 	}
 }
+
+// stillLive is the wait before asking again about a live operation: the
+// contract's for a key still in progress (409 IDEMPOTENCY_PROCESSING).
+var stillLive = tableRule(http.StatusConflict, operation.CodeIdempotencyProcessing).delay
 
 func (u *Client) failOpen(ctx context.Context, b tilestore.Batch, status int, detail string) error {
 	u.log.Info().Str("op_id", b.OpID).Str("detail", detail).Msg("failing open batch; its tiles go into a new batch")

@@ -429,11 +429,16 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	case !ok && journaled:
 		ex.deferred = true // past the cap or the deadline: it waits apart or for a later run
 		return false
-	case !ok && v.status == 0:
-		// No answer came (a broken connection, a lost answer): the wait
-		// is tilectl's own backoff, not the provider's advice.
-		ex.giveUp = fmt.Errorf("no answer from the provider, and the next resend's backoff of %s goes past the run's deadline or the %s cap: giving this request up",
-			d.Round(time.Millisecond), ex.u.maxDelay)
+	case !ok && v.ownBackoff:
+		// No answer came (a broken connection), or it was lost (a 2xx cut
+		// off or not an answer): the wait is tilectl's own backoff, not
+		// the provider's advice.
+		what := "no answer from the provider"
+		if v.status != 0 {
+			what = fmt.Sprintf("the provider's %d answer was lost (cut off, or not an answer)", v.status)
+		}
+		ex.giveUp = fmt.Errorf("%s, and the next resend's backoff of %s goes past the run's deadline or the %s cap: giving this request up",
+			what, d.Round(time.Millisecond), ex.u.maxDelay)
 		return false
 	case !ok:
 		ex.giveUp = fmt.Errorf("provider asks to wait %s before resending (status %d), beyond the %s cap or the run's deadline: giving this request up",

@@ -24,7 +24,9 @@ import (
 const reconcilePage = 1000
 
 // Unclear answers are asked again, page by page, after these waits; the
-// lookup itself has already resent as the provider advised.
+// lookup itself has already resent as the provider advised. An answer the
+// uploader's classifier makes final (uploader.Lookup.Final) is not asked
+// again: it would come back the same.
 var reconcileUnclearWaits = []time.Duration{time.Second, 3 * time.Second}
 
 // tileLooker asks the provider about one tile (*uploader.Client).
@@ -212,7 +214,7 @@ func (r *reconciler) checkPage(ctx context.Context, look tileLooker, page []tile
 		}
 		var again []int
 		for _, i := range ask {
-			if results[i].Verdict == uploader.Unclear {
+			if results[i].Verdict == uploader.Unclear && !results[i].Final {
 				again = append(again, i)
 			}
 		}
