@@ -143,26 +143,16 @@ func (m *rateMeter) moves() int {
 	return m.changes
 }
 
-// rateAt observes the bytes counted at now and returns the rate, as rate
-// does, and the seconds since the count last moved (0 once stalled: the
-// rate then counts the stall in).
-func (m *rateMeter) rateAt(now time.Time, bytes int64) (bps, since float64, ok bool) {
+// blendAt takes raw, a new estimate in seconds made at now (whatever
+// rate it is from), and returns the ETA shown: the last one counted down
+// to now and moved toward raw over etaTau (at once to 0 when nothing is
+// left). It leaves the count as it is.
+func (m *rateMeter) blendAt(now time.Time, raw float64) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.observeLocked(now, bytes)
-	bps, ok = m.rateLocked()
-	if s, stalled := m.stalledLocked(); !stalled {
-		since = s
+	if now.After(m.now) {
+		m.now = now
 	}
-	return bps, since, ok
-}
-
-// blend takes raw, a new estimate in seconds made at the last observation,
-// and returns the ETA shown: the last one counted down to now and moved
-// toward raw over etaTau (at once to 0 when nothing is left).
-func (m *rateMeter) blend(raw float64) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	return m.blendLocked(raw)
 }
 

@@ -142,11 +142,12 @@ func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
 
 // fakeSockets is the uploader's connections as the progress sees them.
 type fakeSockets struct {
-	backlog int64
-	lag     time.Duration // < 0: not measured yet
+	acked, inFlight int64
+	lag             time.Duration // < 0: not measured yet
 }
 
-func (f *fakeSockets) Backlog() (int64, bool) { return f.backlog, true }
+func (f *fakeSockets) Acked() (int64, bool)    { return f.acked, true }
+func (f *fakeSockets) InFlight() (int64, bool) { return f.inFlight, true }
 func (f *fakeSockets) AnswerLag() (time.Duration, bool) {
 	return f.lag, f.lag >= 0
 }
@@ -174,7 +175,7 @@ func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) 
 	for i := 1; i <= 32; i++ {
 		now = start.Add(time.Duration(i) * 250 * time.Millisecond)
 		delivered := int64(now.Sub(start).Seconds() * 100_000)
-		sock.backlog = whole - delivered
+		sock.acked, sock.inFlight = delivered, delivered // every batch waits for its answer
 		if i == 12 {
 			sock.lag = 2 * time.Second // the first batch answered
 		}
