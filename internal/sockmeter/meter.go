@@ -47,9 +47,11 @@ const samplePeriod = 20 * time.Millisecond
 // the other batches keep in it.
 const minLagRequest = 8 << 10
 
-// lagAnswers is how many of the latest answers the lag is the longest of:
+// lagAnswers is how many of the latest answers the lag is the median of:
 // the lag grows while the bottleneck's queue fills, and the latest
-// answers tell what it is now.
+// answers tell what it is now; a batch whose last byte waited behind the
+// others' in the queue answers later than the run's last batch will,
+// with none beside it, so the typical lag, not the longest, is the tail.
 const lagAnswers = 4
 
 // Meter follows the connections its DialContext opens and the requests
@@ -188,7 +190,7 @@ func (m *Meter) Written() int64 {
 }
 
 // AnswerLag (of a nil Meter: not known) is the time from a request's
-// body's last byte acknowledged to its answer's first byte: the longest
+// body's last byte acknowledged to its answer's first byte: the median
 // of the latest lagAnswers requests with bodies of at least
 // minLagRequest bytes, or, until one such was answered, the latest
 // smaller request's; ok is false until a request was answered after its
@@ -202,7 +204,8 @@ func (m *Meter) AnswerLag() (time.Duration, bool) {
 	if len(m.lags) == 0 {
 		return m.small, m.small >= 0
 	}
-	return slices.Max(m.lags), true
+	l := slices.Sorted(slices.Values(m.lags))
+	return (l[(len(l)-1)/2] + l[len(l)/2]) / 2, true
 }
 
 func (m *Meter) observeLag(d time.Duration, body int64) {

@@ -304,7 +304,10 @@ func (p *progress) lookDelivered() {
 }
 
 // acked is the bytes the provider's side has acknowledged since the
-// flight started; ok is false where the sockets cannot tell.
+// flight started, counted from its first body on: 0 until a body was
+// handed over, so that the rate's looks do not start with the run's
+// small requests (capabilities, claims), far slower than its batches.
+// ok is false where the sockets cannot tell.
 func (p *progress) acked(w *wireCount) (int64, bool) {
 	if w.sockets == nil {
 		return 0, false
@@ -312,6 +315,9 @@ func (p *progress) acked(w *wireCount) (int64, bool) {
 	n, ok := w.sockets.Acked()
 	if !ok {
 		return 0, false
+	}
+	if w.c.sent() == w.base {
+		return 0, true
 	}
 	return max(n-w.ackedBase, 0), true
 }
@@ -357,11 +363,11 @@ func (p *progress) eta() (time.Duration, bool) {
 	w := p.wire.Load()
 	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
 	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
+	if src == rateAcked {
+		return p.deliveredETA(now, bps, ok, whole, settled, w)
+	}
 	if !ok || bps <= 0 {
 		return 0, false
-	}
-	if src == rateAcked {
-		return p.deliveredETA(now, bps, whole, settled, w)
 	}
 	last := p.lastSettled.Load()
 	if last == nil {
@@ -374,17 +380,17 @@ func (p *progress) eta() (time.Duration, bool) {
 	return p.meter.blendAt(now, max(est, 0)), true
 }
 
-// deliveredETA is eta from the bytes acknowledged, at bps: what is still
-// to deliver of whole, then the answer lag; once all is acknowledged, the
-// lag counts down from then.
-func (p *progress) deliveredETA(now time.Time, bps float64, whole, settled int64, w *wireCount) (time.Duration, bool) {
+// deliveredETA is eta from the bytes acknowledged, at bps (known: ok):
+// what is still to deliver of whole, then the answer lag; once all is
+// acknowledged, the lag counts down from then, whatever the rate (none
+// moves then).
+func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole, settled int64, w *wireCount) (time.Duration, bool) {
 	lag, lagOK := w.sockets.AnswerLag()
-	inFlight, ok := w.sockets.InFlight()
-	if !lagOK || !ok {
+	inFlight, flightOK := w.sockets.InFlight()
+	if !lagOK || !flightOK {
 		return 0, false
 	}
 	left := max(whole-settled-inFlight, 0)
-	raw := float64(left)/bps + lag.Seconds()
 	if left <= whole/200 { // all of it, but for the estimate of the framing
 		p.mu.Lock()
 		if p.allDelivered.IsZero() {
@@ -392,9 +398,15 @@ func (p *progress) deliveredETA(now time.Time, bps float64, whole, settled int64
 		}
 		since := now.Sub(p.allDelivered)
 		p.mu.Unlock()
-		raw = max(lag.Seconds()-since.Seconds(), 0)
+		return p.meter.blendAt(now, max(lag.Seconds()-since.Seconds(), 0)), true
 	}
-	return p.meter.blendAt(now, max(raw, 0)), true
+	p.mu.Lock()
+	p.allDelivered = time.Time{} // a resend: more to deliver again
+	p.mu.Unlock()
+	if !ok || bps <= 0 {
+		return 0, false
+	}
+	return p.meter.blendAt(now, float64(left)/bps+lag.Seconds()), true
 }
 
 // trustedMoves is how often the count of body bytes must have moved
