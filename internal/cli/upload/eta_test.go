@@ -193,3 +193,56 @@ func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) 
 		}
 	}
 }
+
+// Neither the status line nor the progress log shows a number that is
+// not measured: before the flight's total is counted it is "?", before
+// the acknowledged bytes have moved for a second the rate is "-/s"
+// (null), and before a request's answer lag is known there is no ETA
+// (null); each shows once it is known.
+func TestTheStatusLineShowsNoNumberThatIsNotKnown(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	var logs bytes.Buffer
+	p := newProgress("F", -1, 0, nil, true, zerolog.New(&logs), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: -1}
+	p.countWire(sent, sock)
+	check := func(when string, want, wantNot []string, wantLog string) {
+		t.Helper()
+		line := p.line()
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				t.Errorf("%s: status %q, want %q", when, line, w)
+			}
+		}
+		for _, w := range wantNot {
+			if strings.Contains(line, w) {
+				t.Errorf("%s: status %q shows %q", when, line, w)
+			}
+		}
+		logs.Reset()
+		p.logLine()
+		if !strings.Contains(logs.String(), wantLog) {
+			t.Errorf("%s: progress log %s, want %s", when, strings.TrimSpace(logs.String()), wantLog)
+		}
+	}
+	check("at the start", []string{"0/? tiles", "/?", "-/s"}, []string{"ETA"},
+		`"tiles_total":null,"bytes_done":0,"bytes_total":null,"rate_bytes_per_second":null,"eta_seconds":null`)
+	p.setTotal(100, 1_000_000)
+	sent.n.Add(100_000)
+	for i := 1; i <= 8; i++ { // 100 kB/s acknowledged for 2 s
+		now = now.Add(250 * time.Millisecond)
+		sock.acked, sock.inFlight = int64(i)*25_000, int64(i)*25_000
+		p.lookDelivered()
+	}
+	check("with a rate and no answer yet", []string{"0/100 tiles", "KiB/s"}, []string{"ETA", "-/s"}, `"eta_seconds":null`)
+	sock.lag = time.Second
+	check("once a request was answered", []string{"ETA "}, nil, `"eta_seconds":`)
+	if strings.Contains(logs.String(), `"eta_seconds":null`) {
+		t.Errorf("progress log %s, want an ETA", logs.String())
+	}
+}
