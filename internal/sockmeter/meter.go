@@ -351,7 +351,7 @@ func (r *request) connection() *conn {
 // it by then, its body's last byte included.
 func (r *request) wrote(now time.Time) {
 	r.mu.Lock()
-	if r.c == nil {
+	if r.c == nil || r.done {
 		r.mu.Unlock()
 		return
 	}
@@ -396,17 +396,27 @@ func (r *request) lastLook() time.Time {
 // answered takes the request's answer lag, if its body was all
 // acknowledged before the answer came (an answer before that, to a
 // request refused early, is not a lag).
+//
+// net/http reports the write from its own goroutine, after flushing: a
+// quick answer can come first. The request's end is then all that was
+// written to the connection (one request at a time on HTTP/1; on HTTP/2
+// another stream's bytes may be among it, and then it is not all
+// acknowledged and there is no lag), acknowledged at the earliest with
+// the last write: the lag is at most the time since.
 func (r *request) answered(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.done || r.c == nil || r.end == 0 {
+	if r.done || r.c == nil {
 		return
 	}
 	r.done = true
-	ackedAt := r.ackedAt
+	end, ackedAt := r.end, r.ackedAt
+	if end == 0 {
+		end, r.wroteAt = r.c.written.Load(), time.Unix(0, r.c.lastWrite.Load())
+	}
 	if ackedAt.IsZero() {
 		acked, err := bytesAcked(r.c.TCPConn)
-		if err != nil || acked < r.end {
+		if err != nil || end == 0 || acked < end {
 			return
 		}
 		last := r.lastLook() // acknowledged since then
@@ -420,7 +430,9 @@ type conn struct {
 	*net.TCPConn
 	m       *Meter
 	written atomic.Int64
-	once    sync.Once
+	// lastWrite is when the last write returned (Unix nanoseconds).
+	lastWrite atomic.Int64
+	once      sync.Once
 	// last is the peer's acknowledged bytes when last asked, for after
 	// the close.
 	last atomic.Int64
@@ -430,6 +442,7 @@ func (c *conn) Write(p []byte) (int, error) {
 	n, err := c.TCPConn.Write(p)
 	if n > 0 {
 		c.written.Add(int64(n))
+		c.lastWrite.Store(c.m.now().UnixNano())
 	}
 	return n, err
 }
