@@ -11,7 +11,8 @@ import (
 // settles, so uploaded bytes arrive in steps: the rate is weighted over
 // rateTau of the steps (taken when the totals change, so it does not sag
 // between two settlements), and the ETA counts down between them, blended
-// into each new estimate over etaTau instead of jumping to it.
+// into each new estimate over etaTau (or an eighth of the estimate, when
+// that is shorter) instead of jumping to it.
 const (
 	rateTau = 10 * time.Second
 	etaTau  = 1500 * time.Millisecond
@@ -165,7 +166,11 @@ func (m *rateMeter) blendLocked(raw float64) time.Duration {
 	default:
 		dt := max(m.now.Sub(m.etaAt).Seconds(), 0)
 		counted := max(m.eta-dt, 0)
-		a := 1 - math.Exp(-dt/etaTau.Seconds())
+		// Over etaTau, or an eighth of the estimate when that is
+		// shorter: a few seconds from the end, a second and a half of
+		// smoothing would show the time left long after it is known.
+		tau := min(etaTau.Seconds(), raw/8)
+		a := 1 - math.Exp(-dt/tau)
 		if math.Abs(raw-counted) > raw/4 {
 			// Far off (an estimate from the run's first seconds): close
 			// half the gap at each look rather than show it for long.

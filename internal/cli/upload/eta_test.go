@@ -246,3 +246,24 @@ func TestTheStatusLineShowsNoNumberThatIsNotKnown(t *testing.T) {
 		t.Errorf("progress log %s, want an ETA", logs.String())
 	}
 }
+
+// A short ETA is smoothed over a time short against it: shown 3 s when
+// the estimates, looked at every 250 ms, agree on 1.5 s, it is within a
+// fifth of the time left after three looks, where a blend over a second
+// and a half would still show a third more than is left at the end of a
+// run lasting a few seconds.
+func TestAShortETAFollowsItsEstimatesWithinASecond(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	m := newRateMeter(start)
+	m.blendAt(start, 3)
+	end := start.Add(1500 * time.Millisecond)
+	var eta time.Duration
+	for i := 1; i <= 3; i++ {
+		now := start.Add(time.Duration(i) * 250 * time.Millisecond)
+		eta = m.blendAt(now, end.Sub(now).Seconds())
+	}
+	if left := 750 * time.Millisecond; math.Abs(eta.Seconds()/left.Seconds()-1) > 0.2 {
+		t.Fatalf("ETA %s after three looks agreeing on %s left", eta, left)
+	}
+}
