@@ -150,6 +150,9 @@ type ClientOptions struct {
 	// transport (one that counts what they carry, say). Ignored with
 	// HTTPClient. Default: net/http's dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// WrapTransport, if set, wraps the default transport (to follow each
+	// request's events, say). Ignored with HTTPClient. Default: none.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // DefaultMaxResends is ClientOptions.MaxResends's default, for bounding a
@@ -307,7 +310,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if u.budget, err = operation.NewRetryBudget(initial, ratio, max(10*initial, 100)); err != nil {
 		return nil, fmt.Errorf("new HTTP uploader: %w", err)
 	}
-	u.client = buildClient(opts.HTTPClient, opts.DialContext, opts.TLS, opts.InsecureSkipVerify, u.timeout)
+	u.client = buildClient(opts.HTTPClient, opts.DialContext, opts.WrapTransport, opts.TLS, opts.InsecureSkipVerify, u.timeout)
 	if opts.InsecureSkipVerify {
 		u.log.Warn().Str("provider", base.Redacted()).Msg("TLS certificate verification is OFF for the provider (--insecure-skip-verify)")
 	}
@@ -317,8 +320,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 // buildClient is the uploader's client: c as given, or a clone of
 // net/http's default transport (so the standard proxy variables apply:
 // Proxy is http.ProxyFromEnvironment) with tlsConf's roots and client
-// certificate, dialing with dial when set.
+// certificate, dialing with dial and wrapped in wrap when set.
 func buildClient(c *http.Client, dial func(ctx context.Context, network, addr string) (net.Conn, error),
+	wrap func(http.RoundTripper) http.RoundTripper,
 	tlsConf *tls.Config, insecure bool, timeout time.Duration) *http.Client {
 	var out http.Client
 	if c != nil {
@@ -344,6 +348,9 @@ func buildClient(c *http.Client, dial func(ctx context.Context, network, addr st
 			tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // the operator asked for it, and is warned
 		}
 		out.Transport = tr
+		if wrap != nil {
+			out.Transport = wrap(tr)
+		}
 	}
 	if out.Timeout == 0 {
 		out.Timeout = timeout

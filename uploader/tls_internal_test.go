@@ -13,7 +13,7 @@ func TestTheDefaultClientKeepsTheProxyFromTheEnvironmentWithTLSSettings(t *testi
 	t.Parallel()
 	conf := &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
 	for _, insecure := range []bool{false, true} {
-		tr, ok := buildClient(nil, nil, conf, insecure, 0).Transport.(*http.Transport)
+		tr, ok := buildClient(nil, nil, nil, conf, insecure, 0).Transport.(*http.Transport)
 		if !ok || tr.Proxy == nil {
 			t.Fatalf("insecure=%v: transport %T has no Proxy function", insecure, tr)
 		}

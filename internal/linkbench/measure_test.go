@@ -44,10 +44,10 @@ func TestETAError(t *testing.T) {
 	end := time.Unix(1000, 0)
 	eta := func(f float64) *float64 { return &f }
 	lines := []progressLine{
-		{at: end.Add(-10 * time.Second), bytesDone: 10, bytesTotal: 100, eta: eta(1)}, // before 25%: ignored
-		{at: end.Add(-8 * time.Second), bytesDone: 30, bytesTotal: 100, eta: eta(10)}, // 25% off
-		{at: end.Add(-4 * time.Second), bytesDone: 60, bytesTotal: 100, eta: eta(4)},  // exact
-		{at: end.Add(-1 * time.Second), bytesDone: 90, bytesTotal: 100, eta: eta(9)},  // too near the end
+		{at: end.Add(-10 * time.Second), bytesDone: 10, bytesTotal: 100, eta: eta(1)},       // before 25%: ignored
+		{at: end.Add(-8 * time.Second), bytesDone: 30, bytesTotal: 100, eta: eta(10)},       // 25% off
+		{at: end.Add(-4 * time.Second), bytesDone: 60, bytesTotal: 100, eta: eta(4)},        // exact
+		{at: end.Add(-400 * time.Millisecond), bytesDone: 90, bytesTotal: 100, eta: eta(9)}, // too near the end
 	}
 	got, ok := etaError(lines, end)
 	if !ok || got != 0.25 {

@@ -226,11 +226,13 @@ func parseProgress(line string, at time.Time) (progressLine, bool) {
 // etaError is the worst |ETA - real remaining| / real remaining over the
 // progress lines from 25% of the bytes done on, for a run that ended at
 // end. Lines less than minRemaining before the end are left out: an ETA
-// in whole seconds cannot be within 20% of less than that. A line
+// logged in tenths of a second (eta_seconds) is off by up to a twentieth
+// of a second for its rounding alone, a tenth of that, and the process's
+// own exit after its last batch is a larger share of less. A line
 // without an ETA counts as wrong by 100%. ok is false when no line
 // qualifies.
 func etaError(lines []progressLine, end time.Time) (worst float64, ok bool) {
-	const minRemaining = 2 * time.Second
+	const minRemaining = 500 * time.Millisecond
 	for _, l := range lines {
 		if l.bytesTotal == 0 || float64(l.bytesDone) < 0.25*float64(l.bytesTotal) {
 			continue

@@ -1,15 +1,18 @@
 // Package sockmeter counts what the connections of a process have handed
-// to the kernel and not yet had acknowledged by the peer: the bytes still
-// in their send buffers. A byte handed to a socket is not a byte on its
-// way: the kernel takes megabytes at once, long before the link carries
-// them, so what has left is what was handed over less this backlog.
+// to the kernel and what their peers have acknowledged of it. A byte
+// handed to a socket is not a byte on its way: the kernel takes megabytes
+// at once, long before the link carries them, so what has left is what
+// the peer acknowledged.
 //
-// It also measures the answer lag: from the moment the peer has
-// acknowledged the last byte of a request to the first byte of its
-// answer. What is acknowledged is past the link's bottleneck on a real
-// path, so the lag is the rest of the way, the provider's work and the
-// answer's way back: the time the last request of a run still takes once
-// its bytes are acknowledged.
+// Through RoundTripper it also follows each HTTP request: how much of its
+// body the peer has acknowledged while it waits for its answer, and its
+// answer lag, from the moment the peer has acknowledged the last byte of
+// its body to the first byte of its answer. What is acknowledged is past
+// the link's bottleneck on a real path, so the lag is the rest of the
+// way, the provider's work and the answer's way back: the time the last
+// request of a run still takes once its bytes are acknowledged. Each
+// request is measured from its own events (httptrace), so the requests
+// that share an HTTP/2 connection each have their own.
 //
 // Both come from the kernel's TCP_INFO (bytes acknowledged) where the
 // platform has it (Linux); elsewhere they are not known.
@@ -17,8 +20,11 @@ package sockmeter
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,24 +37,25 @@ const (
 	defaultKeepAlive   = 30 * time.Second
 )
 
-// samplePeriod is how often a connection whose request is not all
-// acknowledged yet is asked how much is: the answer lag is known to
-// within it.
+// samplePeriod is how often a request whose body is not all acknowledged
+// yet is looked at: the answer lag is known to within it.
 const samplePeriod = 20 * time.Millisecond
 
-// minLagRequest is the least a request writes for its answer to count in
-// the answer lag once one such was answered: a small request's answer
-// comes back through an empty queue, a batch body's through what the
-// other batches keep in it.
+// minLagRequest is the least body a request sends for its answer to
+// count in the answer lag once one such was answered: a small request's
+// answer comes back through an empty queue, a batch body's through what
+// the other batches keep in it.
 const minLagRequest = 8 << 10
 
-// lagAnswers is how many of the latest answers the lag is the longest of:
+// lagAnswers is how many of the latest answers the lag is the median of:
 // the lag grows while the bottleneck's queue fills, and the latest
-// answers tell what it is now.
+// answers tell what it is now; a batch whose last byte waited behind the
+// others' in the queue answers later than the run's last batch will,
+// with none beside it, so the typical lag, not the longest, is the tail.
 const lagAnswers = 4
 
-// Meter follows the connections its DialContext opens. It is safe for
-// concurrent use.
+// Meter follows the connections its DialContext opens and the requests
+// its RoundTripper sends. It is safe for concurrent use.
 type Meter struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	now  func() time.Time
@@ -57,7 +64,11 @@ type Meter struct {
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
-	lags  []time.Duration // the latest answers' lags, oldest first
+	reqs  map[*request]struct{} // sent and not answered (nor failed) yet
+	// closedAcked is what the peers of the closed connections had
+	// acknowledged when they were closed.
+	closedAcked int64
+	lags        []time.Duration // the latest answers' lags, oldest first
 	// small is the latest lag of a request smaller than minLagRequest;
 	// < 0: none.
 	small time.Duration
@@ -70,7 +81,7 @@ func New(dial func(ctx context.Context, network, addr string) (net.Conn, error))
 		d := &net.Dialer{Timeout: defaultDialTimeout, KeepAlive: defaultKeepAlive}
 		dial = d.DialContext
 	}
-	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}, small: -1}
+	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}, reqs: map[*request]struct{}{}, small: -1}
 }
 
 // DialContext dials addr and follows the connection until it is closed;
@@ -119,6 +130,56 @@ func (m *Meter) Backlog() (bytes int64, ok bool) {
 	return bytes, true
 }
 
+// Acked (of a nil Meter: not known) is the bytes the peers of every
+// connection the Meter opened have acknowledged, those closed since
+// included (up to their close): a count that only grows, at the rate the
+// path takes them, resends and all. ok is false when the platform cannot
+// tell.
+func (m *Meter) Acked() (bytes int64, ok bool) {
+	if m == nil || !supported {
+		return 0, false
+	}
+	m.mu.Lock()
+	bytes = m.closedAcked
+	conns := make([]*conn, 0, len(m.conns))
+	for c := range m.conns {
+		conns = append(conns, c)
+	}
+	m.mu.Unlock()
+	for _, c := range conns {
+		bytes += c.acked()
+	}
+	return bytes, true
+}
+
+// InFlight (of a nil Meter: not known) is the body bytes of the requests
+// sent through RoundTripper and not answered yet that their peers have
+// acknowledged: on each connection, the bodies written less what it has
+// not had acknowledged (the latest bytes written, so theirs). A request
+// that ends without an answer leaves the count with its bytes, as one
+// answered does. ok is false when the platform cannot tell.
+func (m *Meter) InFlight() (bytes int64, ok bool) {
+	if m == nil || !supported {
+		return 0, false
+	}
+	bodies := map[*conn]int64{}
+	m.mu.Lock()
+	for r := range m.reqs {
+		if c := r.connection(); c != nil {
+			bodies[c] += r.body.Load()
+		}
+	}
+	m.mu.Unlock()
+	for c, body := range bodies {
+		acked, err := bytesAcked(c.TCPConn)
+		if err != nil {
+			continue // closed: its requests fail
+		}
+		bytes += max(body-max(c.written.Load()-acked, 0), 0)
+	}
+	return bytes, true
+}
+
 // Written is the bytes written to the open connections.
 func (m *Meter) Written() int64 {
 	var n int64
@@ -129,10 +190,11 @@ func (m *Meter) Written() int64 {
 }
 
 // AnswerLag (of a nil Meter: not known) is the time from a request's
-// last byte acknowledged to its answer's first byte: the longest of the
-// latest lagAnswers requests of at least minLagRequest bytes, or, until
-// one such was answered, the latest smaller request's; ok is false until
-// a request was answered.
+// body's last byte acknowledged to its answer's first byte: the median
+// of the latest lagAnswers requests with bodies of at least
+// minLagRequest bytes, or, until one such was answered, the latest
+// smaller request's; ok is false until a request was answered after its
+// body was acknowledged.
 func (m *Meter) AnswerLag() (time.Duration, bool) {
 	if m == nil {
 		return 0, false
@@ -142,13 +204,14 @@ func (m *Meter) AnswerLag() (time.Duration, bool) {
 	if len(m.lags) == 0 {
 		return m.small, m.small >= 0
 	}
-	return slices.Max(m.lags), true
+	l := slices.Sorted(slices.Values(m.lags))
+	return (l[(len(l)-1)/2] + l[len(l)/2]) / 2, true
 }
 
-func (m *Meter) observeLag(d time.Duration, request int64) {
+func (m *Meter) observeLag(d time.Duration, body int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if request < minLagRequest {
+	if body < minLagRequest {
 		m.small = d
 		return
 	}
@@ -158,24 +221,30 @@ func (m *Meter) observeLag(d time.Duration, request int64) {
 	}
 }
 
-// schedule makes sure a sample is coming while a request waits to be
-// acknowledged.
+// schedule makes sure a sample is coming while a request waits for its
+// body to be acknowledged.
 func (m *Meter) schedule() {
 	if supported && m.sampling.CompareAndSwap(false, true) {
 		time.AfterFunc(samplePeriod, m.sample)
 	}
 }
 
-// sample notes, for each connection with a request not all acknowledged,
-// whether it is now; it goes on while any such connection is left.
-// The flag is cleared before the look, so a write during it schedules the
-// next sample instead of finding one still in progress.
+// sample notes, for each request written and not all acknowledged,
+// whether it is now; it goes on while any such request is left. The flag
+// is cleared before the look, so a request written during it schedules
+// the next sample instead of finding one still in progress.
 func (m *Meter) sample() {
 	m.sampling.Store(false)
 	now := m.now()
+	m.mu.Lock()
+	reqs := make([]*request, 0, len(m.reqs))
+	for r := range m.reqs {
+		reqs = append(reqs, r)
+	}
+	m.mu.Unlock()
 	waiting := false
-	for _, c := range m.open() {
-		if c.sample(now) {
+	for _, r := range reqs {
+		if r.sample(now) {
 			waiting = true
 		}
 	}
@@ -184,31 +253,196 @@ func (m *Meter) sample() {
 	}
 }
 
-// conn counts what is written to it and follows its requests: the bytes
-// written since its last answer, and when the peer had acknowledged all
-// of them.
+// RoundTripper returns rt with each request followed (a request sent
+// through it on a connection the Meter did not open is not): its body's
+// bytes handed over and acknowledged until its answer (InFlight), and its
+// answer lag (AnswerLag). Any trace already in the request's context
+// still sees every event.
+func (m *Meter) RoundTripper(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper{m: m, rt: rt}
+}
+
+type roundTripper struct {
+	m  *Meter
+	rt http.RoundTripper
+}
+
+func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := &request{m: t.m}
+	trace := &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { r.gotConn(info.Conn) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				r.wrote(t.m.now())
+			}
+		},
+		GotFirstResponseByte: func() { r.answered(t.m.now()) },
+	}
+	out := req.Clone(httptrace.WithClientTrace(req.Context(), trace))
+	if req.Body != nil && req.Body != http.NoBody {
+		out.Body = &countedBody{ReadCloser: req.Body, n: &r.body}
+	}
+	t.m.mu.Lock()
+	t.m.reqs[r] = struct{}{}
+	t.m.mu.Unlock()
+	defer func() { // answered or failed: no longer in flight
+		t.m.mu.Lock()
+		delete(t.m.reqs, r)
+		t.m.mu.Unlock()
+	}()
+	return t.rt.RoundTrip(out)
+}
+
+// CloseIdleConnections closes rt's idle connections, where it can.
+func (t roundTripper) CloseIdleConnections() {
+	if c, ok := t.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// countedBody counts the bytes the transport reads of a request's body.
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// request is one request sent through the RoundTripper: its connection,
+// its body's bytes read, and, once written, the connection's count of
+// bytes written then (its body's end) and when the peer had acknowledged
+// them.
+type request struct {
+	m    *Meter
+	body atomic.Int64
+
+	mu        sync.Mutex
+	c         *conn     // nil: not one the Meter opened (or none yet)
+	end       int64     // the connection's bytes written when the request was; 0: not written yet
+	wroteAt   time.Time // when it was written
+	sampledAt time.Time // the last look, when it was not all acknowledged
+	ackedAt   time.Time // when all of it was acknowledged (estimate); zero: not yet
+	done      bool      // answered
+}
+
+// gotConn takes the request's connection: the Meter's own, under TLS or
+// not.
+func (r *request) gotConn(nc net.Conn) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	c, _ := nc.(*conn)
+	r.mu.Lock()
+	r.c = c
+	r.mu.Unlock()
+}
+
+func (r *request) connection() *conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.c
+}
+
+// wrote notes the request's end on its connection: what was written to
+// it by then, its body's last byte included.
+func (r *request) wrote(now time.Time) {
+	r.mu.Lock()
+	if r.c == nil || r.done {
+		r.mu.Unlock()
+		return
+	}
+	r.end, r.wroteAt = r.c.written.Load(), now
+	r.mu.Unlock()
+	r.m.schedule()
+}
+
+// sample looks whether the request is all acknowledged and reports
+// whether it still waits for that.
+func (r *request) sample(now time.Time) (waiting bool) {
+	r.mu.Lock()
+	c, end := r.c, r.end
+	pending := c != nil && end > 0 && r.ackedAt.IsZero() && !r.done
+	r.mu.Unlock()
+	if !pending {
+		return false
+	}
+	acked, err := bytesAcked(c.TCPConn)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if acked >= end {
+		r.ackedAt = r.lastLook().Add(now.Sub(r.lastLook()) / 2) // between the two looks
+		return false
+	}
+	r.sampledAt = now
+	return true
+}
+
+// lastLook is when the request was last seen not all acknowledged: the
+// last sample, or its write.
+func (r *request) lastLook() time.Time {
+	if r.sampledAt.After(r.wroteAt) {
+		return r.sampledAt
+	}
+	return r.wroteAt
+}
+
+// answered takes the request's answer lag, if its body was all
+// acknowledged before the answer came (an answer before that, to a
+// request refused early, is not a lag).
+//
+// net/http reports the write from its own goroutine, after flushing: a
+// quick answer can come first. The request's end is then all that was
+// written to the connection (one request at a time on HTTP/1; on HTTP/2
+// another stream's bytes may be among it, and then it is not all
+// acknowledged and there is no lag), acknowledged at the earliest with
+// the last write: the lag is at most the time since.
+func (r *request) answered(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done || r.c == nil {
+		return
+	}
+	r.done = true
+	end, ackedAt := r.end, r.ackedAt
+	if end == 0 {
+		end, r.wroteAt = r.c.written.Load(), time.Unix(0, r.c.lastWrite.Load())
+	}
+	if ackedAt.IsZero() {
+		acked, err := bytesAcked(r.c.TCPConn)
+		if err != nil || end == 0 || acked < end {
+			return
+		}
+		last := r.lastLook() // acknowledged since then
+		ackedAt = last.Add(now.Sub(last) / 2)
+	}
+	r.m.observeLag(max(now.Sub(ackedAt), 0), r.body.Load())
+}
+
+// conn counts what is written to it.
 type conn struct {
 	*net.TCPConn
 	m       *Meter
 	written atomic.Int64
-	once    sync.Once
-
-	mu        sync.Mutex
-	request   int64     // bytes written since the last answer
-	ackedAt   time.Time // when all of them were acknowledged (estimate); zero: not yet
-	sampledAt time.Time // the last look at what is acknowledged
-	wroteAt   time.Time // the last write
+	// lastWrite is when the last write returned (Unix nanoseconds).
+	lastWrite atomic.Int64
+	once      sync.Once
+	// last is the peer's acknowledged bytes when last asked, for after
+	// the close.
+	last atomic.Int64
 }
 
 func (c *conn) Write(p []byte) (int, error) {
 	n, err := c.TCPConn.Write(p)
 	if n > 0 {
 		c.written.Add(int64(n))
-		c.mu.Lock()
-		c.request += int64(n)
-		c.ackedAt, c.wroteAt = time.Time{}, c.m.now()
-		c.mu.Unlock()
-		c.m.schedule()
+		c.lastWrite.Store(c.m.now().UnixNano())
 	}
 	return n, err
 }
@@ -222,70 +456,22 @@ func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 
 type writerOnly struct{ io.Writer }
 
-// Read takes an answer's first byte as the end of the request before it.
-func (c *conn) Read(p []byte) (int, error) {
-	n, err := c.TCPConn.Read(p)
-	if n > 0 {
-		c.answered(c.m.now())
+// acked is the bytes the peer has acknowledged, or, once the connection
+// is closed, what it had when last asked.
+func (c *conn) acked() int64 {
+	if n, err := bytesAcked(c.TCPConn); err == nil {
+		c.last.Store(n)
+		return n
 	}
-	return n, err
-}
-
-func (c *conn) answered(now time.Time) {
-	c.mu.Lock()
-	request, ackedAt, sampledAt := c.request, c.ackedAt, c.sampledAt
-	c.request, c.ackedAt = 0, time.Time{}
-	c.mu.Unlock()
-	if request == 0 {
-		return // more of the same answer
-	}
-	if ackedAt.IsZero() {
-		// Acknowledged since the last look, or not at all (an answer
-		// before the whole request: not a lag).
-		acked, err := bytesAcked(c.TCPConn)
-		if err != nil || acked < c.written.Load() {
-			return
-		}
-		ackedAt = sampledAt
-		if now.Sub(sampledAt) > samplePeriod {
-			ackedAt = now.Add(-samplePeriod / 2)
-		}
-	}
-	c.m.observeLag(max(now.Sub(ackedAt), 0), request)
-}
-
-// sample looks whether the request in progress is all acknowledged and
-// reports whether it still waits for that.
-func (c *conn) sample(now time.Time) (waiting bool) {
-	c.mu.Lock()
-	pending := c.request > 0 && c.ackedAt.IsZero()
-	c.mu.Unlock()
-	if !pending {
-		return false
-	}
-	written := c.written.Load()
-	acked, err := bytesAcked(c.TCPConn)
-	if err != nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	before := c.sampledAt // the last look, when it was not all acknowledged yet
-	if c.wroteAt.After(before) {
-		before = c.wroteAt
-	}
-	c.sampledAt = now
-	if acked >= written && c.written.Load() == written && c.request > 0 {
-		c.ackedAt = before.Add(now.Sub(before) / 2) // between the two looks
-		return false
-	}
-	return c.request > 0
+	return c.last.Load()
 }
 
 func (c *conn) Close() error {
 	c.once.Do(func() {
+		acked := c.acked()
 		c.m.mu.Lock()
 		delete(c.m.conns, c)
+		c.m.closedAcked += acked
 		c.m.mu.Unlock()
 	})
 	return c.TCPConn.Close()

@@ -1,9 +1,12 @@
 package sockmeter
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -88,48 +91,104 @@ func TestTheBacklogIsWhatThePeerHasNotAcknowledged(t *testing.T) {
 	}
 }
 
-// The answer lag runs from the request's last byte acknowledged to the
-// answer's first byte: a peer that answers 300 ms after reading a 64 KiB
-// request makes it 300 ms, not the time the request took to go out. A
+// The answer lag runs from the request's body's last byte acknowledged
+// to the answer's first byte: a server that answers 300 ms after reading
+// a 64 KiB body makes it 300 ms, not the time the body took to go out. A
 // small request's answer (at once) is the lag only until a large one's is
 // known.
 func TestTheAnswerLagRunsFromTheLastByteAcknowledgedToTheAnswer(t *testing.T) {
 	const think = 300 * time.Millisecond
-	addr := serve(t, func(c net.Conn) {
-		buf := make([]byte, 64<<10)
-		io.ReadFull(c, buf[:100]) // a small request, answered at once
-		c.Write([]byte("ok"))
-		io.ReadFull(c, buf)
-		time.Sleep(think)
-		c.Write([]byte("ok"))
-		io.Copy(io.Discard, c)
-	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		if n >= 64<<10 {
+			time.Sleep(think)
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
 	m := New(nil)
 	if _, ok := m.AnswerLag(); ok {
 		t.Fatal("an answer lag before any answer")
 	}
-	c, err := m.DialContext(context.Background(), "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = m.DialContext
+	c := &http.Client{Transport: m.RoundTripper(tr)}
+	post := func(size int) {
+		t.Helper()
+		resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, size)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
-	defer c.Close()
-	ans := make([]byte, 2)
-	writeAll(c, make([]byte, 100))
-	if _, err := io.ReadFull(c, ans); err != nil {
-		t.Fatal(err)
-	}
+	post(100)
 	if lag, ok := m.AnswerLag(); !ok || lag >= think/2 {
 		t.Fatalf("after a 100 B request answered at once, the lag is %s (known %v), want under %s", lag, ok, think/2)
 	}
-	writeAll(c, make([]byte, 64<<10))
-	if _, err := io.ReadFull(c, ans); err != nil {
-		t.Fatal(err)
-	}
+	post(64 << 10)
 	lag, ok := m.AnswerLag()
 	// A loaded machine looks late at what is acknowledged, which shortens
 	// the lag, and answers late, which lengthens it: within a half.
 	if !ok || lag < think/2 || lag > think+time.Second {
 		t.Fatalf("answer lag %s (known %v), want about %s", lag, ok, think)
+	}
+}
 
+// What a connection's peer acknowledged stays counted once it is closed,
+// and a request's body counts in flight, as far as its peer acknowledged
+// it, only until its answer: a body that is sent again counts again from
+// nothing, in flight, while Acked counts every time it went.
+func TestAckedKeepsClosedConnectionsAndInFlightOnlyUnansweredBodies(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		<-release
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	m := New(nil)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = m.DialContext
+	c := &http.Client{Transport: m.RoundTripper(tr)}
+	const size = 1 << 20
+	done := make(chan error)
+	go func() {
+		resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, size)))
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, ok := m.InFlight(); !ok {
+			t.Fatal("no count in flight on Linux")
+		} else if n == size {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, _ := m.InFlight()
+			t.Fatalf("%d B in flight of a %d B body the server read, want all of it", n, size)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := m.InFlight(); n != 0 {
+		t.Fatalf("%d B in flight once the request was answered, want 0", n)
+	}
+	// The connection goes back to the idle pool once its answer was read
+	// (net/http's own goroutine): closed once it is there.
+	for tr.CloseIdleConnections(); m.Written() != 0; tr.CloseIdleConnections() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d B written to open connections after every one closed", m.Written())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, ok := m.Acked(); !ok || n < size {
+		t.Fatalf("%d B acknowledged (known %v) once the connection closed, want at least the %d B body", n, ok, size)
 	}
 }

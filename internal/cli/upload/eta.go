@@ -11,7 +11,8 @@ import (
 // settles, so uploaded bytes arrive in steps: the rate is weighted over
 // rateTau of the steps (taken when the totals change, so it does not sag
 // between two settlements), and the ETA counts down between them, blended
-// into each new estimate over etaTau instead of jumping to it.
+// into each new estimate over etaTau (or an eighth of the estimate, when
+// that is shorter) instead of jumping to it.
 const (
 	rateTau = 10 * time.Second
 	etaTau  = 1500 * time.Millisecond
@@ -143,26 +144,16 @@ func (m *rateMeter) moves() int {
 	return m.changes
 }
 
-// rateAt observes the bytes counted at now and returns the rate, as rate
-// does, and the seconds since the count last moved (0 once stalled: the
-// rate then counts the stall in).
-func (m *rateMeter) rateAt(now time.Time, bytes int64) (bps, since float64, ok bool) {
+// blendAt takes raw, a new estimate in seconds made at now (whatever
+// rate it is from), and returns the ETA shown: the last one counted down
+// to now and moved toward raw over etaTau (at once to 0 when nothing is
+// left). It leaves the count as it is.
+func (m *rateMeter) blendAt(now time.Time, raw float64) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.observeLocked(now, bytes)
-	bps, ok = m.rateLocked()
-	if s, stalled := m.stalledLocked(); !stalled {
-		since = s
+	if now.After(m.now) {
+		m.now = now
 	}
-	return bps, since, ok
-}
-
-// blend takes raw, a new estimate in seconds made at the last observation,
-// and returns the ETA shown: the last one counted down to now and moved
-// toward raw over etaTau (at once to 0 when nothing is left).
-func (m *rateMeter) blend(raw float64) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	return m.blendLocked(raw)
 }
 
@@ -175,7 +166,11 @@ func (m *rateMeter) blendLocked(raw float64) time.Duration {
 	default:
 		dt := max(m.now.Sub(m.etaAt).Seconds(), 0)
 		counted := max(m.eta-dt, 0)
-		a := 1 - math.Exp(-dt/etaTau.Seconds())
+		// Over etaTau, or an eighth of the estimate when that is
+		// shorter: a few seconds from the end, a second and a half of
+		// smoothing would show the time left long after it is known.
+		tau := min(etaTau.Seconds(), raw/8)
+		a := 1 - math.Exp(-dt/tau)
 		if math.Abs(raw-counted) > raw/4 {
 			// Far off (an estimate from the run's first seconds): close
 			// half the gap at each look rather than show it for long.

@@ -3,10 +3,14 @@ package upload
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,5 +114,36 @@ func checkETA(t *testing.T, r *cmdRig, bwlimit string, batch int) {
 		checked, end.Sub(ticks[0]).Round(100*time.Millisecond), 100*worst)
 	if checked < 5 || math.Abs(worst) > 1.0/3 {
 		t.Fatalf("ETA off the real time left by up to %+.1f%% over %d lines, want within a third over at least 5", 100*worst, checked)
+	}
+}
+
+// A batch sent again (its first answer a 503) puts its bytes on the wire
+// twice; what is left to deliver is still its bytes, not less: in a real
+// run at a steady --bwlimit 2M where six of the first twelve batches are
+// refused once after their bodies were read, the progress lines' ETA
+// follows the time the run really had left, as without resends.
+func TestTheETAIsNotEarlyAfterResentBatches(t *testing.T) {
+	r := newCmdRig(t)
+	r.seedSized("ETA", 300, 64<<10) // 18.75 MiB: about 9 s at 2 MiB/s, and 6 MiB resent
+	var posts atomic.Int32
+	provider := r.srv.Config.Handler
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "tiles:batch") {
+			if n := posts.Add(1); n <= 12 && n%2 == 1 {
+				io.Copy(io.Discard, req.Body)
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte(`{"error":{"code":"UNAVAILABLE","message":"busy"}}`))
+				return
+			}
+		}
+		provider.ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	r.cfg.ProviderURL = front.URL
+	checkETA(t, r, "2M", 16)
+	if n := posts.Load(); n < 19+6 {
+		t.Fatalf("%d batch requests, want the 19 batches and 6 resends", n)
 	}
 }

@@ -142,11 +142,12 @@ func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
 
 // fakeSockets is the uploader's connections as the progress sees them.
 type fakeSockets struct {
-	backlog int64
-	lag     time.Duration // < 0: not measured yet
+	acked, inFlight int64
+	lag             time.Duration // < 0: not measured yet
 }
 
-func (f *fakeSockets) Backlog() (int64, bool) { return f.backlog, true }
+func (f *fakeSockets) Acked() (int64, bool)    { return f.acked, true }
+func (f *fakeSockets) InFlight() (int64, bool) { return f.inFlight, true }
 func (f *fakeSockets) AnswerLag() (time.Duration, bool) {
 	return f.lag, f.lag >= 0
 }
@@ -174,7 +175,7 @@ func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) 
 	for i := 1; i <= 32; i++ {
 		now = start.Add(time.Duration(i) * 250 * time.Millisecond)
 		delivered := int64(now.Sub(start).Seconds() * 100_000)
-		sock.backlog = whole - delivered
+		sock.acked, sock.inFlight = delivered, delivered // every batch waits for its answer
 		if i == 12 {
 			sock.lag = 2 * time.Second // the first batch answered
 		}
@@ -190,5 +191,79 @@ func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) 
 		if !ok || math.Abs(eta.Seconds()/want-1) > 0.05 {
 			t.Fatalf("at %s ETA %s (known %v), want %.1fs", now.Sub(start), eta, ok, want)
 		}
+	}
+}
+
+// Neither the status line nor the progress log shows a number that is
+// not measured: before the flight's total is counted it is "?", before
+// the acknowledged bytes have moved for a second the rate is "-/s"
+// (null), and before a request's answer lag is known there is no ETA
+// (null); each shows once it is known.
+func TestTheStatusLineShowsNoNumberThatIsNotKnown(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	var logs bytes.Buffer
+	p := newProgress("F", -1, 0, nil, true, zerolog.New(&logs), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: -1}
+	p.countWire(sent, sock)
+	check := func(when string, want, wantNot []string, wantLog string) {
+		t.Helper()
+		line := p.line()
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				t.Errorf("%s: status %q, want %q", when, line, w)
+			}
+		}
+		for _, w := range wantNot {
+			if strings.Contains(line, w) {
+				t.Errorf("%s: status %q shows %q", when, line, w)
+			}
+		}
+		logs.Reset()
+		p.logLine()
+		if !strings.Contains(logs.String(), wantLog) {
+			t.Errorf("%s: progress log %s, want %s", when, strings.TrimSpace(logs.String()), wantLog)
+		}
+	}
+	check("at the start", []string{"0/? tiles", "/?", "-/s"}, []string{"ETA"},
+		`"tiles_total":null,"bytes_done":0,"bytes_total":null,"rate_bytes_per_second":null,"eta_seconds":null`)
+	p.setTotal(100, 1_000_000)
+	sent.n.Add(100_000)
+	for i := 1; i <= 8; i++ { // 100 kB/s acknowledged for 2 s
+		now = now.Add(250 * time.Millisecond)
+		sock.acked, sock.inFlight = int64(i)*25_000, int64(i)*25_000
+		p.lookDelivered()
+	}
+	check("with a rate and no answer yet", []string{"0/100 tiles", "KiB/s"}, []string{"ETA", "-/s"}, `"eta_seconds":null`)
+	sock.lag = time.Second
+	check("once a request was answered", []string{"ETA "}, nil, `"eta_seconds":`)
+	if strings.Contains(logs.String(), `"eta_seconds":null`) {
+		t.Errorf("progress log %s, want an ETA", logs.String())
+	}
+}
+
+// A short ETA is smoothed over a time short against it: shown 3 s when
+// the estimates, looked at every 250 ms, agree on 1.5 s, it is within a
+// fifth of the time left after three looks, where a blend over a second
+// and a half would still show a third more than is left at the end of a
+// run lasting a few seconds.
+func TestAShortETAFollowsItsEstimatesWithinASecond(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	m := newRateMeter(start)
+	m.blendAt(start, 3)
+	end := start.Add(1500 * time.Millisecond)
+	var eta time.Duration
+	for i := 1; i <= 3; i++ {
+		now := start.Add(time.Duration(i) * 250 * time.Millisecond)
+		eta = m.blendAt(now, end.Sub(now).Seconds())
+	}
+	if left := 750 * time.Millisecond; math.Abs(eta.Seconds()/left.Seconds()-1) > 0.2 {
+		t.Fatalf("ETA %s after three looks agreeing on %s left", eta, left)
 	}
 }

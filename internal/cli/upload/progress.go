@@ -34,9 +34,12 @@ type progress struct {
 	metrics  *metricsfile.Metrics
 	now      func() time.Time
 	started  time.Time
-	meter    *rateMeter // of body bytes handed to the connections, or of settled bytes
-	// deliveredRate is the rate of body bytes acknowledged, where the
-	// sockets tell.
+	// meter is the rate of body bytes handed to the connections, or of
+	// settled bytes, where the sockets cannot tell what is acknowledged;
+	// and the ETA's smoothing, whatever its rate (measure decides which).
+	meter *rateMeter
+	// deliveredRate is the rate of bytes acknowledged, where the sockets
+	// tell.
 	deliveredRate slope
 	// limiter is the run's bandwidth limit, shown while one is set.
 	limiter atomic.Pointer[bwlimit.Limiter]
@@ -210,15 +213,22 @@ const wireOverheadPerTile = 384
 type wireCount struct {
 	c       *sentCounter
 	base    int64
-	sockets sockets // nil: the backlog is not known
+	sockets sockets // nil: what is acknowledged is not known
+	// ackedBase is what the sockets had acknowledged when the flight
+	// started.
+	ackedBase int64
 }
 
 // sockets is what the rate and the ETA ask of the uploader's connections
-// (sockmeter.Meter).
+// and requests (sockmeter.Meter).
 type sockets interface {
-	// Backlog is the bytes handed to the connections and not yet
-	// acknowledged; ok is false when the platform cannot tell.
-	Backlog() (bytes int64, ok bool)
+	// Acked is the bytes the provider's side has acknowledged on every
+	// connection, closed ones included: it only grows, resends and all;
+	// ok is false when the platform cannot tell.
+	Acked() (bytes int64, ok bool)
+	// InFlight is the body bytes of the requests not answered yet that
+	// the provider's side has acknowledged; ok as Acked's.
+	InFlight() (bytes int64, ok bool)
 	// AnswerLag is the time from a request's last byte acknowledged to
 	// its answer; ok is false until one was measured.
 	AnswerLag() (time.Duration, bool)
@@ -227,76 +237,113 @@ type sockets interface {
 // countWire has the rate and the ETA follow the body bytes c lets through
 // from now on, instead of the bytes of settled batches.
 func (p *progress) countWire(c *sentCounter, s sockets) {
-	p.wire.Store(&wireCount{c: c, base: c.sent(), sockets: s})
+	w := &wireCount{c: c, base: c.sent(), sockets: s}
+	if s != nil {
+		w.ackedBase, _ = s.Acked()
+	}
+	p.wire.Store(w)
 }
 
-// rate is the smoothed rate in bytes per second of batch bodies the
-// provider's side has acknowledged, where the sockets tell; otherwise of
-// those put on the wire (what --bwlimit caps), or, without a count of
-// those, of settled batches; ok is false while it is not known.
-func (p *progress) rate() (float64, bool) {
-	if w := p.wire.Load(); w != nil {
-		if delivered, ok := p.delivered(w); ok {
-			p.deliveredRate.observe(p.now(), delivered)
-			return p.deliveredRate.rate()
-		}
-		p.meter.observe(p.now(), w.c.sent()-w.base)
-		if p.meter.moves() < trustedMoves {
-			// The first bodies fill the connections' buffers at once:
-			// no rate of the link yet.
-			return 0, false
-		}
-	} else {
-		p.meter.observe(p.now(), p.bytes.Load())
+// rateSource is the count a rate is of.
+type rateSource int
+
+const (
+	// rateAcked: the bytes the provider's side has acknowledged (where the
+	// sockets tell), which move as smoothly as the link takes them: the
+	// median of the rates between looks (slope).
+	rateAcked rateSource = iota
+	// rateSent: the body bytes handed to the connections (what --bwlimit
+	// caps), which move in steps as buffers fill: weighted over the steps
+	// (rateMeter).
+	rateSent
+	// rateSettled: the bytes of settled batches, without a count of the
+	// bodies: weighted over the steps as well.
+	rateSettled
+)
+
+// measure is the one rate of the flight: the status line and the log
+// show it and the ETA divides by it. It is of the bytes acknowledged
+// where the sockets tell; otherwise of those put on the wire, trusted once
+// the count has moved a few times after the run's first bodies filled
+// the connections' buffers; without a count of those, of settled batches.
+// ok is false while it is not known.
+func (p *progress) measure(now time.Time) (bps float64, src rateSource, ok bool) {
+	w := p.wire.Load()
+	if w == nil {
+		p.meter.observe(now, p.bytes.Load())
+		bps, ok = p.meter.rate()
+		return bps, rateSettled, ok
 	}
-	return p.meter.rate()
+	if acked, ok := p.acked(w); ok {
+		p.deliveredRate.observe(now, acked)
+		bps, ok := p.deliveredRate.rate()
+		return bps, rateAcked, ok
+	}
+	p.meter.observe(now, w.c.sent()-w.base)
+	if p.meter.moves() < trustedMoves {
+		return 0, rateSent, false
+	}
+	bps, ok = p.meter.rate()
+	return bps, rateSent, ok
+}
+
+// rate is measure's rate in bytes per second now.
+func (p *progress) rate() (float64, bool) {
+	bps, _, ok := p.measure(p.now())
+	return bps, ok
 }
 
 // lookDelivered takes the acknowledged bytes into their rate, where the
 // sockets tell.
 func (p *progress) lookDelivered() {
 	if w := p.wire.Load(); w != nil {
-		if delivered, ok := p.delivered(w); ok {
-			p.deliveredRate.observe(p.now(), delivered)
+		if acked, ok := p.acked(w); ok {
+			p.deliveredRate.observe(p.now(), acked)
 		}
 	}
 }
 
-// delivered is the flight's body bytes the provider's side has
-// acknowledged: those handed to the connections less what their send
-// buffers still hold; ok is false where the sockets cannot tell.
-func (p *progress) delivered(w *wireCount) (int64, bool) {
+// acked is the bytes the provider's side has acknowledged since the
+// flight started, counted from its first body on: 0 until a body was
+// handed over, so that the rate's looks do not start with the run's
+// small requests (capabilities, claims), far slower than its batches.
+// ok is false where the sockets cannot tell.
+func (p *progress) acked(w *wireCount) (int64, bool) {
 	if w.sockets == nil {
 		return 0, false
 	}
-	sent := w.c.sent() - w.base // first: the backlog read after it is of these bytes or later ones
-	backlog, ok := w.sockets.Backlog()
+	n, ok := w.sockets.Acked()
 	if !ok {
 		return 0, false
 	}
-	return max(sent-backlog, 0), true
+	if w.c.sent() == w.base {
+		return 0, true
+	}
+	return max(n-w.ackedBase, 0), true
 }
 
 // eta is the smoothed time left for the flight's pending tiles; ok is
 // false while the total or the rate is not known.
 //
 // Where the sockets tell what the provider's side has acknowledged, it is
-// the flight's bodies (its bytes, and a part header and manifest entry
-// per tile) not acknowledged yet at the rate they are acknowledged, plus
+// what is still to deliver at the rate the bytes are acknowledged, plus
 // the answer lag: the time from a request's last byte acknowledged to its
 // answer (sockmeter: a batch's, or before one was answered, a small
-// request's). Both are measured, not guessed; until a request was
+// request's). What is still to deliver is the flight's bodies (its bytes,
+// and a part header and manifest entry per tile) less the settled
+// batches' and what the provider's side has acknowledged of the bodies
+// still waiting for their answer: a body sent again counts from nothing
+// again, and one whose request failed counts whole, so resends do not
+// shorten it. Both are measured, not guessed; until a request was
 // answered and the count has moved for a while, there is no ETA.
 //
-// Otherwise, with the body bytes counted, the rate is theirs, trusted
-// once the count has moved a few times after the run's first bodies
-// filled the connections' buffers. What is left is the flight's bodies
-// less those of settled batches and half of what is in flight: bodies
-// handed over and not settled have, on the whole, half arrived (none just
-// after their batch started, all just before it settles). Where buffers
-// are shallow (a bandwidth limit paces the bodies) that is nearly exact;
-// behind a deep buffer before a slow link it is as good as the guess of a
-// half.
+// Otherwise, with the body bytes counted, what is left is the flight's
+// bodies less those of settled batches and half of what is in flight:
+// bodies handed over and not settled have, on the whole, half arrived
+// (none just after their batch started, all just before it settles).
+// Where buffers are shallow (a bandwidth limit paces the bodies) that is
+// nearly exact; behind a deep buffer before a slow link it is as good as
+// the guess of a half.
 //
 // Without the count, it is the bytes not yet settled at the rate of
 // settled ones.
@@ -306,59 +353,60 @@ func (p *progress) eta() (time.Duration, bool) {
 		return 0, false
 	}
 	now := p.now()
-	w := p.wire.Load()
-	if w == nil {
+	bps, src, ok := p.measure(now)
+	if src == rateSettled {
 		return p.meter.estimate(now, p.bytes.Load(), max(tot.bytes-p.bytes.Load(), 0), 0)
 	}
-	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
-	if delivered, ok := p.delivered(w); ok {
-		p.deliveredRate.observe(now, delivered)
-		return p.deliveredETA(now, delivered, whole, w)
-	}
-	sent := w.c.sent() - w.base
-	bps, _, ok := p.meter.rateAt(now, sent)
 	if int64(tot.tiles)-p.tiles.Load() <= 0 {
-		return p.meter.blend(0), true
+		return p.meter.blendAt(now, 0), true
 	}
-	last := p.lastSettled.Load()
-	if !ok || bps <= 0 || last == nil || p.meter.moves() < trustedMoves {
+	w := p.wire.Load()
+	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
+	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
+	if src == rateAcked {
+		return p.deliveredETA(now, bps, ok, whole, settled, w)
+	}
+	if !ok || bps <= 0 {
 		return 0, false
 	}
-	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
-	inFlight := max(sent-settled, 0)
+	last := p.lastSettled.Load()
+	if last == nil {
+		return 0, false
+	}
+	inFlight := max(w.c.sent()-w.base-settled, 0)
 	// Settled bytes move in steps: half of what is left counts down
 	// between two settlements.
 	est := float64(max(whole-settled, 0))/bps - float64(inFlight)/2/bps - now.Sub(*last).Seconds()/2
-	return p.meter.blend(max(est, 0)), true
+	return p.meter.blendAt(now, max(est, 0)), true
 }
 
-// deliveredETA is eta from the bytes acknowledged: what is left of whole
-// at their rate, then the answer lag; once all is acknowledged, the lag
-// counts down from then.
-func (p *progress) deliveredETA(now time.Time, delivered, whole int64, w *wireCount) (time.Duration, bool) {
-	tot := p.total.Load()
-	if int64(tot.tiles)-p.tiles.Load() <= 0 {
-		return p.meter.blend(0), true
-	}
-	bps, ok := p.deliveredRate.rate()
+// deliveredETA is eta from the bytes acknowledged, at bps (known: ok):
+// what is still to deliver of whole, then the answer lag; once all is
+// acknowledged, the lag counts down from then, whatever the rate (none
+// moves then).
+func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole, settled int64, w *wireCount) (time.Duration, bool) {
 	lag, lagOK := w.sockets.AnswerLag()
-	if !ok || bps <= 0 || !lagOK {
+	inFlight, flightOK := w.sockets.InFlight()
+	if !lagOK || !flightOK {
 		return 0, false
 	}
-	p.meter.observe(now, delivered) // the blend's clock
-	left := max(whole-delivered, 0)
-	raw := float64(left)/bps + lag.Seconds()
+	left := max(whole-settled-inFlight, 0)
 	if left <= whole/200 { // all of it, but for the estimate of the framing
-		left = 0
 		p.mu.Lock()
 		if p.allDelivered.IsZero() {
 			p.allDelivered = now
 		}
 		since := now.Sub(p.allDelivered)
 		p.mu.Unlock()
-		raw = max(lag.Seconds()-since.Seconds(), 0)
+		return p.meter.blendAt(now, max(lag.Seconds()-since.Seconds(), 0)), true
 	}
-	return p.meter.blend(max(raw, 0)), true
+	p.mu.Lock()
+	p.allDelivered = time.Time{} // a resend: more to deliver again
+	p.mu.Unlock()
+	if !ok || bps <= 0 {
+		return 0, false
+	}
+	return p.meter.blendAt(now, float64(left)/bps+lag.Seconds()), true
 }
 
 // trustedMoves is how often the count of body bytes must have moved

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -202,9 +203,10 @@ func (r *run) wire(ctx context.Context) error {
 		return exitcode.UsageError(err)
 	}
 	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	var wrap func(http.RoundTripper) http.RoundTripper
 	if r.opts.HTTPClient == nil {
 		r.sockets = sockmeter.New(nil)
-		dial = r.sockets.DialContext
+		dial, wrap = r.sockets.DialContext, r.sockets.RoundTripper
 	}
 	inner, err := uploader.NewClient(uploader.ClientOptions{
 		BaseURL: r.cfg.ProviderURL, Token: r.cfg.ProviderToken.Reveal(), Store: r.store, Blobs: blobs,
@@ -218,13 +220,14 @@ func (r *run) wire(ctx context.Context) error {
 			Cooldown:         r.cfg.Upload.BreakerCooldown, MaxCooldown: r.cfg.Upload.BreakerMaxCooldown,
 			OutageLimit: r.cfg.Upload.OutageLimit, OnChange: r.breakerChanged,
 		},
-		Jitter:       r.retry.Jitter,
-		ResendBudget: float64(offIfZero(r.cfg.Upload.ResendBudget)),
-		ResendRatio:  float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
-		ClientID:     r.cfg.Upload.ClientID,
-		Liveness:     r.locks,
-		Pace:         r.sent,
-		DialContext:  dial,
+		Jitter:        r.retry.Jitter,
+		ResendBudget:  float64(offIfZero(r.cfg.Upload.ResendBudget)),
+		ResendRatio:   float64(offIfZero(r.cfg.Upload.ResendBudgetPercent)) / 100,
+		ClientID:      r.cfg.Upload.ClientID,
+		Liveness:      r.locks,
+		Pace:          r.sent,
+		DialContext:   dial,
+		WrapTransport: wrap,
 	})
 	if err != nil {
 		return exitcode.UsageError(err)
