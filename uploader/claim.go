@@ -14,10 +14,12 @@ import (
 
 // gate is the limit on batches in flight: a worker holds a slot from its
 // claim to its batch's settlement. *concurrency.Controller (adaptive) and
-// *concurrency.Fixed implement it.
+// *concurrency.Fixed implement it. Ahead is the most slots it may allow a
+// round trip from now: the connections to have open by then (warm.go).
 type gate interface {
 	Acquire(ctx context.Context) (release func(), err error)
 	Limit() int
+	Ahead() int
 }
 
 var (
@@ -76,6 +78,9 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *
 			if err != nil {
 				return // the run ended
 			}
+			// The slots the limit may grant by the next round trip find
+			// their connections open.
+			u.warm.ahead(g.Ahead())
 			mu.Lock()
 			more()
 			mu.Unlock()
