@@ -42,6 +42,10 @@ type warmDialer struct {
 	parked        []parkedConn
 	changed       chan struct{} // closed and replaced when a warm dial ends
 	off           bool          // the transport multiplexes (HTTP/2): one connection serves every request
+	// stop ends the warm dials in progress (idle); nil when none was
+	// started since.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 type parkedConn struct {
@@ -85,21 +89,24 @@ func (d *warmDialer) fill() {
 		return
 	}
 	for d.open < d.want {
+		if d.stop == nil {
+			d.ctx, d.stop = context.WithCancel(context.Background())
+		}
 		d.open++
 		d.dialing++
-		go d.dialAhead(d.network, d.addr)
+		go d.dialAhead(d.ctx, d.network, d.addr)
 	}
 }
 
-func (d *warmDialer) dialAhead(network, addr string) {
-	ctx, cancel := context.WithTimeout(context.Background(), warmDialTimeout)
+func (d *warmDialer) dialAhead(ctx context.Context, network, addr string) {
+	ctx, cancel := context.WithTimeout(ctx, warmDialTimeout)
 	defer cancel()
 	c, err := d.dial(ctx, network, addr)
 	d.mu.Lock()
 	d.dialing--
 	close(d.changed)
 	d.changed = make(chan struct{})
-	keep := err == nil && !d.off && addr == d.addr
+	keep := err == nil && !d.off && addr == d.addr && d.want > 0
 	if keep {
 		d.parked = append(d.parked, parkedConn{c: &warmConn{Conn: c, d: d}, at: d.now()})
 	} else {
@@ -180,14 +187,19 @@ func (d *warmDialer) multiplexed() {
 	closeAll(parked)
 }
 
-// idle closes the parked connections, at a run's end: the next run asks
-// again. Connections in the transport's pool stay there.
+// idle closes the parked connections and ends the dials ahead still in
+// progress, at a run's end: the next run asks again. Connections in the
+// transport's pool stay there.
 func (d *warmDialer) idle() {
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
 	d.want = 0
+	if d.stop != nil {
+		d.stop()
+		d.ctx, d.stop = nil, nil
+	}
 	parked := d.takeParked()
 	d.mu.Unlock()
 	closeAll(parked)

@@ -141,9 +141,8 @@ func TestWarmDialerHandsOutNoConnectionItsPeerClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer got.Close()
-	if n := a.accepted(); n != 4 {
-		t.Fatalf("%d connections accepted, want 4: the 2 closed ones are not handed out, a new one is dialed", n)
-	}
+	// The 2 closed ones are not handed out: a new one is dialed.
+	eventually(t, "a 4th connection accepted", func() bool { return a.accepted() == 4 })
 	// The new one works: the peer sees what is written.
 	a.mu.Lock()
 	peer := a.conns[3]
@@ -158,4 +157,47 @@ func TestWarmDialerHandsOutNoConnectionItsPeerClosed(t *testing.T) {
 	if open, parked := d.counts(); open != 2 || parked != 0 {
 		t.Fatalf("open %d, parked %d; want 2 (the first and the new one), 0", open, parked)
 	}
+}
+
+// A run's end ends the dials ahead still in progress (a provider that
+// does not answer SYNs holds each for the dial timeout).
+func TestWarmDialerEndsItsDialsInProgressWhenTheRunEnds(t *testing.T) {
+	var blocked sync.WaitGroup
+	first := true
+	var mu sync.Mutex
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		isFirst := first
+		first = false
+		mu.Unlock()
+		if isFirst { // the transport's own: answered at once
+			c, _ := net.Pipe()
+			return c, nil
+		}
+		blocked.Add(1)
+		defer blocked.Done()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	d := newWarmDialer(dial, time.Now)
+	d.ahead(4)
+	c, err := d.DialContext(context.Background(), "tcp", "provider:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, "3 dials ahead in progress", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.dialing == 3
+	})
+	d.idle()
+	done := make(chan struct{})
+	go func() { blocked.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dials ahead still run after the run ended")
+	}
+	eventually(t, "only the transport's connection counted", func() bool { open, _ := d.counts(); return open == 1 })
 }
