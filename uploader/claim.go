@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tilectl/tilectl/operation"
@@ -14,10 +15,12 @@ import (
 
 // gate is the limit on batches in flight: a worker holds a slot from its
 // claim to its batch's settlement. *concurrency.Controller (adaptive) and
-// *concurrency.Fixed implement it.
+// *concurrency.Fixed implement it. Ahead is the most slots it may allow a
+// round trip from now: the connections to have open by then (warm.go).
 type gate interface {
 	Acquire(ctx context.Context) (release func(), err error)
 	Limit() int
+	Ahead() int
 }
 
 var (
@@ -60,7 +63,7 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *
 		workers  int
 		drained  bool // a worker found nothing left: no more are started
 	)
-	cur := claimCursor{order: req.Order} // shared: each claim starts after the last tile any worker took
+	cur := newClaimCursor(req.Order) // shared: each claim starts after the last tile any worker took
 	var worker func()
 	// more starts workers up to the gate's limit; mu is held.
 	more := func() {
@@ -76,10 +79,13 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *
 			if err != nil {
 				return // the run ended
 			}
+			// The slots the limit may grant by the next round trip find
+			// their connections open.
+			u.warm.ahead(g.Ahead())
 			mu.Lock()
 			more()
 			mu.Unlock()
-			more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, rep, claims, &cur, own, due)
+			more, err := u.claimAndSend(ctx, stopCtx, req.FlightID, req.MaxAttempts, lim, rep, claims, cur, own, due)
 			release()
 			if err != nil {
 				mu.Lock()
@@ -123,6 +129,26 @@ type claimCursor struct {
 	last  tilestore.Cursor
 	// lookedUpAt is the read of the call's lookup the cursor has seen.
 	lookedUpAt time.Time
+	// freed counts what in the call may make tiles claimable again: a
+	// claim that took tiles ending (its batch settled, failed, left open
+	// or waiting), a lookup giving tiles back.
+	freed atomic.Int64
+	// What the last claims that found nothing knew, under turn: emptyAt
+	// is freed's count when a claim from the flight's first tile began
+	// that found nothing (-1: none did), emptyAfter where a claim after
+	// the cursor began that found nothing, at freed's count
+	// emptyAfterAt. While freed has not moved, a claim from the first
+	// tile would find nothing too (the workers still waiting for a slot
+	// at the end of a call, as many as the limit once was, stop without
+	// asking the database again each), and one after that cursor looks
+	// from the first tile at once.
+	emptyAt, emptyAfterAt int64
+	emptyAfter            tilestore.Cursor
+}
+
+// newClaimCursor is a call's cursor, at the flight's first tile.
+func newClaimCursor(order tilestore.Order) *claimCursor {
+	return &claimCursor{order: order, emptyAt: -1}
 }
 
 // sawLookup moves the cursor back to the first tile when the call looked
@@ -136,6 +162,7 @@ func (c *claimCursor) sawLookup(ids []string, at time.Time) {
 	c.lookedUpAt = at
 	if len(ids) > 0 {
 		c.last = tilestore.Cursor{}
+		c.freed.Add(1)
 	}
 }
 
@@ -186,7 +213,15 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	defer endTurn() // on every way out, a panic's included
 	cur.sawLookup(lookedUp, lookedUpAt)
 	after := own.after(cur)
+	freed := cur.freed.Load()
+	if cur.emptyAt == freed {
+		return false, nil // a claim from the first tile found nothing, and nothing was freed since
+	}
+	if !after.IsZero() && after == cur.emptyAfter && freed == cur.emptyAfterAt {
+		after = tilestore.Cursor{} // nothing after it, as another worker's claim found
+	}
 	opID := operation.NewID()
+	picked := false
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
 		MaxAttempts: maxAttempts, Exclude: claims.skippedIDs(), Order: cur.order, After: after, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
@@ -199,9 +234,18 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 			b, rs := pick(flightID, opID, claims.unskipped(cands), lim)
 			claims.skip(rs)
 			cur.advance(tilestore.LastTaken(cands, b, rs)) // the claim's Last, for the next turn
+			picked = true
 			endTurn()
 			return b, rs
 		}})
+	if err == nil && c.Candidates == 0 && !picked {
+		// Still within the turn: the next claim knows what this found.
+		if after.IsZero() {
+			cur.emptyAt = freed
+		} else {
+			cur.emptyAfter, cur.emptyAfterAt = after, freed
+		}
+	}
 	endTurn() // when Pick did not run
 	var busy *tilestore.SequenceBusyError
 	if errors.As(err, &busy) {
@@ -213,18 +257,21 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 		}
 		return false, fmt.Errorf("claim a batch: %w", err)
 	}
+	if c.Candidates > 0 {
+		defer cur.freed.Add(1) // its tiles may be free again once it ends
+	}
 	if c.Candidates == 0 {
+		if after.IsZero() {
+			return false, nil
+		}
 		if !own.resume.IsZero() {
 			own.resume = tilestore.Cursor{} // its leftovers are gone (another worker took them): back to the shared cursor
 			return true, nil
 		}
-		if !after.IsZero() {
-			// Nothing after the cursor; tiles behind it may be free again
-			// (a failed batch's): look once more from the first tile.
-			own.rescan, own.resume = true, tilestore.Cursor{}
-			return true, nil
-		}
-		return false, nil
+		// Nothing after the cursor; tiles behind it may be free again
+		// (a failed batch's): look once more from the first tile.
+		own.rescan = true
+		return true, nil
 	}
 	own.rescan, own.resume = false, tilestore.Cursor{}
 	if !c.Last.IsZero() && c.Left > 0 {

@@ -230,6 +230,10 @@ type Client struct {
 	liveness       RunLiveness // ClientOptions.Liveness; nil: leases decide
 	livenessWarned atomic.Bool // a failed liveness check was logged
 	pace           BodyLimiter // ClientOptions.Pace; nil: no limit
+	// warm opens the default transport's connections ahead of the
+	// batches that will need them (warm.go); nil with
+	// ClientOptions.HTTPClient.
+	warm *warmDialer
 }
 
 var _ TileUploader = (*Client)(nil)
@@ -310,7 +314,12 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if u.budget, err = operation.NewRetryBudget(initial, ratio, max(10*initial, 100)); err != nil {
 		return nil, fmt.Errorf("new HTTP uploader: %w", err)
 	}
-	u.client = buildClient(opts.HTTPClient, opts.DialContext, opts.WrapTransport, opts.TLS, opts.InsecureSkipVerify, u.timeout)
+	dial := opts.DialContext
+	if opts.HTTPClient == nil {
+		u.warm = newWarmDialer(dial, u.now)
+		dial = u.warm.DialContext
+	}
+	u.client = buildClient(opts.HTTPClient, dial, opts.WrapTransport, opts.TLS, opts.InsecureSkipVerify, u.timeout)
 	if opts.InsecureSkipVerify {
 		u.log.Warn().Str("provider", base.Redacted()).Msg("TLS certificate verification is OFF for the provider (--insecure-skip-verify)")
 	}

@@ -21,6 +21,7 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	// stopRenewal ends the lease renewal (keepLeases) once it runs.
 	stopRenewal := func() {}
 	finish := func(err error) (Report, error) {
+		u.warm.idle()
 		rep.breakerOpenings(u.breaker.openingsSoFar() - openings)
 		pctx, cancel := detachedCtx(ctx)
 		defer cancel()
@@ -78,6 +79,12 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	}
 	if err := u.ConfirmFlightState(ctx, req.FlightID); err != nil {
 		return finish(err)
+	}
+	if !req.DryRun {
+		// The connections of the first batches open while the provider
+		// is asked its limits: its answer finds them ready, not one
+		// handshake away.
+		u.warm.ahead(u.gateFor(req).Ahead())
 	}
 	caps, err := u.capabilities(ctx, rep)
 	if err != nil {

@@ -360,6 +360,9 @@ func (ex *exchange) send(reqCtx context.Context, method, path string, body *batc
 	if ex.heard != nil {
 		ex.heard()
 	}
+	if resp.ProtoMajor >= 2 {
+		u.warm.multiplexed() // one connection carries every request
+	}
 	b, rerr := readCapped(resp.Body, u.maxBody)
 	resp.Body.Close()
 	return attemptEnd{status: resp.StatusCode, header: resp.Header, body: b, bodyErr: rerr, accept: ex.accept}, true

@@ -195,6 +195,20 @@ func (c *Controller) effective() int {
 	return int(l)
 }
 
+// Ahead is the most slots the limit may allow a round trip from now:
+// twice the limit in slow start, which doubles it in a round trip whose
+// answers all come back; afterwards the limit and one round's growth.
+// Whoever opens a connection per slot opens this many ahead, so a slot
+// the limit grants finds its connection open.
+func (c *Controller) Ahead() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slowStart && c.phase == steady {
+		return int(min(2*c.limit, c.max))
+	}
+	return int(min(c.limit+max(1, math.Sqrt(c.limit)), c.max))
+}
+
 // Acquire waits for a slot; release gives it back. It returns ctx's error
 // when ctx ends first.
 func (c *Controller) Acquire(ctx context.Context) (release func(), err error) {
@@ -266,11 +280,16 @@ func (c *Controller) Observe(s Sample) {
 		c.sum += rtt
 	}
 	before := c.effective()
-	if c.slowStart && c.phase == steady && c.inflight >= before {
-		// Slow start grows by one per answer that came while every slot
-		// was held, as TCP's does per acknowledgement: the limit doubles
-		// in a round trip whose batches all came back, and no faster than
-		// they do; a provider that refuses some (429) has them not count.
+	if c.slowStart && c.phase == steady && 2*max(c.peak, c.inflight) >= before {
+		// Slow start grows by one per answer, as TCP's does per
+		// acknowledgement: the limit doubles in a round trip whose
+		// batches all came back, and no faster than they do; a provider
+		// that refuses some (429) has them not count. It grows while the
+		// batches use at least half of it this round, as Linux's TCP
+		// does (tcp_is_cwnd_limited): a slot the limit adds is taken a
+		// claim later, not at the answer that added it, and a limit that
+		// grew only while every slot was held would grow by every other
+		// answer, not double; one the batches do not use stops growing.
 		c.limit = min(c.limit+1, c.max)
 	}
 	if s.Start.Before(c.roundStart) {

@@ -264,6 +264,53 @@ func TestControllerSlowStartGrowsByTheAnswersThatCameBack(t *testing.T) {
 	}
 }
 
+// A slot slow start adds is taken when a worker has claimed a batch for
+// it, a little after the answer that added it: the batches then hold all
+// but the newest slot when the next answer comes. Slow start still
+// doubles the limit in the round trip whose answers all came back, and it
+// says so ahead: the connections to open for the next round.
+func TestControllerSlowStartDoublesWhenNewSlotsAreTakenAClaimLater(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := concurrency.New(concurrency.Options{Now: clk.now})
+	if got := c.Ahead(); got != 2*concurrency.DefaultInitial {
+		t.Fatalf("ahead at the start = %d, want %d", got, 2*concurrency.DefaultInitial)
+	}
+	t0 := clk.t
+	acquire := func() func() {
+		r, err := c.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	var rel []func()
+	for range concurrency.DefaultInitial {
+		rel = append(rel, acquire())
+	}
+	clk.t = t0.Add(150 * time.Millisecond)
+	pending := 0 // slots the limit gave that no batch has taken yet
+	for i := range concurrency.DefaultInitial {
+		before := c.Limit()
+		c.Observe(concurrency.Sample{Start: t0, End: clk.t})
+		rel[i]()
+		rel[i] = acquire() // the answered batch's worker claims the next
+		for ; pending > 0; pending-- {
+			rel = append(rel, acquire()) // the slots the last answer gave, a claim later
+		}
+		pending = c.Limit() - before
+	}
+	if got, want := c.Limit(), 2*concurrency.DefaultInitial; got != want {
+		t.Fatalf("limit after the first round's %d answers = %d, want %d", concurrency.DefaultInitial, got, want)
+	}
+	if got, want := c.Ahead(), 4*concurrency.DefaultInitial; got != want {
+		t.Fatalf("ahead in slow start at limit %d = %d, want %d", c.Limit(), got, want)
+	}
+	for _, r := range rel {
+		r()
+	}
+}
+
 func TestControllerStaysNearItsFloorWhereTheLinkIsNarrow(t *testing.T) {
 	t.Parallel()
 	// 5 Mbit/s, 700 ms: under two batches fill it.

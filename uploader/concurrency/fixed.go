@@ -21,6 +21,9 @@ func NewFixed(n int) *Fixed {
 // Limit is n.
 func (f *Fixed) Limit() int { return f.n }
 
+// Ahead is n: the limit a round trip from now is the limit.
+func (f *Fixed) Ahead() int { return f.n }
+
 // Acquire waits for a slot; release gives it back.
 func (f *Fixed) Acquire(ctx context.Context) (release func(), err error) {
 	select {

@@ -1,0 +1,203 @@
+package uploader
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// acceptor is a loopback listener that counts the connections it
+// accepted and can close them all.
+type acceptor struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newAcceptor(t *testing.T) *acceptor {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &acceptor{ln: ln}
+	t.Cleanup(func() { ln.Close(); a.closeAll() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			a.mu.Lock()
+			a.conns = append(a.conns, c)
+			a.mu.Unlock()
+		}
+	}()
+	return a
+}
+
+func (a *acceptor) accepted() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.conns)
+}
+
+func (a *acceptor) closeAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.conns {
+		c.Close()
+	}
+}
+
+// eventually waits up to 5 s for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not within 5s: %s", what)
+		}
+	}
+}
+
+func TestWarmDialerOpensNoMoreThanItWasAskedForOrTheTransportTook(t *testing.T) {
+	a := newAcceptor(t)
+	d := newWarmDialer(nil, time.Now)
+	ctx := context.Background()
+	addr := a.ln.Addr().String()
+	// Before the transport's first dial it does not know where to dial.
+	d.ahead(4)
+	time.Sleep(50 * time.Millisecond)
+	if n := a.accepted(); n != 0 {
+		t.Fatalf("%d connections accepted before the transport dialed anything", n)
+	}
+	first, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "4 connections open (the transport's and 3 ahead)", func() bool { return a.accepted() == 4 })
+	d.ahead(10)
+	eventually(t, "10 connections open", func() bool { return a.accepted() == 10 })
+	time.Sleep(50 * time.Millisecond)
+	if n := a.accepted(); n != 10 {
+		t.Fatalf("%d connections accepted, asked for 10", n)
+	}
+	// The transport's next 9 dials take what was dialed ahead; one more
+	// dials.
+	conns := []net.Conn{first}
+	for range 9 {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	if n := a.accepted(); n != 10 {
+		t.Fatalf("%d connections accepted after taking the 9 dialed ahead, want 10", n)
+	}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = append(conns, c)
+	eventually(t, "an 11th connection for the 11th dial", func() bool { return a.accepted() == 11 })
+	// Asking for fewer than are open closes nothing and dials nothing;
+	// closed ones no longer count.
+	d.ahead(5)
+	for _, c := range conns[:8] {
+		c.Close()
+	}
+	if open, parked := d.counts(); open != 3 || parked != 0 {
+		t.Fatalf("open %d, parked %d after closing 8 of 11; want 3, 0", open, parked)
+	}
+	d.ahead(5)
+	eventually(t, "2 more dialed ahead to make 5", func() bool { return a.accepted() == 13 })
+	// A run's end closes what is parked.
+	d.idle()
+	if open, parked := d.counts(); open != 3 || parked != 0 {
+		t.Fatalf("open %d, parked %d after idle; want 3, 0", open, parked)
+	}
+}
+
+func TestWarmDialerHandsOutNoConnectionItsPeerClosed(t *testing.T) {
+	a := newAcceptor(t)
+	d := newWarmDialer(nil, time.Now)
+	ctx := context.Background()
+	addr := a.ln.Addr().String()
+	d.ahead(3)
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, "2 dialed ahead", func() bool { _, parked := d.counts(); return parked == 2 && a.accepted() == 3 })
+	a.closeAll() // the provider closes connections that sent nothing
+	time.Sleep(50 * time.Millisecond)
+	got, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	// The 2 closed ones are not handed out: a new one is dialed.
+	eventually(t, "a 4th connection accepted", func() bool { return a.accepted() == 4 })
+	// The new one works: the peer sees what is written.
+	a.mu.Lock()
+	peer := a.conns[3]
+	a.mu.Unlock()
+	if _, err := got.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(peer, buf); err != nil {
+		t.Fatalf("the new connection's peer read %v", err)
+	}
+	if open, parked := d.counts(); open != 2 || parked != 0 {
+		t.Fatalf("open %d, parked %d; want 2 (the first and the new one), 0", open, parked)
+	}
+}
+
+// A run's end ends the dials ahead still in progress (a provider that
+// does not answer SYNs holds each for the dial timeout).
+func TestWarmDialerEndsItsDialsInProgressWhenTheRunEnds(t *testing.T) {
+	var blocked sync.WaitGroup
+	first := true
+	var mu sync.Mutex
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		isFirst := first
+		first = false
+		mu.Unlock()
+		if isFirst { // the transport's own: answered at once
+			c, _ := net.Pipe()
+			return c, nil
+		}
+		blocked.Add(1)
+		defer blocked.Done()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	d := newWarmDialer(dial, time.Now)
+	d.ahead(4)
+	c, err := d.DialContext(context.Background(), "tcp", "provider:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, "3 dials ahead in progress", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.dialing == 3
+	})
+	d.idle()
+	done := make(chan struct{})
+	go func() { blocked.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dials ahead still run after the run ended")
+	}
+	eventually(t, "only the transport's connection counted", func() bool { open, _ := d.counts(); return open == 1 })
+}
