@@ -234,6 +234,10 @@ type warmConn struct {
 	once sync.Once
 }
 
+// NetConn is the connection under the count, for those that look through
+// the layers over a connection (the acknowledged-bytes meter does).
+func (c *warmConn) NetConn() net.Conn { return c.Conn }
+
 func (c *warmConn) Close() error {
 	c.once.Do(func() {
 		c.d.mu.Lock()

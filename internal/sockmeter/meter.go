@@ -20,7 +20,6 @@ package sockmeter
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -332,13 +331,27 @@ type request struct {
 // gotConn takes the request's connection: the Meter's own, under TLS or
 // not.
 func (r *request) gotConn(nc net.Conn) {
-	if tc, ok := nc.(*tls.Conn); ok {
-		nc = tc.NetConn()
-	}
-	c, _ := nc.(*conn)
+	c := unwrap(nc)
 	r.mu.Lock()
 	r.c = c
 	r.mu.Unlock()
+}
+
+// unwrap finds the meter's connection under the layers a transport or a
+// dialer put over it (TLS, a dialer's own bookkeeping): each layer that
+// has one says what it wraps through a NetConn method, as *tls.Conn does.
+func unwrap(nc net.Conn) *conn {
+	for nc != nil {
+		if c, ok := nc.(*conn); ok {
+			return c
+		}
+		w, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		nc = w.NetConn()
+	}
+	return nil
 }
 
 func (r *request) connection() *conn {

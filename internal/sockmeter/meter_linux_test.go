@@ -192,3 +192,38 @@ func TestAckedKeepsClosedConnectionsAndInFlightOnlyUnansweredBodies(t *testing.T
 		t.Fatalf("%d B acknowledged (known %v) once the connection closed, want at least the %d B body", n, ok, size)
 	}
 }
+
+// layered is a dialer's own layer over a connection, which says what it
+// wraps as *tls.Conn does.
+type layered struct{ net.Conn }
+
+func (l layered) NetConn() net.Conn { return l.Conn }
+
+// A connection a dialer wrapped in its own layer (one that names what it
+// wraps) is still the meter's: its requests get their answer lag.
+func TestARequestOnAConnectionUnderAnotherLayerGetsItsLag(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	m := New(nil)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := m.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return layered{c}, nil
+	}
+	c := &http.Client{Transport: m.RoundTripper(tr)}
+	resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, 64<<10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if _, ok := m.AnswerLag(); !ok {
+		t.Fatal("no answer lag for a request on a layered connection")
+	}
+}
