@@ -187,11 +187,24 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	cur.sawLookup(lookedUp, lookedUpAt)
 	after := own.after(cur)
 	opID := operation.NewID()
+	// The batch's blobs are read while the claim's journal writes and its
+	// commit, which waits for the disk, go on: neither waits for the
+	// other, and nothing is sent before both are done. The reads stay
+	// outside the claim's transaction (its row locks are held for
+	// milliseconds, not for disk reads).
+	var read *blobRead
+	defer func() {
+		if read != nil {
+			<-read.done
+			read.tb.release() // after the last send: a reader net/http still holds keeps the arena
+		}
+	}()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
 		MaxAttempts: maxAttempts, Exclude: claims.skippedIDs(), Order: cur.order, After: after, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
 		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
+		Sending: true,
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			// Checked again under the rows' locks: a tile another worker
 			// rejected after this claim read Exclude, and whose settlement
@@ -200,6 +213,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 			claims.skip(rs)
 			cur.advance(tilestore.LastTaken(cands, b, rs)) // the claim's Last, for the next turn
 			endTurn()
+			read = u.readBlobs(cands, b.TileIDs)
 			return b, rs
 		}})
 	endTurn() // when Pick did not run
@@ -234,26 +248,15 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	if c.Batch.OpID == "" {
 		return true, nil
 	}
-	// The blobs are read (once: the bytes checked are the bytes sent) after
-	// the claim, outside its transaction: a claim's row locks are held for
-	// milliseconds, not for disk reads.
-	send := c.Tiles[:0:0]
-	var bad []LocalFailure
-	var badIDs []string
-	tb := pooledTileBytes(c.Tiles)
-	defer tb.release() // after the last send: a reader net/http still holds keeps the arena
-	for _, tl := range c.Tiles {
-		lf, err := tb.read(u.blobs, tl)
-		if err != nil {
-			return false, err // the batch stays open, its lease released at the end
-		}
-		if lf != nil {
-			bad, badIDs = append(bad, *lf), append(badIDs, tl.ID)
-			continue
-		}
-		send = append(send, tl)
+	// The blobs are read once: the bytes checked are the bytes sent.
+	<-read.done
+	if read.err != nil {
+		return false, read.err // the batch stays open, its lease released at the end
 	}
+	send, bad, badIDs, tb := read.send, read.bad, read.badIDs, read.tb
+	counted := true // the claim counted the first send (Claim.Sending)
 	if len(bad) > 0 {
+		counted = false // the trim cleared the count
 		// A bad blob is a local failure: the tile leaves the batch unsent,
 		// stays pending and uncounted, and this call does not claim it again.
 		claims.skipIDs(badIDs)
@@ -274,7 +277,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	if err := stopCtx.Err(); err != nil {
 		return false, nil // the run ended while the blobs were read; the batch stays open
 	}
-	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, false, rep, claims)
+	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, sendOpts{counted: counted}, rep, claims)
 	if we := (*waitingError)(nil); errors.As(err, &we) {
 		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
 		return true, nil
@@ -289,6 +292,53 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 		return false, err
 	}
 	return true, nil
+}
+
+// blobRead is the reading of a claimed batch's blobs (readBlobs): once
+// done is closed, send are the tiles whose bytes tb holds, in the batch's
+// order, and bad the local failures of the others; err is a failure to
+// read that is not the blob's (see readBlob).
+type blobRead struct {
+	done   chan struct{}
+	tb     *tileBytes
+	send   []tilestore.Tile
+	bad    []LocalFailure
+	badIDs []string
+	err    error
+}
+
+// readBlobs starts reading, and checking, the blobs of the candidates ids
+// names, in the order of ids (a claim's batch). nil when ids is empty.
+// The caller waits for done and releases tb.
+func (u *Client) readBlobs(cands []tilestore.Tile, ids []string) *blobRead {
+	if len(ids) == 0 {
+		return nil
+	}
+	byID := make(map[string]tilestore.Tile, len(cands))
+	for _, tl := range cands {
+		byID[tl.ID] = tl
+	}
+	tiles := make([]tilestore.Tile, len(ids))
+	for i, id := range ids {
+		tiles[i] = byID[id]
+	}
+	r := &blobRead{done: make(chan struct{}), tb: pooledTileBytes(tiles), send: tiles[:0:0]}
+	go func() {
+		defer close(r.done)
+		for _, tl := range tiles {
+			lf, err := r.tb.read(u.blobs, tl)
+			if err != nil {
+				r.err = err
+				return
+			}
+			if lf != nil {
+				r.bad, r.badIDs = append(r.bad, *lf), append(r.badIDs, tl.ID)
+				continue
+			}
+			r.send = append(r.send, tl)
+		}
+	}()
+	return r
 }
 
 // pick is a claim's choice among its candidates (tile_id order): tiles over
