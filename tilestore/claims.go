@@ -119,6 +119,13 @@ type Claim struct {
 	// candidates' rows are locked while it runs. It runs at most once, on
 	// ClaimBatch's goroutine.
 	Pick func(candidates []Tile) (Batch, []Rejection)
+	// At, if set, is called inside the claim's transaction, once it has a
+	// connection and has begun, right before the claim's statement; what
+	// it returns replaces After. Callers whose claims take turns (one
+	// reads the cursor the last one's Pick moved) take their turn there,
+	// so that no turn waits for a pooled connection or for the round trip
+	// of a BEGIN. It is called at most once, on ClaimBatch's goroutine.
+	At func() Cursor
 	// Sending says the caller sends the batch as soon as the claim has
 	// committed: the journal counts that first send with the batch
 	// (Batch.Sends 1), and the caller does not note it (NoteSend), which
@@ -282,11 +289,15 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if err != nil {
 			return err
 		}
-		args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, c.After.ID, c.OpID}
+		after := c.After
+		if c.At != nil {
+			after = c.At()
+		}
+		args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, after.ID, c.OpID}
 		if order == OrderZoom {
 			afterZ := -1 // before zoom 0: the zero cursor
-			if !c.After.IsZero() {
-				afterZ = c.After.Z
+			if !after.IsZero() {
+				afterZ = after.Z
 			}
 			args = append(args, afterZ)
 		}

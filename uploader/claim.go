@@ -179,13 +179,25 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	// other had locked (SKIP LOCKED still visits each), which costs the
 	// database time per tile (BenchmarkJournalPerTile measures it). The
 	// turn ends at the pick, before the journal's writes and the commit's
-	// wait for the disk. Other processes' claims still pass each other by
-	// SKIP LOCKED.
-	cur.turn.Lock()
-	endTurn := sync.OnceFunc(cur.turn.Unlock)
+	// wait for the disk. It begins once the claim's transaction has a
+	// connection and has begun (Claim.At): a turn does not wait for those.
+	// Other processes' claims still pass each other by SKIP LOCKED.
+	var after tilestore.Cursor
+	turn := false // this claim holds the turn
+	takeTurn := func() tilestore.Cursor {
+		cur.turn.Lock()
+		turn = true
+		cur.sawLookup(lookedUp, lookedUpAt)
+		after = own.after(cur)
+		return after
+	}
+	endTurn := func() {
+		if turn {
+			turn = false
+			cur.turn.Unlock()
+		}
+	}
 	defer endTurn() // on every way out, a panic's included
-	cur.sawLookup(lookedUp, lookedUpAt)
-	after := own.after(cur)
 	opID := operation.NewID()
 	// The batch's blobs are read while the claim's journal writes and its
 	// commit, which waits for the disk, go on: neither waits for the
@@ -200,7 +212,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 		}
 	}()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
-		MaxAttempts: maxAttempts, Exclude: claims.skippedIDs(), Order: cur.order, After: after, Stream: u.stream.Load(),
+		MaxAttempts: maxAttempts, Exclude: claims.skippedIDs(), Order: cur.order, At: takeTurn, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
 		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,

@@ -55,8 +55,9 @@ func TestTilesFreedBehindAWorkersClaimCursorAreSentInTheSameCall(t *testing.T) {
 }
 
 // turnStore records how many of a call's claims are between their start
-// and their pick at once, and where each started. Its picks take a while,
-// so that claims that did not take turns would overlap.
+// (the read of their cursor: At, when the claim has one) and their pick at
+// once, and where each started. Its picks take a while, so that claims
+// that did not take turns would overlap.
 type turnStore struct {
 	*tilestore.Store
 	mu       sync.Mutex
@@ -67,15 +68,28 @@ type turnStore struct {
 }
 
 func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
-	s.mu.Lock()
-	s.between++
-	if s.between > 1 {
-		s.overlaps++
+	started := false
+	start := func(after tilestore.Cursor) {
+		s.mu.Lock()
+		started = true
+		s.between++
+		if s.between > 1 {
+			s.overlaps++
+		}
+		if !after.IsZero() && c.Order.Less(after, s.lastPick) {
+			s.behind = append(s.behind, after)
+		}
+		s.mu.Unlock()
 	}
-	if !c.After.IsZero() && c.Order.Less(c.After, s.lastPick) {
-		s.behind = append(s.behind, c.After)
+	if at := c.At; at != nil {
+		c.At = func() tilestore.Cursor {
+			after := at()
+			start(after)
+			return after
+		}
+	} else {
+		start(c.After)
 	}
-	s.mu.Unlock()
 	picked := false
 	pick := c.Pick
 	c.Pick = func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
@@ -95,7 +109,7 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 		return b, rs
 	}
 	got, err := s.Store.ClaimBatch(ctx, c)
-	if !picked {
+	if started && !picked {
 		s.mu.Lock()
 		s.between--
 		s.mu.Unlock()
