@@ -117,10 +117,11 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *
 // its lookup gave back, and those rejected in the call before, go first.
 type claimCursor struct {
 	// turn is held by one worker's claim from reading the cursor to its
-	// pick (see claimAndSend).
-	turn  sync.Mutex
-	order tilestore.Order
-	last  tilestore.Cursor
+	// pick; next by the one claim that may wait for the turn with a
+	// database connection and its transaction begun (see claimAndSend).
+	turn, next sync.Mutex
+	order      tilestore.Order
+	last       tilestore.Cursor
 	// lookedUpAt is the read of the call's lookup the cursor has seen.
 	lookedUpAt time.Time
 }
@@ -181,11 +182,24 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	// turn ends at the pick, before the journal's writes and the commit's
 	// wait for the disk. It begins once the claim's transaction has a
 	// connection and has begun (Claim.At): a turn does not wait for those.
-	// Other processes' claims still pass each other by SKIP LOCKED.
+	// One claim at a time gets its connection and begins while another
+	// holds the turn (next): more would hold the pool's connections idle
+	// in their transactions, which the settlements and the lease renewal
+	// need. Other processes' claims still pass each other by SKIP LOCKED.
+	cur.next.Lock()
+	next := true // this claim is the next to take the turn
+	endNext := func() {
+		if next {
+			next = false
+			cur.next.Unlock()
+		}
+	}
+	defer endNext()
 	var after tilestore.Cursor
 	turn := false // this claim holds the turn
 	takeTurn := func() tilestore.Cursor {
 		cur.turn.Lock()
+		endNext()
 		turn = true
 		cur.sawLookup(lookedUp, lookedUpAt)
 		after = own.after(cur)

@@ -63,11 +63,26 @@ type turnStore struct {
 	mu       sync.Mutex
 	between  int
 	overlaps int
-	lastPick tilestore.Cursor   // the last tile any pick took
-	behind   []tilestore.Cursor // claims that started before the last tile an earlier pick took
+	// entered counts the claims between their call and their pick (or
+	// return), which hold or wait for a connection; mostEntered is the
+	// most there were at once.
+	entered, mostEntered int
+	lastPick             tilestore.Cursor   // the last tile any pick took
+	behind               []tilestore.Cursor // claims that started before the last tile an earlier pick took
 }
 
 func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
+	s.mu.Lock()
+	s.entered++
+	s.mostEntered = max(s.mostEntered, s.entered)
+	s.mu.Unlock()
+	left := false
+	leave := func() {
+		if !left {
+			left = true
+			s.entered--
+		}
+	}
 	started := false
 	start := func(after tilestore.Cursor) {
 		s.mu.Lock()
@@ -99,6 +114,7 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 		s.mu.Lock()
 		s.between--
 		picked = true
+		leave()
 		s.mu.Unlock()
 		b, rs := pick(cands)
 		s.mu.Lock()
@@ -109,18 +125,20 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 		return b, rs
 	}
 	got, err := s.Store.ClaimBatch(ctx, c)
+	s.mu.Lock()
 	if started && !picked {
-		s.mu.Lock()
 		s.between--
-		s.mu.Unlock()
 	}
+	leave()
+	s.mu.Unlock()
 	return got, err
 }
 
 // A call's workers take turns from reading the shared claim cursor to
 // their pick: a claim that started while another's had not picked yet
 // would start where the other did and walk past every row it had locked.
-// Each claim starts after the last tile any earlier claim took.
+// Each claim starts after the last tile any earlier claim took, and only
+// the next claim in line gets its connection while a claim has the turn.
 func TestAWorkersClaimStartsAfterThePickOfTheClaimBeforeIt(t *testing.T) {
 	t.Parallel()
 	p := providertest.Start(t, nil)
@@ -140,5 +158,11 @@ func TestAWorkersClaimStartsAfterThePickOfTheClaimBeforeIt(t *testing.T) {
 	}
 	if len(store.behind) != 0 {
 		t.Errorf("claims started after %v, behind the last tile an earlier claim took", store.behind)
+	}
+	// The claim whose turn it is, and the next one, with its connection
+	// and its transaction begun: no more hold the pool's connections
+	// while they wait.
+	if store.mostEntered > 2 {
+		t.Errorf("%d claims at once held or waited for a connection before their pick; want at most 2", store.mostEntered)
 	}
 }
