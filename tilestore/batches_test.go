@@ -190,3 +190,43 @@ func TestNoteSendRefusesABatchThatIsNoLongerOpen(t *testing.T) {
 		t.Errorf("sends = %d, want 0: a refused send counts nothing", n)
 	}
 }
+
+// A claim made for a send counts that send with the batch, so the sender
+// does not note it again; a trim, which says nothing was sent, clears the
+// count; a claim that does not say it sends counts nothing.
+func TestAClaimForASendCountsItsFirstSend(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "FS", 9)
+	sends := func(op string) int {
+		return countRows(t, s, `SELECT sends FROM upload_batches WHERE op_id = $1`, op)
+	}
+	if err := journal(ctx, s, batchOf("op-send", "FS", ids[:3]), tilestore.Claim{Sending: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := sends("op-send"); n != 1 {
+		t.Errorf("a claim made for a send journaled %d sends, want 1", n)
+	}
+	if err := s.NoteSend(ctx, "op-send"); err != nil {
+		t.Fatal(err)
+	}
+	if n := sends("op-send"); n != 2 {
+		t.Errorf("after a resend noted: %d sends, want 2", n)
+	}
+	if err := journal(ctx, s, batchOf("op-quiet", "FS", ids[3:6]), tilestore.Claim{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := sends("op-quiet"); n != 0 {
+		t.Errorf("a claim not made for a send journaled %d sends, want 0", n)
+	}
+	if err := journal(ctx, s, batchOf("op-trim", "FS", ids[6:]), tilestore.Claim{Sending: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TrimUnsentBatch(ctx, batchOf("op-trim", "FS", ids[6:8]), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := sends("op-trim"); n != 0 {
+		t.Errorf("a trimmed batch, of which nothing was sent, counts %d sends, want 0", n)
+	}
+}

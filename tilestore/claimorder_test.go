@@ -291,3 +291,70 @@ func TestAClaimInZoomOrderReadsTheZoomOrderIndex(t *testing.T) {
 		}
 	}
 }
+
+// The claim's statement runs on a plan made once per connection, without
+// its values (claimTx): that plan still reads the flight's candidates in
+// the claim's order from the cursor on, through the index that holds them
+// in that order (one sort, of the few rows marked), and is not compiled
+// (JIT), on a table of several flights.
+func TestTheClaimsGenericPlanReadsTheOrdersIndex(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	seedPyramid(t, s, "FG", 7, 2000, 5)
+	seedFlight(t, s, "FH", 20000)
+	if _, err := s.Pool().Exec(ctx, "ANALYZE tiles"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		order tilestore.Order
+		index string
+		after string // the cursor's condition in the index scan
+		args  string // the claim's values, as SQL literals
+	}{
+		{tilestore.OrderZoom, "tiles_claim_zoom_idx", "ROW(z, tile_id) > ROW($10, $8)",
+			"'FG', 64, 5, '{}'::text[], '{}'::text[], '{}'::text[], now(), 'FG-0', 'op-z', 2"},
+		{tilestore.OrderID, "", "tile_id > $8",
+			"'FG', 64, 5, '{}'::text[], '{}'::text[], '{}'::text[], now(), 'FG-0', 'op-i'"},
+	} {
+		conn, err := s.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = func() error {
+			defer conn.Release()
+			tx, err := conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: tilestore.ClaimTxBegin})
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback(ctx)
+			// Whatever the flight's size, JIT would compile any plan now
+			// but for the claim's own setting.
+			if _, err := tx.Exec(ctx, "SET LOCAL jit_above_cost = 0"); err != nil {
+				return err
+			}
+			name := "claim_" + string(c.order)
+			if _, err := tx.Exec(ctx, "PREPARE "+name+" AS "+tilestore.ClaimMarkSQL(c.order), pgx.QueryExecModeSimpleProtocol); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE) EXECUTE "+name+"("+c.args+")", pgx.QueryExecModeSimpleProtocol)
+			if err != nil {
+				return err
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			plan := strings.Join(lines, "\n")
+			if !strings.Contains(plan, "Index Scan using "+c.index) || strings.Count(plan, "Sort Key") != 1 ||
+				!strings.Contains(plan, c.after) || strings.Contains(plan, "JIT") {
+				t.Errorf("order %s: the claim's generic plan does not read %s in order from the cursor, or is compiled:\n%s",
+					c.order, c.index, plan)
+			}
+			return nil
+		}()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -119,6 +119,22 @@ type Claim struct {
 	// candidates' rows are locked while it runs. It runs at most once, on
 	// ClaimBatch's goroutine.
 	Pick func(candidates []Tile) (Batch, []Rejection)
+	// At, if set, is called inside the claim's transaction, once it has a
+	// connection and has begun, right before the claim's statement; what
+	// it returns replaces After. Callers whose claims take turns (one
+	// reads the cursor the last one's Pick moved) take their turn there,
+	// so that no turn waits for a pooled connection or for the round trip
+	// of a BEGIN. It is called at most once, on ClaimBatch's goroutine.
+	At func() Cursor
+	// Sending says the caller sends the batch as soon as the claim has
+	// committed: the journal counts that first send with the batch
+	// (Batch.Sends 1), and the caller does not note it (NoteSend), which
+	// keeps a round trip off the way to the wire. NoteSend's check that
+	// the batch is still open and this run's adds nothing there: the claim
+	// has just made it so, under a fresh lease. A batch the run does not
+	// send after all (it stopped first) keeps the count of a send it did
+	// not make; TrimUnsentBatch, which says nothing was sent, clears it.
+	Sending bool
 }
 
 // Claimed is what ClaimBatch took.
@@ -273,11 +289,15 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		if err != nil {
 			return err
 		}
-		args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, c.After.ID, c.OpID}
+		after := c.After
+		if c.At != nil {
+			after = c.At()
+		}
+		args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, after.ID, c.OpID}
 		if order == OrderZoom {
 			afterZ := -1 // before zoom 0: the zero cursor
-			if !c.After.IsZero() {
-				afterZ = c.After.Z
+			if !after.IsZero() {
+				afterZ = after.Z
 			}
 			args = append(args, afterZ)
 		}
@@ -330,7 +350,7 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 			return err
 		}
 		if len(b.TileIDs) > 0 {
-			s.queueBatch(w, b)
+			s.queueBatch(w, b, c.Sending)
 			if seq.ID != 0 {
 				w.Queue(`UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
 					b.OpID, seq.ID, int64(b.ClientSeq))
@@ -362,12 +382,17 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 // freeTilesSQL frees the tiles $1 that the batch $2 still marks.
 const freeTilesSQL = `UPDATE tiles SET open_op_id = NULL WHERE tile_id = ANY($1) AND open_op_id = $2`
 
-// queueBatch queues the journaling of b as this run's, with a fresh lease.
-func (s *Store) queueBatch(w *pgx.Batch, b Batch) {
+// queueBatch queues the journaling of b as this run's, with a fresh lease,
+// counting its first send when sending (Claim.Sending).
+func (s *Store) queueBatch(w *pgx.Batch, b Batch, sending bool) {
+	sends := 0
+	if sending {
+		sends = 1
+	}
 	w.Queue(`INSERT INTO upload_batches (op_id, flight_id, fingerprint, tile_ids, sha256s,
-		owner_run, owner_host, owner_pid, lease_expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::float8))`,
-		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs())
+		owner_run, owner_host, owner_pid, lease_expires_at, sends)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::float8), $10)`,
+		b.OpID, b.FlightID, b.Fingerprint, b.TileIDs, b.SHA256s, s.run.ID, s.run.Host, s.run.PID, s.leaseSecs(), sends)
 }
 
 // insertRejections records rs in tx; queueRejections queues the same.
@@ -408,7 +433,8 @@ var ErrNotOwner = errors.New("upload batch is owned by another run")
 // not sent yet with b's (a subset, with its own fingerprint), records rs
 // (the members dropped after local checks) and frees the dropped tiles. No
 // member left fails the batch. Nothing was sent under the key, so nothing
-// the provider holds can refer to the old members.
+// the provider holds can refer to the old members, and its count of sends
+// is 0 again (see Claim.Sending).
 func (s *Store) TrimUnsentBatch(ctx context.Context, b Batch, rs []Rejection) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var state string
@@ -441,7 +467,7 @@ func (s *Store) TrimUnsentBatch(ctx context.Context, b Batch, rs []Rejection) er
 			if err := validateBatch(b); err != nil {
 				return err
 			}
-			_, err = tx.Exec(ctx, `UPDATE upload_batches SET tile_ids = $2, sha256s = $3, fingerprint = $4 WHERE op_id = $1`,
+			_, err = tx.Exec(ctx, `UPDATE upload_batches SET tile_ids = $2, sha256s = $3, fingerprint = $4, sends = 0 WHERE op_id = $1`,
 				b.OpID, b.TileIDs, b.SHA256s, b.Fingerprint)
 		}
 		if err != nil {

@@ -46,3 +46,33 @@ func TestAClaimAfterACursorStartsThereAndLastNamesTheNextCursor(t *testing.T) {
 		t.Fatalf("a claim without After %+v, %v; want the rejected tiles 0-2", again, err)
 	}
 }
+
+// A claim's At is asked for the cursor once the claim holds a connection
+// and its transaction has begun, and what it says replaces After: the
+// uploader's workers take their turn there, not before a connection is
+// theirs.
+func TestAClaimAsksAtForItsCursorOnceItsTransactionHasBegun(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).ForRun(tilestore.Run{ID: "run-at", Lease: time.Minute})
+	ids := seedFlight(t, s, "FT", 8)
+	ctx := testCtx(t)
+	first, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FT", Limit: 3, OpID: "op-1", Pick: pickAll("op-1")})
+	if err != nil || first.Last.ID != ids[2] {
+		t.Fatalf("first claim %+v, %v; want tiles 0-2", first, err)
+	}
+	calls := 0
+	var held int32
+	at := func() tilestore.Cursor {
+		calls++
+		held = s.Pool().Stat().AcquiredConns()
+		return first.Last
+	}
+	// After names no tile: At's cursor is the one the claim goes by.
+	second, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FT", Limit: 3, OpID: "op-2", Pick: pickAll("op-2"), At: at})
+	if err != nil || len(second.Tiles) != 3 || second.Tiles[0].ID != ids[3] {
+		t.Fatalf("claim with At %+v, %v; want tiles 3-5, after At's cursor", second, err)
+	}
+	if calls != 1 || held != 1 {
+		t.Errorf("At called %d times, with %d connections held; want once, with the claim's connection", calls, held)
+	}
+}

@@ -5,3 +5,6 @@ const PendingUploadsSQL = pendingUploadsSQL
 
 // ClaimMarkSQL lets the tests EXPLAIN the real claim in order o.
 func ClaimMarkSQL(o Order) string { return claimMarkSQL[o] }
+
+// ClaimTxBegin is what a claim's transaction begins with.
+var ClaimTxBegin = claimTx.BeginQuery

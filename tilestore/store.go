@@ -177,7 +177,19 @@ var (
 	// marked meanwhile (claimSQL): it says so, whatever the server's
 	// default isolation (under which a claim racing another failed with a
 	// serialization error instead of taking other tiles).
-	claimTx = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = on"}
+	//
+	// The claim's statement is planned once per connection (a generic
+	// plan), not at each claim: a custom plan of it takes longer to make
+	// than a claim of 64 tiles takes to run, and the workers' claims take
+	// turns (uploader), so every claim's planning was paid in series. Its
+	// plan does not depend on the values: the flight's candidates in the
+	// claim's order from the cursor on, through the index that holds them
+	// in that order (TestTheClaimsGenericPlanReadsTheOrdersIndex). JIT is
+	// off: the generic plan's estimate of a large flight's rows passes the
+	// server's jit_above_cost, and compiling it would take many times
+	// what a claim costs.
+	claimTx = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = on; " +
+		"SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL jit = off"}
 	// A settlement without rejections commits without waiting for the
 	// disk: the commit returns before its WAL is written, which a crash may
 	// lose because it is re-derived (the batch stays open, the next run

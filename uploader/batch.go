@@ -93,17 +93,28 @@ var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sen
 // left open for the next run. It makes no body reader after it returns,
 // so the caller may then release tb.
 //
-// resumed says the batch went in this run already and waited apart for the
-// provider's advised time (dueBatches): its sends are resends.
+// opts.resumed says the batch went in this run already and waited apart
+// for the provider's advised time (dueBatches): its sends are resends.
+// opts.counted says the journal already counts the first attempt (a batch
+// claimed with Claim.Sending): it goes without NoteSend; every further
+// attempt is noted.
 //
 // A sequenced batch (seq.n > 0) carries its Client-Id and Client-Sequence;
 // SEQUENCE_GAP rebinds it and resends it under the same key and body, and
 // a number the provider holds committed settles it from the operation's
 // sealed answer, or else by tile lookup.
-func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, resumed bool, rep *runReport, claims *claimState) error {
+func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batchSeq, tiles []tilestore.Tile, tb *tileBytes, opts sendOpts, rep *runReport, claims *claimState) error {
 	body, err := newBatchBody(opID, tiles, tb)
 	if err != nil {
 		return err
+	}
+	resumed, counted := opts.resumed, opts.counted
+	noteSend := func(ctx context.Context) error {
+		if counted {
+			counted = false
+			return nil
+		}
+		return u.store.NoteSend(ctx, opID)
 	}
 	start := u.now()
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles:batch"
@@ -119,7 +130,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
 				return u.store.DeferBatch(ctx, opID, wait)
 			}},
-			http.MethodPost, path, body, func(ctx context.Context) error { return u.store.NoteSend(ctx, opID) })
+			http.MethodPost, path, body, noteSend)
 		if seq.n == 0 || a.budgetSpent || a.waiting != nil || errors.Is(a.err, tilestore.ErrBatchNotOpen) {
 			break
 		}
@@ -203,6 +214,12 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 		p.Resends = a.attempts
 	}
 	return u.applyAnswer(ctx, flightID, opID, tiles, a.status, a.body, memo, p, rep, claims)
+}
+
+// sendOpts are what sendBatch needs to know of a batch's past.
+type sendOpts struct {
+	resumed bool // it went in this run already and waited for the provider's advised time
+	counted bool // the journal counts its first attempt already (Claim.Sending)
 }
 
 // detachedCtx outlives the run's cancellation by a little, so an answer that

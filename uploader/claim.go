@@ -123,18 +123,19 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *
 // its lookup gave back, and those rejected in the call before, go first.
 type claimCursor struct {
 	// turn is held by one worker's claim from reading the cursor to its
-	// pick (see claimAndSend).
-	turn  sync.Mutex
-	order tilestore.Order
-	last  tilestore.Cursor
+	// pick; next by the one claim that may wait for the turn with a
+	// database connection and its transaction begun (see claimAndSend).
+	turn, next sync.Mutex
+	order      tilestore.Order
+	last       tilestore.Cursor
 	// lookedUpAt is the read of the call's lookup the cursor has seen.
 	lookedUpAt time.Time
 	// freed counts what in the call may make tiles claimable again: a
 	// claim that took tiles ending (its batch settled, failed, left open
 	// or waiting), a lookup giving tiles back.
 	freed atomic.Int64
-	// What the last claims that found nothing knew, under turn: emptyAt
-	// is freed's count when a claim from the flight's first tile began
+	// What the last claims that found nothing knew, written under turn
+	// (emptyAt read without it, by drained): emptyAt is freed's count when a claim from the flight's first tile began
 	// that found nothing (-1: none did), emptyAfter where a claim after
 	// the cursor began that found nothing, at freed's count
 	// emptyAfterAt. While freed has not moved, a claim from the first
@@ -142,13 +143,25 @@ type claimCursor struct {
 	// at the end of a call, as many as the limit once was, stop without
 	// asking the database again each), and one after that cursor looks
 	// from the first tile at once.
-	emptyAt, emptyAfterAt int64
-	emptyAfter            tilestore.Cursor
+	emptyAt      atomic.Int64
+	emptyAfterAt int64
+	emptyAfter   tilestore.Cursor
 }
 
 // newClaimCursor is a call's cursor, at the flight's first tile.
 func newClaimCursor(order tilestore.Order) *claimCursor {
-	return &claimCursor{order: order, emptyAt: -1}
+	c := &claimCursor{order: order}
+	c.emptyAt.Store(-1)
+	return c
+}
+
+// drained reports whether a claim from the flight's first tile found
+// nothing and nothing in the call was freed since: a claim now would find
+// nothing too. A claim asks before it waits for its place and again once
+// it is next, so a drained call's waiting workers end without each
+// beginning a transaction.
+func (c *claimCursor) drained() bool {
+	return c.emptyAt.Load() == c.freed.Load()
 }
 
 // sawLookup moves the cursor back to the first tile when the call looked
@@ -206,27 +219,70 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	// other had locked (SKIP LOCKED still visits each), which costs the
 	// database time per tile (BenchmarkJournalPerTile measures it). The
 	// turn ends at the pick, before the journal's writes and the commit's
-	// wait for the disk. Other processes' claims still pass each other by
-	// SKIP LOCKED.
-	cur.turn.Lock()
-	endTurn := sync.OnceFunc(cur.turn.Unlock)
-	defer endTurn() // on every way out, a panic's included
-	cur.sawLookup(lookedUp, lookedUpAt)
-	after := own.after(cur)
-	freed := cur.freed.Load()
-	if cur.emptyAt == freed {
+	// wait for the disk. It begins once the claim's transaction has a
+	// connection and has begun (Claim.At): a turn does not wait for those.
+	// One claim at a time gets its connection and begins while another
+	// holds the turn (next): more would hold the pool's connections idle
+	// in their transactions, which the settlements and the lease renewal
+	// need. Other processes' claims still pass each other by SKIP LOCKED.
+	if cur.drained() {
 		return false, nil // a claim from the first tile found nothing, and nothing was freed since
 	}
-	if !after.IsZero() && after == cur.emptyAfter && freed == cur.emptyAfterAt {
-		after = tilestore.Cursor{} // nothing after it, as another worker's claim found
+	cur.next.Lock()
+	next := true       // this claim is the next to take the turn
+	if cur.drained() { // found so by the claim that was next before this one
+		cur.next.Unlock()
+		return false, nil
 	}
+	endNext := func() {
+		if next {
+			next = false
+			cur.next.Unlock()
+		}
+	}
+	defer endNext()
+	var after tilestore.Cursor
+	turn := false   // this claim holds the turn
+	var freed int64 // cur.freed when the claim took its turn
+	takeTurn := func() tilestore.Cursor {
+		cur.turn.Lock()
+		endNext()
+		turn = true
+		cur.sawLookup(lookedUp, lookedUpAt)
+		after = own.after(cur)
+		freed = cur.freed.Load()
+		if !after.IsZero() && after == cur.emptyAfter && freed == cur.emptyAfterAt {
+			after = tilestore.Cursor{} // nothing after it, as another worker's claim found
+		}
+		return after
+	}
+	endTurn := func() {
+		if turn {
+			turn = false
+			cur.turn.Unlock()
+		}
+	}
+	defer endTurn() // on every way out, a panic's included
 	opID := operation.NewID()
 	picked := false
+	// The batch's blobs are read while the claim's journal writes and its
+	// commit, which waits for the disk, go on: neither waits for the
+	// other, and nothing is sent before both are done. The reads stay
+	// outside the claim's transaction (its row locks are held for
+	// milliseconds, not for disk reads).
+	var read *blobRead
+	defer func() {
+		if read != nil {
+			<-read.done
+			read.tb.release() // after the last send: a reader net/http still holds keeps the arena
+		}
+	}()
 	c, err := u.store.ClaimBatch(stopCtx, tilestore.Claim{FlightID: flightID, Limit: lim.tiles, OpID: opID,
-		MaxAttempts: maxAttempts, Exclude: claims.skippedIDs(), Order: cur.order, After: after, Stream: u.stream.Load(),
+		MaxAttempts: maxAttempts, Exclude: claims.skippedIDs(), Order: cur.order, At: takeTurn, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
 		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
+		Sending: true,
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			// Checked again under the rows' locks: a tile another worker
 			// rejected after this claim read Exclude, and whose settlement
@@ -236,12 +292,13 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 			cur.advance(tilestore.LastTaken(cands, b, rs)) // the claim's Last, for the next turn
 			picked = true
 			endTurn()
+			read = u.readBlobs(cands, b.TileIDs)
 			return b, rs
 		}})
-	if err == nil && c.Candidates == 0 && !picked {
+	if err == nil && c.Candidates == 0 && !picked && turn {
 		// Still within the turn: the next claim knows what this found.
 		if after.IsZero() {
-			cur.emptyAt = freed
+			cur.emptyAt.Store(freed)
 		} else {
 			cur.emptyAfter, cur.emptyAfterAt = after, freed
 		}
@@ -281,26 +338,15 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	if c.Batch.OpID == "" {
 		return true, nil
 	}
-	// The blobs are read (once: the bytes checked are the bytes sent) after
-	// the claim, outside its transaction: a claim's row locks are held for
-	// milliseconds, not for disk reads.
-	send := c.Tiles[:0:0]
-	var bad []LocalFailure
-	var badIDs []string
-	tb := pooledTileBytes(c.Tiles)
-	defer tb.release() // after the last send: a reader net/http still holds keeps the arena
-	for _, tl := range c.Tiles {
-		lf, err := tb.read(u.blobs, tl)
-		if err != nil {
-			return false, err // the batch stays open, its lease released at the end
-		}
-		if lf != nil {
-			bad, badIDs = append(bad, *lf), append(badIDs, tl.ID)
-			continue
-		}
-		send = append(send, tl)
+	// The blobs are read once: the bytes checked are the bytes sent.
+	<-read.done
+	if read.err != nil {
+		return false, read.err // the batch stays open, its lease released at the end
 	}
+	send, bad, badIDs, tb := read.send, read.bad, read.badIDs, read.tb
+	counted := true // the claim counted the first send (Claim.Sending)
 	if len(bad) > 0 {
+		counted = false // the trim cleared the count
 		// A bad blob is a local failure: the tile leaves the batch unsent,
 		// stays pending and uncounted, and this call does not claim it again.
 		claims.skipIDs(badIDs)
@@ -321,7 +367,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	if err := stopCtx.Err(); err != nil {
 		return false, nil // the run ended while the blobs were read; the batch stays open
 	}
-	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, false, rep, claims)
+	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, sendOpts{counted: counted}, rep, claims)
 	if we := (*waitingError)(nil); errors.As(err, &we) {
 		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
 		return true, nil
@@ -336,6 +382,53 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 		return false, err
 	}
 	return true, nil
+}
+
+// blobRead is the reading of a claimed batch's blobs (readBlobs): once
+// done is closed, send are the tiles whose bytes tb holds, in the batch's
+// order, and bad the local failures of the others; err is a failure to
+// read that is not the blob's (see readBlob).
+type blobRead struct {
+	done   chan struct{}
+	tb     *tileBytes
+	send   []tilestore.Tile
+	bad    []LocalFailure
+	badIDs []string
+	err    error
+}
+
+// readBlobs starts reading, and checking, the blobs of the candidates ids
+// names, in the order of ids (a claim's batch). nil when ids is empty.
+// The caller waits for done and releases tb.
+func (u *Client) readBlobs(cands []tilestore.Tile, ids []string) *blobRead {
+	if len(ids) == 0 {
+		return nil
+	}
+	byID := make(map[string]tilestore.Tile, len(cands))
+	for _, tl := range cands {
+		byID[tl.ID] = tl
+	}
+	tiles := make([]tilestore.Tile, len(ids))
+	for i, id := range ids {
+		tiles[i] = byID[id]
+	}
+	r := &blobRead{done: make(chan struct{}), tb: pooledTileBytes(tiles), send: tiles[:0:0]}
+	go func() {
+		defer close(r.done)
+		for _, tl := range tiles {
+			lf, err := r.tb.read(u.blobs, tl)
+			if err != nil {
+				r.err = err
+				return
+			}
+			if lf != nil {
+				r.bad, r.badIDs = append(r.bad, *lf), append(r.badIDs, tl.ID)
+				continue
+			}
+			r.send = append(r.send, tl)
+		}
+	}()
+	return r
 }
 
 // pick is a claim's choice among its candidates (tile_id order): tiles over

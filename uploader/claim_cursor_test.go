@@ -55,27 +55,56 @@ func TestTilesFreedBehindAWorkersClaimCursorAreSentInTheSameCall(t *testing.T) {
 }
 
 // turnStore records how many of a call's claims are between their start
-// and their pick at once, and where each started. Its picks take a while,
-// so that claims that did not take turns would overlap.
+// (the read of their cursor: At, when the claim has one) and their pick at
+// once, and where each started. Its picks take a while, so that claims
+// that did not take turns would overlap.
 type turnStore struct {
 	*tilestore.Store
 	mu       sync.Mutex
 	between  int
 	overlaps int
-	lastPick tilestore.Cursor   // the last tile any pick took
-	behind   []tilestore.Cursor // claims that started before the last tile an earlier pick took
+	// entered counts the claims between their call and their pick (or
+	// return), which hold or wait for a connection; mostEntered is the
+	// most there were at once.
+	entered, mostEntered int
+	lastPick             tilestore.Cursor   // the last tile any pick took
+	behind               []tilestore.Cursor // claims that started before the last tile an earlier pick took
 }
 
 func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
 	s.mu.Lock()
-	s.between++
-	if s.between > 1 {
-		s.overlaps++
-	}
-	if !c.After.IsZero() && c.Order.Less(c.After, s.lastPick) {
-		s.behind = append(s.behind, c.After)
-	}
+	s.entered++
+	s.mostEntered = max(s.mostEntered, s.entered)
 	s.mu.Unlock()
+	left := false
+	leave := func() {
+		if !left {
+			left = true
+			s.entered--
+		}
+	}
+	started := false
+	start := func(after tilestore.Cursor) {
+		s.mu.Lock()
+		started = true
+		s.between++
+		if s.between > 1 {
+			s.overlaps++
+		}
+		if !after.IsZero() && c.Order.Less(after, s.lastPick) {
+			s.behind = append(s.behind, after)
+		}
+		s.mu.Unlock()
+	}
+	if at := c.At; at != nil {
+		c.At = func() tilestore.Cursor {
+			after := at()
+			start(after)
+			return after
+		}
+	} else {
+		start(c.After)
+	}
 	picked := false
 	pick := c.Pick
 	c.Pick = func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
@@ -85,6 +114,7 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 		s.mu.Lock()
 		s.between--
 		picked = true
+		leave()
 		s.mu.Unlock()
 		b, rs := pick(cands)
 		s.mu.Lock()
@@ -95,18 +125,20 @@ func (s *turnStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestor
 		return b, rs
 	}
 	got, err := s.Store.ClaimBatch(ctx, c)
-	if !picked {
-		s.mu.Lock()
+	s.mu.Lock()
+	if started && !picked {
 		s.between--
-		s.mu.Unlock()
 	}
+	leave()
+	s.mu.Unlock()
 	return got, err
 }
 
 // A call's workers take turns from reading the shared claim cursor to
 // their pick: a claim that started while another's had not picked yet
 // would start where the other did and walk past every row it had locked.
-// Each claim starts after the last tile any earlier claim took.
+// Each claim starts after the last tile any earlier claim took, and only
+// the next claim in line gets its connection while a claim has the turn.
 func TestAWorkersClaimStartsAfterThePickOfTheClaimBeforeIt(t *testing.T) {
 	t.Parallel()
 	p := providertest.Start(t, nil)
@@ -126,5 +158,11 @@ func TestAWorkersClaimStartsAfterThePickOfTheClaimBeforeIt(t *testing.T) {
 	}
 	if len(store.behind) != 0 {
 		t.Errorf("claims started after %v, behind the last tile an earlier claim took", store.behind)
+	}
+	// The claim whose turn it is, and the next one, with its connection
+	// and its transaction begun: no more hold the pool's connections
+	// while they wait.
+	if store.mostEntered > 2 {
+		t.Errorf("%d claims at once held or waited for a connection before their pick; want at most 2", store.mostEntered)
 	}
 }

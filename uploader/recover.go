@@ -85,7 +85,7 @@ func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore
 		Msg("settling a batch an earlier run left open")
 	var err error
 	if ok {
-		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, resumed, rep, claims)
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, sendOpts{resumed: resumed}, rep, claims)
 		switch {
 		case errors.Is(err, errWaiting):
 			return err

@@ -25,7 +25,8 @@ import (
 //  1. admits it: the circuit breaker (breaker.go), then for a resend the
 //     run's retry budget (operation.RetryBudget), then the pacer
 //     (pacer.go);
-//  2. sends it, journaling a batch's attempt first (NoteSend);
+//  2. sends it, journaling a batch's attempt first (NoteSend; a batch's
+//     first attempt right after its claim is counted by the claim);
 //  3. classifies its end with classify (classify.go), the one decider of
 //     what an answer means;
 //  4. tells the verdict to its listeners: the breaker, the adaptive limit

@@ -375,8 +375,13 @@ func (r *run) logSkipped(skipped []tilestore.FlightCounts, tiles int64) {
 // flight uploads one flight, sharing it with any other run on it.
 func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 	started := r.opts.Clock.Now()
+	// The run history is a record, not the job: its write (a commit that
+	// waits for the disk) goes beside the upload's start, not before it,
+	// and is done before the flight's end is recorded (endRuns).
+	var recorded sync.WaitGroup
+	defer recorded.Wait()
 	if !r.opts.DryRun { // a dry run changes nothing, the history included
-		r.startRun(ctx, id, started)
+		recorded.Go(func() { r.startRun(ctx, id, started) })
 	}
 	p := newProgress(id, -1, 0, r.opts.IO.StatusLine(), r.opts.Quiet, r.log, r.newTicker, r.cfg.Upload.ProgressInterval, r.metrics, r.opts.Clock.Now)
 	p.limiter.Store(r.limiter)
