@@ -13,6 +13,7 @@ import (
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/retrydecorator"
+	"github.com/tilectl/tilectl/uploader"
 )
 
 func TestTheRateIsUnknownUntilBytesAreUploaded(t *testing.T) {
@@ -265,5 +266,100 @@ func TestAShortETAFollowsItsEstimatesWithinASecond(t *testing.T) {
 	}
 	if left := 750 * time.Millisecond; math.Abs(eta.Seconds()/left.Seconds()-1) > 0.2 {
 		t.Fatalf("ETA %s after three looks agreeing on %s left", eta, left)
+	}
+}
+
+// settleAll has the flight's tiles settle in batches of ten, one tile of
+// each rejected, every body acknowledged and answered (the sockets hold
+// none in flight), looking every 250 ms, and returns the time after the
+// last.
+func settleAll(p *progress, sock *fakeSockets, sent *sentCounter, now *time.Time, tiles, size int) {
+	for b := 0; b < tiles/10; b++ {
+		body := int64(10 * (size + wireOverheadPerTile))
+		sent.n.Add(body)
+		*now = now.Add(250 * time.Millisecond)
+		sock.acked += body
+		p.lookDelivered()
+		p.batch(uploader.BatchProgress{Tiles: 10, Bytes: int64(10 * size), Uploaded: 9, Rejected: 1})
+		p.eta()
+	}
+}
+
+// A rejected tile was delivered: once every batch is settled, with one
+// tile of each rejected and not sent again in the run, nothing is left to
+// deliver and the ETA is the answer lag counting down to 0, not the
+// rejected tiles' bytes at the rate forever. A tile left waiting past the
+// deadline for the provider's advice is not sent in the run either.
+func TestRejectedAndDeferredTilesAreNotLeftToDeliver(t *testing.T) {
+	t.Parallel()
+	for _, deferred := range []bool{false, true} {
+		now := time.Unix(1_700_000_000, 0)
+		const tiles, size = 100, 10_000
+		all := tiles
+		if deferred {
+			all += 10 // ten tiles whose batch waits past the deadline
+		}
+		p := newProgress("F", all, int64(all*size), nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+		tt, err := bwlimit.Parse("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+		sock := &fakeSockets{lag: time.Second}
+		p.countWire(sent, sock)
+		if deferred {
+			p.wait(uploader.Wait{Reason: uploader.WaitProviderAdvice, Tiles: 10, Until: now.Add(time.Hour), PastDeadline: true})
+		}
+		settleAll(p, sock, sent, &now, tiles, size)
+		end := now
+		var eta time.Duration
+		for now.Sub(end) < 3*time.Second {
+			now = now.Add(250 * time.Millisecond)
+			p.lookDelivered()
+			var ok bool
+			if eta, ok = p.eta(); !ok {
+				t.Fatalf("deferred %v: no ETA %s after the last batch settled", deferred, now.Sub(end))
+			}
+			if eta > 1500*time.Millisecond {
+				t.Fatalf("deferred %v: ETA %s %s after every batch settled with a 1s answer lag", deferred, eta, now.Sub(end))
+			}
+		}
+		if eta > 100*time.Millisecond {
+			t.Fatalf("deferred %v: ETA %s 3s after every batch settled, want the 1s lag counted down", deferred, eta)
+		}
+	}
+}
+
+// A retry sends the rejected tiles again: what is still to deliver is
+// then what the flight has pending, so that the ETA is not early by them.
+func TestARetryCountsTheRejectedTilesToDeliverAgain(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	const tiles, size = 100, 10_000
+	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: time.Second}
+	p.countWire(sent, sock)
+	settleAll(p, sock, sent, &now, tiles, size) // 415 kB/s acknowledged
+	for range 4 {                               // the answer lag counts down
+		now = now.Add(250 * time.Millisecond)
+		p.lookDelivered()
+		p.eta()
+	}
+	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F", Attempt: 1, Sleep: time.Second, Pending: 10, PendingBytes: 10 * size, Rejected: 10})
+	now = now.Add(250 * time.Millisecond)
+	p.lookDelivered()
+	bps, ok := p.rate()
+	if !ok {
+		t.Fatal("no rate")
+	}
+	left := time.Duration((float64(10*(size+wireOverheadPerTile))/bps + 1) * float64(time.Second))
+	// Blended from the countdown's last value: at least half of it.
+	if eta, ok := p.eta(); !ok || eta < left/2 {
+		t.Fatalf("ETA %s (known %v) with 10 rejected tiles to send again, want about %s", eta, ok, left)
 	}
 }

@@ -51,6 +51,18 @@ type progress struct {
 
 	tiles, retries, giveups, rejections atomic.Int64
 	bytes                               atomic.Int64
+	// delivered is the bodies of the settled batches, framing included,
+	// whatever became of their tiles: a rejected tile was delivered as
+	// much as an uploaded one.
+	delivered atomic.Int64
+	// toSend is the bodies the run sends in all, framing included, once a
+	// retry said what the flight has pending (those settled by then
+	// counted in): a retry sends the rejected tiles again. nil: the
+	// flight's total.
+	toSend atomic.Pointer[int64]
+	// deferred is the tiles left waiting past the run's deadline for the
+	// provider's advised time: this run does not send them.
+	deferred atomic.Int64
 
 	mu      sync.Mutex
 	state   string        // "" while uploading
@@ -331,10 +343,14 @@ func (p *progress) acked(w *wireCount) (int64, bool) {
 // answer (sockmeter: a batch's, or before one was answered, a small
 // request's). What is still to deliver is the flight's bodies (its bytes,
 // and a part header and manifest entry per tile) less the settled
-// batches' and what the provider's side has acknowledged of the bodies
-// still waiting for their answer: a body sent again counts from nothing
-// again, and one whose request failed counts whole, so resends do not
-// shorten it. Both are measured, not guessed; until a request was
+// batches' (whole, rejected tiles and all: they were delivered) and what
+// the provider's side has acknowledged of the bodies still waiting for
+// their answer: a body sent again counts from nothing again, and one
+// whose request failed counts whole, so resends do not shorten it. Tiles
+// left waiting past the deadline for the provider's advice are not sent
+// in the run and leave the flight's bodies; a retry sends what the
+// flight has pending again, its rejected tiles among it, and what is
+// still to deliver is then that (wholeToSend). Both are measured, not guessed; until a request was
 // answered and the count has moved for a while, there is no ETA.
 //
 // Otherwise, with the body bytes counted, what is left is the flight's
@@ -364,7 +380,7 @@ func (p *progress) eta() (time.Duration, bool) {
 	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
 	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
 	if src == rateAcked {
-		return p.deliveredETA(now, bps, ok, whole, settled, w)
+		return p.deliveredETA(now, bps, ok, p.wholeToSend(tot), p.delivered.Load(), w)
 	}
 	if !ok || bps <= 0 {
 		return 0, false
@@ -378,6 +394,21 @@ func (p *progress) eta() (time.Duration, bool) {
 	// between two settlements.
 	est := float64(max(whole-settled, 0))/bps - float64(inFlight)/2/bps - now.Sub(*last).Seconds()/2
 	return p.meter.blendAt(now, max(est, 0)), true
+}
+
+// wholeToSend is the bodies the run sends in all, framing included: the
+// flight's, or since a retry, what the settled batches delivered and
+// what the flight had pending then; less the tiles left waiting past the
+// deadline (at the flight's mean tile size: the wait names no bytes).
+func (p *progress) wholeToSend(tot *totals) int64 {
+	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
+	if n := p.toSend.Load(); n != nil {
+		whole = *n
+	}
+	if tot.tiles > 0 {
+		whole -= p.deferred.Load() * (tot.bytes/int64(tot.tiles) + wireOverheadPerTile)
+	}
+	return max(whole, 0)
 }
 
 // deliveredETA is eta from the bytes acknowledged, at bps (known: ok):
@@ -486,6 +517,7 @@ func (p *progress) batch(b uploader.BatchProgress) {
 		p.metrics.ObserveBatch(b.Latency)
 	}
 	p.rejections.Add(int64(b.Rejected))
+	p.delivered.Add(b.Bytes + int64(b.Tiles)*wireOverheadPerTile)
 	if st := p.interrupt.Load(); st != nil {
 		st.settled()
 		p.redraw()
@@ -512,6 +544,10 @@ func (p *progress) hooks() retrydecorator.Hooks {
 	return retrydecorator.Hooks{
 		OnRetry: func(e retrydecorator.RetryEvent) {
 			p.retries.Add(1)
+			// The call ended: nothing is in flight, and what the flight
+			// has pending (the rejected tiles among it) is sent again.
+			toSend := p.delivered.Load() + e.PendingBytes + int64(e.Pending)*wireOverheadPerTile
+			p.toSend.Store(&toSend)
 			p.setState(fmt.Sprintf("retrying in %%s (%d pending, %d rejected)", e.Pending, e.Rejected), p.now().Add(e.Sleep))
 		},
 		OnGiveUp: func(tilestore.GiveUp) {
@@ -559,6 +595,9 @@ func (p *progress) interrupting(st *interruptState) {
 // the state, saying what waits and until when (with a countdown when the
 // run waits for it). The uploader logs the same.
 func (p *progress) wait(w uploader.Wait) {
+	if w.PastDeadline {
+		p.deferred.Add(int64(w.Tiles))
+	}
 	if p.quiet {
 		return
 	}
