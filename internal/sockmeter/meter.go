@@ -65,6 +65,12 @@ type Meter struct {
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	reqs  map[*request]struct{} // sent and not answered (nor failed) yet
+	// holdHeader names the header whose value keys a request answered
+	// 2xx in answered until Settled; "": none is held.
+	holdHeader string
+	// answered is the body bytes of the requests answered 2xx and not
+	// settled yet, by key.
+	answered map[string]int64
 	// closedAcked is what the peers of the closed connections had
 	// acknowledged when they were closed.
 	closedAcked int64
@@ -81,7 +87,43 @@ func New(dial func(ctx context.Context, network, addr string) (net.Conn, error))
 		d := &net.Dialer{Timeout: defaultDialTimeout, KeepAlive: defaultKeepAlive}
 		dial = d.DialContext
 	}
-	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}, reqs: map[*request]struct{}{}, small: -1}
+	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}, reqs: map[*request]struct{}{},
+		answered: map[string]int64{}, small: -1}
+}
+
+// HoldAnswers has a request that carries header, once answered 2xx, keep
+// its body counted in flight (InFlight), all of it, until Settled is
+// told the header's value: the caller records an answer some time after
+// it came (a database transaction, lookups), and until then what the
+// body carried is neither to deliver again nor counted as settled by
+// the caller. A request sent again under the same key counts from
+// nothing again. It is set before the first request.
+func (m *Meter) HoldAnswers(header string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.holdHeader = header
+}
+
+// Settled drops the answered body held under key (HoldAnswers) from the
+// count in flight: its caller has counted it settled.
+func (m *Meter) Settled(key string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.answered, key)
+}
+
+// SettledAll drops every answered body held (HoldAnswers): its caller's
+// work ended, and nothing it did not settle will be.
+func (m *Meter) SettledAll() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.answered)
 }
 
 // DialContext dials addr and follows the connection until it is closed;
@@ -154,16 +196,21 @@ func (m *Meter) Acked() (bytes int64, ok bool) {
 
 // InFlight (of a nil Meter: not known) is the body bytes of the requests
 // sent through RoundTripper and not answered yet that their peers have
-// acknowledged: on each connection, the bodies written less what it has
-// not had acknowledged (the latest bytes written, so theirs). A request
-// that ends without an answer leaves the count with its bytes, as one
-// answered does. ok is false when the platform cannot tell.
+// acknowledged (on each connection, the bodies written less what it has
+// not had acknowledged: the latest bytes written, so theirs), and those
+// of the requests answered 2xx and held until settled (HoldAnswers),
+// whole. A request that ends without an answer leaves the count with its
+// bytes, as one answered and not held does. ok is false when the
+// platform cannot tell.
 func (m *Meter) InFlight() (bytes int64, ok bool) {
 	if m == nil || !supported {
 		return 0, false
 	}
 	bodies := map[*conn]int64{}
 	m.mu.Lock()
+	for _, n := range m.answered {
+		bytes += n
+	}
 	for r := range m.reqs {
 		if c := r.connection(); c != nil {
 			bodies[c] += r.body.Load()
@@ -283,14 +330,27 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.Body = &countedBody{ReadCloser: req.Body, n: &r.body}
 	}
 	t.m.mu.Lock()
+	key := ""
+	if t.m.holdHeader != "" {
+		key = req.Header.Get(t.m.holdHeader)
+	}
+	if key != "" {
+		delete(t.m.answered, key) // sent again: counts from nothing
+	}
 	t.m.reqs[r] = struct{}{}
 	t.m.mu.Unlock()
-	defer func() { // answered or failed: no longer in flight
-		t.m.mu.Lock()
-		delete(t.m.reqs, r)
-		t.m.mu.Unlock()
-	}()
-	return t.rt.RoundTrip(out)
+	resp, err := t.rt.RoundTrip(out)
+	// Answered or failed: no longer in flight, unless held until settled
+	// (in the same step, so that it is never counted neither way).
+	t.m.mu.Lock()
+	delete(t.m.reqs, r)
+	if key != "" && err == nil && resp.StatusCode/100 == 2 {
+		if n := r.body.Load(); n > 0 {
+			t.m.answered[key] = n
+		}
+	}
+	t.m.mu.Unlock()
+	return resp, err
 }
 
 // CloseIdleConnections closes rt's idle connections, where it can.

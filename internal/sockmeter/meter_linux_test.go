@@ -192,3 +192,49 @@ func TestAckedKeepsClosedConnectionsAndInFlightOnlyUnansweredBodies(t *testing.T
 		t.Fatalf("%d B acknowledged (known %v) once the connection closed, want at least the %d B body", n, ok, size)
 	}
 }
+
+// A request answered 2xx whose key the caller has not yet settled still
+// counts in flight, all of its body: the caller records the answer after
+// it came, and until then the body is not to deliver again. Settling its
+// key drops it; a request with no key drops at its answer.
+func TestAnAnsweredBodyCountsInFlightUntilItsKeyIsSettled(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	m := New(nil)
+	m.HoldAnswers("Idempotency-Key")
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = m.DialContext
+	c := &http.Client{Transport: m.RoundTripper(tr)}
+	const size = 256 << 10
+	post := func(key string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(make([]byte, size)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post("op-1")
+	if n, ok := m.InFlight(); !ok || n != size {
+		t.Fatalf("%d B in flight (known %v) once op-1 was answered and not settled, want its %d B body", n, ok, size)
+	}
+	m.Settled("op-1")
+	if n, _ := m.InFlight(); n != 0 {
+		t.Fatalf("%d B in flight once op-1 was settled, want 0", n)
+	}
+	post("")
+	if n, _ := m.InFlight(); n != 0 {
+		t.Fatalf("%d B in flight once a request without a key was answered, want 0", n)
+	}
+}

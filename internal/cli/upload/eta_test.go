@@ -145,10 +145,21 @@ func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
 type fakeSockets struct {
 	acked, inFlight int64
 	lag             time.Duration // < 0: not measured yet
+	// held is the bodies of the batches answered and not settled, by
+	// operation ID (counted in flight).
+	held map[string]int64
 }
 
-func (f *fakeSockets) Acked() (int64, bool)    { return f.acked, true }
-func (f *fakeSockets) InFlight() (int64, bool) { return f.inFlight, true }
+func (f *fakeSockets) Acked() (int64, bool) { return f.acked, true }
+func (f *fakeSockets) InFlight() (int64, bool) {
+	n := f.inFlight
+	for _, b := range f.held {
+		n += b
+	}
+	return n, true
+}
+func (f *fakeSockets) Settled(key string) { delete(f.held, key) }
+func (f *fakeSockets) SettledAll()        { clear(f.held) }
 func (f *fakeSockets) AnswerLag() (time.Duration, bool) {
 	return f.lag, f.lag >= 0
 }
@@ -361,5 +372,49 @@ func TestARetryCountsTheRejectedTilesToDeliverAgain(t *testing.T) {
 	// Blended from the countdown's last value: at least half of it.
 	if eta, ok := p.eta(); !ok || eta < left/2 {
 		t.Fatalf("ETA %s (known %v) with 10 rejected tiles to send again, want about %s", eta, ok, left)
+	}
+}
+
+// A batch answered and not yet recorded (its Store transaction, its
+// lookups) counts delivered all along: the sockets hold it in flight
+// until the progress has it settled, and the progress takes it from them
+// as it counts it, so that the ETA's countdown at the end is not
+// restarted by the gap.
+func TestAnAnsweredBatchIsDeliveredUntilItSettles(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	const tiles, size = 10, 10_000
+	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: 2 * time.Second, held: map[string]int64{}}
+	p.countWire(sent, sock)
+	body := int64(tiles * (size + wireOverheadPerTile))
+	sent.n.Add(body)
+	for i := int64(1); i <= 8; i++ {
+		now = now.Add(250 * time.Millisecond)
+		sock.acked, sock.inFlight = body*i/8, body*i/8
+		p.lookDelivered()
+		p.eta()
+	}
+	sock.inFlight, sock.held["op-1"] = 0, body // answered, being recorded
+	var last time.Duration
+	for i := range 4 {
+		now = now.Add(250 * time.Millisecond)
+		eta, ok := p.eta()
+		if !ok || (i > 0 && eta > last) {
+			t.Fatalf("ETA %s (known %v) after %s, %s before, while the answered batch is recorded", eta, ok, last, now)
+		}
+		last = eta
+	}
+	p.batch(uploader.BatchProgress{OpID: "op-1", Tiles: tiles, Bytes: tiles * size, Uploaded: tiles - 1, Rejected: 1})
+	if len(sock.held) != 0 {
+		t.Fatalf("the sockets still hold %v once the batch settled", sock.held)
+	}
+	if n, _ := sock.InFlight(); n != 0 || p.delivered.Load() != body {
+		t.Fatalf("%d B in flight and %d B delivered once the batch settled, want 0 and %d", n, p.delivered.Load(), body)
 	}
 }

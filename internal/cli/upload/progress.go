@@ -55,6 +55,10 @@ type progress struct {
 	// whatever became of their tiles: a rejected tile was delivered as
 	// much as an uploaded one.
 	delivered atomic.Int64
+	// settleMu is held (written) while a batch moves from the sockets'
+	// count in flight to delivered, and (read) while the ETA reads both,
+	// so that it never sees the batch in neither or in both.
+	settleMu sync.RWMutex
 	// toSend is the bodies the run sends in all, framing included, once a
 	// retry said what the flight has pending (those settled by then
 	// counted in): a retry sends the rejected tiles again. nil: the
@@ -239,8 +243,15 @@ type sockets interface {
 	// ok is false when the platform cannot tell.
 	Acked() (bytes int64, ok bool)
 	// InFlight is the body bytes of the requests not answered yet that
-	// the provider's side has acknowledged; ok as Acked's.
+	// the provider's side has acknowledged, and of the batches answered
+	// and not settled yet (Settled); ok as Acked's.
 	InFlight() (bytes int64, ok bool)
+	// Settled drops the answered batch with the operation ID key from
+	// InFlight: it counts among the settled batches from now on.
+	Settled(key string)
+	// SettledAll drops every answered batch from InFlight: the uploader's
+	// call ended, and what it did not settle it will not.
+	SettledAll()
 	// AnswerLag is the time from a request's last byte acknowledged to
 	// its answer; ok is false until one was measured.
 	AnswerLag() (time.Duration, bool)
@@ -345,7 +356,8 @@ func (p *progress) acked(w *wireCount) (int64, bool) {
 // and a part header and manifest entry per tile) less the settled
 // batches' (whole, rejected tiles and all: they were delivered) and what
 // the provider's side has acknowledged of the bodies still waiting for
-// their answer: a body sent again counts from nothing again, and one
+// their answer (or answered and not settled yet: the sockets hold those
+// until batch takes them over): a body sent again counts from nothing again, and one
 // whose request failed counts whole, so resends do not shorten it. Tiles
 // left waiting past the deadline for the provider's advice are not sent
 // in the run and leave the flight's bodies; a retry sends what the
@@ -380,7 +392,7 @@ func (p *progress) eta() (time.Duration, bool) {
 	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
 	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
 	if src == rateAcked {
-		return p.deliveredETA(now, bps, ok, p.wholeToSend(tot), p.delivered.Load(), w)
+		return p.deliveredETA(now, bps, ok, p.wholeToSend(tot), w)
 	}
 	if !ok || bps <= 0 {
 		return 0, false
@@ -415,9 +427,12 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 // what is still to deliver of whole, then the answer lag; once all is
 // acknowledged, the lag counts down from then, whatever the rate (none
 // moves then).
-func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole, settled int64, w *wireCount) (time.Duration, bool) {
+func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64, w *wireCount) (time.Duration, bool) {
 	lag, lagOK := w.sockets.AnswerLag()
+	p.settleMu.RLock()
+	settled := p.delivered.Load()
 	inFlight, flightOK := w.sockets.InFlight()
+	p.settleMu.RUnlock()
 	if !lagOK || !flightOK {
 		return 0, false
 	}
@@ -517,7 +532,12 @@ func (p *progress) batch(b uploader.BatchProgress) {
 		p.metrics.ObserveBatch(b.Latency)
 	}
 	p.rejections.Add(int64(b.Rejected))
+	p.settleMu.Lock()
 	p.delivered.Add(b.Bytes + int64(b.Tiles)*wireOverheadPerTile)
+	if w := p.wire.Load(); w != nil && w.sockets != nil {
+		w.sockets.Settled(b.OpID)
+	}
+	p.settleMu.Unlock()
 	if st := p.interrupt.Load(); st != nil {
 		st.settled()
 		p.redraw()
@@ -546,8 +566,13 @@ func (p *progress) hooks() retrydecorator.Hooks {
 			p.retries.Add(1)
 			// The call ended: nothing is in flight, and what the flight
 			// has pending (the rejected tiles among it) is sent again.
+			p.settleMu.Lock()
+			if w := p.wire.Load(); w != nil && w.sockets != nil {
+				w.sockets.SettledAll()
+			}
 			toSend := p.delivered.Load() + e.PendingBytes + int64(e.Pending)*wireOverheadPerTile
 			p.toSend.Store(&toSend)
+			p.settleMu.Unlock()
 			p.setState(fmt.Sprintf("retrying in %%s (%d pending, %d rejected)", e.Pending, e.Rejected), p.now().Add(e.Sleep))
 		},
 		OnGiveUp: func(tilestore.GiveUp) {
