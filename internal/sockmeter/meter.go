@@ -329,6 +329,15 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil && req.Body != http.NoBody {
 		out.Body = &countedBody{ReadCloser: req.Body, n: &r.body}
 	}
+	if req.GetBody != nil { // net/http's own resend reads the body again
+		out.GetBody = func() (io.ReadCloser, error) {
+			b, err := req.GetBody()
+			if err != nil || b == nil || b == http.NoBody {
+				return b, err
+			}
+			return &countedBody{ReadCloser: b, n: &r.body}, nil
+		}
+	}
 	t.m.mu.Lock()
 	key := ""
 	if t.m.holdHeader != "" {
@@ -387,17 +396,26 @@ type request struct {
 	sampledAt time.Time // the last look, when it was not all acknowledged
 	ackedAt   time.Time // when all of it was acknowledged (estimate); zero: not yet
 	done      bool      // answered
+	attempted bool      // a connection was taken for it
 }
 
 // gotConn takes the request's connection: the Meter's own, under TLS or
-// not.
+// not. net/http may send a request again by itself on another connection
+// (a reused one failed): the request then starts over there, its body
+// counted from nothing (the replay, GetBody's, is counted as it is read)
+// and nothing of the failed attempt's write, looks or acknowledgement
+// kept, which were of the other connection.
 func (r *request) gotConn(nc net.Conn) {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
 	c, _ := nc.(*conn)
 	r.mu.Lock()
-	r.c = c
+	if r.attempted {
+		r.body.Store(0)
+		r.end, r.wroteAt, r.sampledAt, r.ackedAt = 0, time.Time{}, time.Time{}, time.Time{}
+	}
+	r.c, r.attempted = c, true
 	r.mu.Unlock()
 }
 
