@@ -206,23 +206,46 @@ func (m *Meter) InFlight() (bytes int64, ok bool) {
 	if m == nil || !supported {
 		return 0, false
 	}
-	bodies := map[*conn]int64{}
+	type onConn struct {
+		written int64 // bodies written
+		first   int64 // the connection's count when the earliest of them started
+	}
+	bodies := map[*conn]*onConn{}
 	m.mu.Lock()
 	for _, n := range m.answered {
 		bytes += n
 	}
 	for r := range m.reqs {
-		if c := r.connection(); c != nil {
-			bodies[c] += r.body.Load()
+		c, start := r.started()
+		if c == nil {
+			continue
 		}
+		// What the transport has read of the body and not written yet
+		// (its copy buffer; HTTP/2 reads a stream's body ahead) is not
+		// on the connection: a request is credited at most what was
+		// written to it since it started.
+		written := c.written.Load()
+		b := bodies[c]
+		if b == nil {
+			b = &onConn{first: start}
+			bodies[c] = b
+		}
+		b.written += min(r.body.Load(), max(written-start, 0))
+		b.first = min(b.first, start)
 	}
 	m.mu.Unlock()
-	for c, body := range bodies {
+	for c, b := range bodies {
 		acked, err := bytesAcked(c.TCPConn)
 		if err != nil {
 			continue // closed: its requests fail
 		}
-		bytes += max(body-max(c.written.Load()-acked, 0), 0)
+		written := c.written.Load()
+		// HTTP/2's concurrent streams share the connection's count, so
+		// each is credited every stream's bytes written since it
+		// started; together they cannot have written more than the
+		// connection took since the earliest of them started.
+		body := min(b.written, max(written-b.first, 0))
+		bytes += max(body-max(written-acked, 0), 0)
 	}
 	return bytes, true
 }
@@ -391,6 +414,7 @@ type request struct {
 
 	mu        sync.Mutex
 	c         *conn     // nil: not one the Meter opened (or none yet)
+	start     int64     // the connection's bytes written when the request took it
 	end       int64     // the connection's bytes written when the request was; 0: not written yet
 	wroteAt   time.Time // when it was written
 	sampledAt time.Time // the last look, when it was not all acknowledged
@@ -416,13 +440,18 @@ func (r *request) gotConn(nc net.Conn) {
 		r.end, r.wroteAt, r.sampledAt, r.ackedAt = 0, time.Time{}, time.Time{}, time.Time{}
 	}
 	r.c, r.attempted = c, true
+	if c != nil {
+		r.start = c.written.Load()
+	}
 	r.mu.Unlock()
 }
 
-func (r *request) connection() *conn {
+// started is the request's connection and the connection's count of
+// bytes written when the request took it.
+func (r *request) started() (*conn, int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.c
+	return r.c, r.start
 }
 
 // wrote notes the request's end on its connection: what was written to

@@ -238,3 +238,49 @@ func TestAnAnsweredBodyCountsInFlightUntilItsKeyIsSettled(t *testing.T) {
 		t.Fatalf("%d B in flight once a request without a key was answered, want 0", n)
 	}
 }
+
+// What the transport has read of a body and not yet written to the
+// connection is not acknowledged: a peer that stops reading leaves the
+// request's count in flight at what it acknowledged, not above it by the
+// bytes the transport holds in its copy buffer.
+func TestInFlightCountsNoBodyBytesTheTransportHoldsUnwritten(t *testing.T) {
+	stop := make(chan struct{})
+	addr := serve(t, func(c net.Conn) { <-stop }) // reads nothing
+	t.Cleanup(func() { close(stop) })
+	m := New(nil)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = m.DialContext
+	c := &http.Client{Transport: m.RoundTripper(tr)}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr, bytes.NewReader(make([]byte, 64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	// The buffers fill: nothing more is written nor acknowledged.
+	deadline := time.Now().Add(4 * time.Second)
+	last := int64(-1)
+	for {
+		time.Sleep(200 * time.Millisecond)
+		acked, _ := m.Acked()
+		if acked == last && acked > 0 {
+			break
+		}
+		last = acked
+		if time.Now().After(deadline) {
+			t.Fatal("the buffers did not fill")
+		}
+	}
+	acked, _ := m.Acked()
+	if n, ok := m.InFlight(); !ok || n > acked {
+		t.Fatalf("%d B in flight (known %v), more than the %d B the peer acknowledged, headers and all", n, ok, acked)
+	}
+}
