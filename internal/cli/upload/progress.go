@@ -316,15 +316,9 @@ func (p *progress) rate() (float64, bool) {
 	return bps, ok
 }
 
-// lookDelivered takes the acknowledged bytes into their rate, where the
-// sockets tell.
-func (p *progress) lookDelivered() {
-	if w := p.wire.Load(); w != nil {
-		if acked, ok := p.acked(w); ok {
-			p.deliveredRate.observe(p.now(), acked)
-		}
-	}
-}
+// lookDelivered takes the count the rate is of into it (measure): off a
+// terminal it is looked at as often as a terminal's line is redrawn.
+func (p *progress) lookDelivered() { p.measure(p.now()) }
 
 // acked is the bytes the provider's side has acknowledged since the
 // flight started, counted from its first body on: 0 until a body was
