@@ -417,4 +417,11 @@ func TestAnAnsweredBatchIsDeliveredUntilItSettles(t *testing.T) {
 	if n, _ := sock.InFlight(); n != 0 || p.delivered.Load() != body {
 		t.Fatalf("%d B in flight and %d B delivered once the batch settled, want 0 and %d", n, p.delivered.Load(), body)
 	}
+	// One the flight's calls answered and never settled (its resends
+	// spent) is not the next flight's in flight.
+	sock.held["op-2"] = body
+	p.finish()
+	if len(sock.held) != 0 {
+		t.Fatalf("the sockets still hold %v once the flight finished", sock.held)
+	}
 }

@@ -664,6 +664,11 @@ func (p *progress) finish() {
 	close(p.done)
 	p.stop()
 	p.wg.Wait()
+	// The flight's calls ended: an answered batch they did not settle
+	// (its resends spent, say) is not the next flight's in flight.
+	if w := p.wire.Load(); w != nil && w.sockets != nil {
+		w.sockets.SettledAll()
+	}
 	if p.status != nil {
 		p.status.Clear()
 	}
