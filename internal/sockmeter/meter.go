@@ -5,7 +5,9 @@
 // the peer acknowledged.
 //
 // Through RoundTripper it also follows each HTTP request: how much of its
-// body the peer has acknowledged while it waits for its answer, and its
+// body the peer has acknowledged while it waits for its answer (and, for
+// a request its caller holds, until the caller has recorded the answer:
+// HoldAnswers), and its
 // answer lag, from the moment the peer has acknowledged the last byte of
 // its body to the first byte of its answer. What is acknowledged is past
 // the link's bottleneck on a real path, so the lag is the rest of the
