@@ -7,9 +7,8 @@
 // Through RoundTripper it also follows each HTTP request: how much of its
 // body the peer has acknowledged while it waits for its answer (and, for
 // a request its caller holds, until the caller has recorded the answer:
-// HoldAnswers), and its
-// answer lag, from the moment the peer has acknowledged the last byte of
-// its body to the first byte of its answer. What is acknowledged is past
+// HoldAnswers), and its answer lag, from the moment the peer has
+// acknowledged the last byte of its body to the first byte of its answer. What is acknowledged is past
 // the link's bottleneck on a real path, so the lag is the rest of the
 // way, the provider's work and the answer's way back: the time the last
 // request of a run still takes once its bytes are acknowledged. Each
@@ -375,7 +374,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.m.mu.Unlock()
 	resp, err := t.rt.RoundTrip(out)
 	// Answered or failed: no longer in flight, unless held until settled
-	// (in the same step, so that it is never counted neither way).
+	// (under the same lock, so that InFlight never misses it between).
 	t.m.mu.Lock()
 	delete(t.m.reqs, r)
 	if key != "" && err == nil && resp.StatusCode/100 == 2 {

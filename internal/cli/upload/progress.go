@@ -351,13 +351,14 @@ func (p *progress) acked(w *wireCount) (int64, bool) {
 // batches' (whole, rejected tiles and all: they were delivered) and what
 // the provider's side has acknowledged of the bodies still waiting for
 // their answer (or answered and not settled yet: the sockets hold those
-// until batch takes them over): a body sent again counts from nothing again, and one
-// whose request failed counts whole, so resends do not shorten it. Tiles
-// left waiting past the deadline for the provider's advice are not sent
-// in the run and leave the flight's bodies; a retry sends what the
-// flight has pending again, its rejected tiles among it, and what is
-// still to deliver is then that (wholeToSend). Both are measured, not guessed; until a request was
-// answered and the count has moved for a while, there is no ETA.
+// until batch takes them over): a body sent again counts from nothing
+// again, and one whose request failed counts whole, so resends do not
+// shorten it. Tiles left waiting past the deadline for the provider's
+// advice are not sent in the run and leave the flight's bodies; a retry
+// sends what the flight has pending again, its rejected tiles among it,
+// and what is still to deliver is then that (wholeToSend). Both are
+// measured, not guessed; until a request was answered and the count has
+// moved for a while, there is no ETA.
 //
 // Otherwise, with the body bytes counted, what is left is the flight's
 // bodies less those of settled batches and half of what is in flight:
