@@ -160,12 +160,12 @@ type Lookup struct {
 	// or timed out (the classifier's signal): a caller pacing many lookups
 	// eases off.
 	Strained bool
-	// Final (with Unclear): the provider's last answer is one the
-	// classifier does not resend (a 4xx the contract does not retry, a 404
-	// that is not TILE_NOT_FOUND, a resend the provider forbids or whose
-	// attempts are spent): asking again gets the same answer. An Unclear
-	// that is not Final (no answer, a resend the sender's bounds stopped)
-	// may be asked again later.
+	// Final (with Unclear): the classifier does not resend the lookup's
+	// last attempt (a 4xx the contract does not retry, a 404 that is not
+	// TILE_NOT_FOUND, a resend the provider forbids or whose attempts are
+	// spent, a certificate the uploader does not trust): asking again gets
+	// the same end. An Unclear that is not Final (no answer, a resend the
+	// sender's bounds stopped) may be asked again later.
 	Final bool
 }
 
@@ -185,7 +185,7 @@ func (u *Client) LookUpTile(ctx context.Context, flightID string, tl tilestore.T
 func (u *Client) lookUpTile(ctx context.Context, rep *runReport, flightID string, tl tilestore.Tile) (Lookup, error) {
 	path := "/v1/flights/" + url.PathEscape(flightID) + "/tiles/" + url.PathEscape(tl.ID)
 	a := u.query(ctx, rep, http.MethodGet, path, "", func(b []byte) bool { return json.Unmarshal(b, &tileRecord{}) == nil })
-	l := Lookup{Verdict: Unclear, Status: a.status, Final: a.status != 0 && a.verdict.kind == permanent,
+	l := Lookup{Verdict: Unclear, Status: a.status, Final: a.verdict.kind == permanent,
 		Strained: a.attempts > 1 || a.timeouts > 0 || a.status == 0 || a.budgetSpent || a.verdict.strained()}
 	switch {
 	case a.cancelled:

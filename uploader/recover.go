@@ -246,7 +246,10 @@ func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestor
 			for i, id := range b.TileIDs {
 				tiles[i] = tilestore.Tile{ID: id, FlightID: flightID, SHA256: b.SHA256s[i], SizeBytes: members[id].SizeBytes}
 			}
-			p := BatchProgress{OpID: b.OpID, Tiles: len(b.TileIDs), Replayed: true}
+			// Its pending members' bytes, as a sent batch tells: the
+			// progress counts what is still to deliver from them.
+			_, bytes := idsAndBytes(tiles)
+			p := BatchProgress{OpID: b.OpID, Tiles: len(b.TileIDs), Bytes: bytes, Replayed: true}
 			return u.applyAnswer(ctx, flightID, b.OpID, tiles, st.Outcome.Status, st.Outcome.Body, nil, p, rep, claims)
 		case "live":
 			if asked > u.resends {

@@ -86,3 +86,21 @@ func TestAProviderThatRequiresAClientCertificateGetsTheConfiguredOne(t *testing.
 		t.Fatalf("with the client certificate: %v", err)
 	}
 }
+
+// A lookup of a provider whose certificate is not trusted got no answer,
+// and the classifier does not resend it (the same certificate comes
+// back): it is final, so a caller does not ask again after a pause.
+func TestALookupRefusedForAnUntrustedCertificateIsFinal(t *testing.T) {
+	t.Parallel()
+	url := tlsProvider(t, testpki.NewCA(t, "provider private CA"), nil)
+	c := providertest.NewClient(t, "TLS-L")
+	tiles := c.AddTiles(t, "TLS-L", 1, 512, 1)
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) { o.FirstContactTimeout = 5 * time.Second })
+	l, err := u.LookUpTile(testCtx(t), "TLS-L", tiles[0])
+	if err != nil {
+		t.Fatalf("look up: %v", err)
+	}
+	if l.Verdict != uploader.Unclear || l.Status != 0 || !l.Final {
+		t.Fatalf("lookup %+v, want Unclear, no status and Final", l)
+	}
+}

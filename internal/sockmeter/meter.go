@@ -5,9 +5,10 @@
 // the peer acknowledged.
 //
 // Through RoundTripper it also follows each HTTP request: how much of its
-// body the peer has acknowledged while it waits for its answer, and its
-// answer lag, from the moment the peer has acknowledged the last byte of
-// its body to the first byte of its answer. What is acknowledged is past
+// body the peer has acknowledged while it waits for its answer (and, for
+// a request its caller holds, until the caller has recorded the answer:
+// HoldAnswers), and its answer lag, from the moment the peer has
+// acknowledged the last byte of its body to the first byte of its answer. What is acknowledged is past
 // the link's bottleneck on a real path, so the lag is the rest of the
 // way, the provider's work and the answer's way back: the time the last
 // request of a run still takes once its bytes are acknowledged. Each
@@ -64,6 +65,12 @@ type Meter struct {
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	reqs  map[*request]struct{} // sent and not answered (nor failed) yet
+	// holdHeader names the header whose value keys a request answered
+	// 2xx in answered until Settled; "": none is held.
+	holdHeader string
+	// answered is the body bytes of the requests answered 2xx and not
+	// settled yet, by key.
+	answered map[string]int64
 	// closedAcked is what the peers of the closed connections had
 	// acknowledged when they were closed.
 	closedAcked int64
@@ -80,7 +87,43 @@ func New(dial func(ctx context.Context, network, addr string) (net.Conn, error))
 		d := &net.Dialer{Timeout: defaultDialTimeout, KeepAlive: defaultKeepAlive}
 		dial = d.DialContext
 	}
-	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}, reqs: map[*request]struct{}{}, small: -1}
+	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}, reqs: map[*request]struct{}{},
+		answered: map[string]int64{}, small: -1}
+}
+
+// HoldAnswers has a request that carries header, once answered 2xx, keep
+// its body counted in flight (InFlight), all of it, until Settled is
+// told the header's value: the caller records an answer some time after
+// it came (a database transaction, lookups), and until then what the
+// body carried is neither to deliver again nor counted as settled by
+// the caller. A request sent again under the same key counts from
+// nothing again. It is set before the first request.
+func (m *Meter) HoldAnswers(header string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.holdHeader = header
+}
+
+// Settled drops the answered body held under key (HoldAnswers) from the
+// count in flight: its caller has counted it settled.
+func (m *Meter) Settled(key string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.answered, key)
+}
+
+// SettledAll drops every answered body held (HoldAnswers): its caller's
+// work ended, and nothing it did not settle will be.
+func (m *Meter) SettledAll() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.answered)
 }
 
 // DialContext dials addr and follows the connection until it is closed;
@@ -153,28 +196,56 @@ func (m *Meter) Acked() (bytes int64, ok bool) {
 
 // InFlight (of a nil Meter: not known) is the body bytes of the requests
 // sent through RoundTripper and not answered yet that their peers have
-// acknowledged: on each connection, the bodies written less what it has
-// not had acknowledged (the latest bytes written, so theirs). A request
-// that ends without an answer leaves the count with its bytes, as one
-// answered does. ok is false when the platform cannot tell.
+// acknowledged (on each connection, the bodies written less what it has
+// not had acknowledged: the latest bytes written, so theirs), and those
+// of the requests answered 2xx and held until settled (HoldAnswers),
+// whole. A request that ends without an answer leaves the count with its
+// bytes, as one answered and not held does. ok is false when the
+// platform cannot tell.
 func (m *Meter) InFlight() (bytes int64, ok bool) {
 	if m == nil || !supported {
 		return 0, false
 	}
-	bodies := map[*conn]int64{}
+	type onConn struct {
+		written int64 // bodies written
+		first   int64 // the connection's count when the earliest of them started
+	}
+	bodies := map[*conn]*onConn{}
 	m.mu.Lock()
+	for _, n := range m.answered {
+		bytes += n
+	}
 	for r := range m.reqs {
-		if c := r.connection(); c != nil {
-			bodies[c] += r.body.Load()
+		c, start := r.started()
+		if c == nil {
+			continue
 		}
+		// What the transport has read of the body and not written yet
+		// (its copy buffer; HTTP/2 reads a stream's body ahead) is not
+		// on the connection: a request is credited at most what was
+		// written to it since it started.
+		written := c.written.Load()
+		b := bodies[c]
+		if b == nil {
+			b = &onConn{first: start}
+			bodies[c] = b
+		}
+		b.written += min(r.body.Load(), max(written-start, 0))
+		b.first = min(b.first, start)
 	}
 	m.mu.Unlock()
-	for c, body := range bodies {
+	for c, b := range bodies {
 		acked, err := bytesAcked(c.TCPConn)
 		if err != nil {
 			continue // closed: its requests fail
 		}
-		bytes += max(body-max(c.written.Load()-acked, 0), 0)
+		written := c.written.Load()
+		// HTTP/2's concurrent streams share the connection's count, so
+		// each is credited every stream's bytes written since it
+		// started; together they cannot have written more than the
+		// connection took since the earliest of them started.
+		body := min(b.written, max(written-b.first, 0))
+		bytes += max(body-max(written-acked, 0), 0)
 	}
 	return bytes, true
 }
@@ -281,15 +352,37 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil && req.Body != http.NoBody {
 		out.Body = &countedBody{ReadCloser: req.Body, n: &r.body}
 	}
+	if req.GetBody != nil { // net/http's own resend reads the body again
+		out.GetBody = func() (io.ReadCloser, error) {
+			b, err := req.GetBody()
+			if err != nil || b == nil || b == http.NoBody {
+				return b, err
+			}
+			return &countedBody{ReadCloser: b, n: &r.body}, nil
+		}
+	}
 	t.m.mu.Lock()
+	key := ""
+	if t.m.holdHeader != "" {
+		key = req.Header.Get(t.m.holdHeader)
+	}
+	if key != "" {
+		delete(t.m.answered, key) // sent again: counts from nothing
+	}
 	t.m.reqs[r] = struct{}{}
 	t.m.mu.Unlock()
-	defer func() { // answered or failed: no longer in flight
-		t.m.mu.Lock()
-		delete(t.m.reqs, r)
-		t.m.mu.Unlock()
-	}()
-	return t.rt.RoundTrip(out)
+	resp, err := t.rt.RoundTrip(out)
+	// Answered or failed: no longer in flight, unless held until settled
+	// (under the same lock, so that InFlight never misses it between).
+	t.m.mu.Lock()
+	delete(t.m.reqs, r)
+	if key != "" && err == nil && resp.StatusCode/100 == 2 {
+		if n := r.body.Load(); n > 0 {
+			t.m.answered[key] = n
+		}
+	}
+	t.m.mu.Unlock()
+	return resp, err
 }
 
 // CloseIdleConnections closes rt's idle connections, where it can.
@@ -321,19 +414,32 @@ type request struct {
 
 	mu        sync.Mutex
 	c         *conn     // nil: not one the Meter opened (or none yet)
+	start     int64     // the connection's bytes written when the request took it
 	end       int64     // the connection's bytes written when the request was; 0: not written yet
 	wroteAt   time.Time // when it was written
 	sampledAt time.Time // the last look, when it was not all acknowledged
 	ackedAt   time.Time // when all of it was acknowledged (estimate); zero: not yet
 	done      bool      // answered
+	attempted bool      // a connection was taken for it
 }
 
 // gotConn takes the request's connection: the Meter's own, under TLS or
-// not.
+// not. net/http may send a request again by itself on another connection
+// (a reused one failed): the request then starts over there, its body
+// counted from nothing (the replay, GetBody's, is counted as it is read)
+// and nothing of the failed attempt's write, looks or acknowledgement
+// kept, which were of the other connection.
 func (r *request) gotConn(nc net.Conn) {
 	c := unwrap(nc)
 	r.mu.Lock()
-	r.c = c
+	if r.attempted {
+		r.body.Store(0)
+		r.end, r.wroteAt, r.sampledAt, r.ackedAt = 0, time.Time{}, time.Time{}, time.Time{}
+	}
+	r.c, r.attempted = c, true
+	if c != nil {
+		r.start = c.written.Load()
+	}
 	r.mu.Unlock()
 }
 
@@ -354,10 +460,12 @@ func unwrap(nc net.Conn) *conn {
 	return nil
 }
 
-func (r *request) connection() *conn {
+// started is the request's connection and the connection's count of
+// bytes written when the request took it.
+func (r *request) started() (*conn, int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.c
+	return r.c, r.start
 }
 
 // wrote notes the request's end on its connection: what was written to

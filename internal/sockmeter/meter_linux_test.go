@@ -152,33 +152,50 @@ func TestAckedKeepsClosedConnectionsAndInFlightOnlyUnansweredBodies(t *testing.T
 	tr.DialContext = m.DialContext
 	c := &http.Client{Transport: m.RoundTripper(tr)}
 	const size = 1 << 20
-	done := make(chan error)
-	go func() {
-		resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, size)))
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if n, ok := m.InFlight(); !ok {
-			t.Fatal("no count in flight on Linux")
-		} else if n == size {
-			break
+	body := make([]byte, size)
+	// post sends the body, waits until all of it is in flight and has it
+	// answered.
+	post := func(which string) {
+		t.Helper()
+		done := make(chan error)
+		go func() {
+			resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(body))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		for {
+			n, ok := m.InFlight()
+			if !ok {
+				t.Fatal("no count in flight on Linux")
+			} else if n > size {
+				t.Fatalf("%s: %d B in flight of a %d B body", which, n, size)
+			} else if n == size {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d B in flight of a %d B body the server read, want all of it", which, n, size)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			n, _ := m.InFlight()
-			t.Fatalf("%d B in flight of a %d B body the server read, want all of it", n, size)
+		release <- struct{}{}
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		if n, _ := m.InFlight(); n != 0 {
+			t.Fatalf("%s: %d B in flight once the request was answered, want 0", which, n)
+		}
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := m.InFlight(); n != 0 {
-		t.Fatalf("%d B in flight once the request was answered, want 0", n)
+	post("the first")
+	first, _ := m.Acked()
+	// The same body again: in flight from nothing up to its size, not
+	// past it, while Acked counts it once more.
+	post("sent again")
+	if n, _ := m.Acked(); n < first+size {
+		t.Fatalf("%d B acknowledged after the body went twice, want at least %d", n, first+size)
 	}
 	// The connection goes back to the idle pool once its answer was read
 	// (net/http's own goroutine): closed once it is there.
@@ -188,8 +205,100 @@ func TestAckedKeepsClosedConnectionsAndInFlightOnlyUnansweredBodies(t *testing.T
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n, ok := m.Acked(); !ok || n < size {
-		t.Fatalf("%d B acknowledged (known %v) once the connection closed, want at least the %d B body", n, ok, size)
+	if n, ok := m.Acked(); !ok || n < 2*size {
+		t.Fatalf("%d B acknowledged (known %v) once the connection closed, want at least the %d B body twice", n, ok, size)
+	}
+}
+
+// A request answered 2xx whose key the caller has not yet settled still
+// counts in flight, all of its body: the caller records the answer after
+// it came, and until then the body is not to deliver again. Settling its
+// key drops it; a request with no key drops at its answer.
+func TestAnAnsweredBodyCountsInFlightUntilItsKeyIsSettled(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	m := New(nil)
+	m.HoldAnswers("Idempotency-Key")
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = m.DialContext
+	c := &http.Client{Transport: m.RoundTripper(tr)}
+	const size = 256 << 10
+	post := func(key string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(make([]byte, size)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post("op-1")
+	if n, ok := m.InFlight(); !ok || n != size {
+		t.Fatalf("%d B in flight (known %v) once op-1 was answered and not settled, want its %d B body", n, ok, size)
+	}
+	m.Settled("op-1")
+	if n, _ := m.InFlight(); n != 0 {
+		t.Fatalf("%d B in flight once op-1 was settled, want 0", n)
+	}
+	post("")
+	if n, _ := m.InFlight(); n != 0 {
+		t.Fatalf("%d B in flight once a request without a key was answered, want 0", n)
+	}
+}
+
+// What the transport has read of a body and not yet written to the
+// connection is not acknowledged: a peer that stops reading leaves the
+// request's count in flight at what it acknowledged, not above it by the
+// bytes the transport holds in its copy buffer.
+func TestInFlightCountsNoBodyBytesTheTransportHoldsUnwritten(t *testing.T) {
+	stop := make(chan struct{})
+	addr := serve(t, func(c net.Conn) { <-stop }) // reads nothing
+	t.Cleanup(func() { close(stop) })
+	m := New(nil)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = m.DialContext
+	c := &http.Client{Transport: m.RoundTripper(tr)}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr, bytes.NewReader(make([]byte, 64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	// The buffers fill: nothing more is written nor acknowledged.
+	deadline := time.Now().Add(4 * time.Second)
+	last := int64(-1)
+	for {
+		time.Sleep(200 * time.Millisecond)
+		acked, _ := m.Acked()
+		if acked == last && acked > 0 {
+			break
+		}
+		last = acked
+		if time.Now().After(deadline) {
+			t.Fatal("the buffers did not fill")
+		}
+	}
+	acked, _ := m.Acked()
+	if n, ok := m.InFlight(); !ok || n > acked {
+		t.Fatalf("%d B in flight (known %v), more than the %d B the peer acknowledged, headers and all", n, ok, acked)
 	}
 }
 

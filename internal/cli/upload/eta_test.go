@@ -13,6 +13,7 @@ import (
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/retrydecorator"
+	"github.com/tilectl/tilectl/uploader"
 )
 
 func TestTheRateIsUnknownUntilBytesAreUploaded(t *testing.T) {
@@ -144,10 +145,21 @@ func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
 type fakeSockets struct {
 	acked, inFlight int64
 	lag             time.Duration // < 0: not measured yet
+	// held is the bodies of the batches answered and not settled, by
+	// operation ID (counted in flight).
+	held map[string]int64
 }
 
-func (f *fakeSockets) Acked() (int64, bool)    { return f.acked, true }
-func (f *fakeSockets) InFlight() (int64, bool) { return f.inFlight, true }
+func (f *fakeSockets) Acked() (int64, bool) { return f.acked, true }
+func (f *fakeSockets) InFlight() (int64, bool) {
+	n := f.inFlight
+	for _, b := range f.held {
+		n += b
+	}
+	return n, true
+}
+func (f *fakeSockets) Settled(key string) { delete(f.held, key) }
+func (f *fakeSockets) SettledAll()        { clear(f.held) }
 func (f *fakeSockets) AnswerLag() (time.Duration, bool) {
 	return f.lag, f.lag >= 0
 }
@@ -265,5 +277,151 @@ func TestAShortETAFollowsItsEstimatesWithinASecond(t *testing.T) {
 	}
 	if left := 750 * time.Millisecond; math.Abs(eta.Seconds()/left.Seconds()-1) > 0.2 {
 		t.Fatalf("ETA %s after three looks agreeing on %s left", eta, left)
+	}
+}
+
+// settleAll has the flight's tiles settle in batches of ten, one tile of
+// each rejected, every body acknowledged and answered (the sockets hold
+// none in flight), looking every 250 ms, and returns the time after the
+// last.
+func settleAll(p *progress, sock *fakeSockets, sent *sentCounter, now *time.Time, tiles, size int) {
+	for b := 0; b < tiles/10; b++ {
+		body := int64(10 * (size + wireOverheadPerTile))
+		sent.n.Add(body)
+		*now = now.Add(250 * time.Millisecond)
+		sock.acked += body
+		p.lookDelivered()
+		p.batch(uploader.BatchProgress{Tiles: 10, Bytes: int64(10 * size), Uploaded: 9, Rejected: 1})
+		p.eta()
+	}
+}
+
+// A rejected tile was delivered: once every batch is settled, with one
+// tile of each rejected and not sent again in the run, nothing is left to
+// deliver and the ETA is the answer lag counting down to 0, not the
+// rejected tiles' bytes at the rate forever. A tile left waiting past the
+// deadline for the provider's advice is not sent in the run either.
+func TestRejectedAndDeferredTilesAreNotLeftToDeliver(t *testing.T) {
+	t.Parallel()
+	for _, deferred := range []bool{false, true} {
+		now := time.Unix(1_700_000_000, 0)
+		const tiles, size = 100, 10_000
+		all := tiles
+		if deferred {
+			all += 10 // ten tiles whose batch waits past the deadline
+		}
+		p := newProgress("F", all, int64(all*size), nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+		tt, err := bwlimit.Parse("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+		sock := &fakeSockets{lag: time.Second}
+		p.countWire(sent, sock)
+		if deferred {
+			p.wait(uploader.Wait{Reason: uploader.WaitProviderAdvice, Tiles: 10, Until: now.Add(time.Hour), PastDeadline: true})
+		}
+		settleAll(p, sock, sent, &now, tiles, size)
+		end := now
+		var eta time.Duration
+		for now.Sub(end) < 3*time.Second {
+			now = now.Add(250 * time.Millisecond)
+			p.lookDelivered()
+			var ok bool
+			if eta, ok = p.eta(); !ok {
+				t.Fatalf("deferred %v: no ETA %s after the last batch settled", deferred, now.Sub(end))
+			}
+			if eta > 1500*time.Millisecond {
+				t.Fatalf("deferred %v: ETA %s %s after every batch settled with a 1s answer lag", deferred, eta, now.Sub(end))
+			}
+		}
+		if eta > 100*time.Millisecond {
+			t.Fatalf("deferred %v: ETA %s 3s after every batch settled, want the 1s lag counted down", deferred, eta)
+		}
+	}
+}
+
+// A retry sends the rejected tiles again: what is still to deliver is
+// then what the flight has pending, so that the ETA is not early by them.
+func TestARetryCountsTheRejectedTilesToDeliverAgain(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	const tiles, size = 100, 10_000
+	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: time.Second}
+	p.countWire(sent, sock)
+	settleAll(p, sock, sent, &now, tiles, size) // 415 kB/s acknowledged
+	for range 4 {                               // the answer lag counts down
+		now = now.Add(250 * time.Millisecond)
+		p.lookDelivered()
+		p.eta()
+	}
+	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F", Attempt: 1, Sleep: time.Second, Pending: 10, PendingBytes: 10 * size, Rejected: 10})
+	now = now.Add(250 * time.Millisecond)
+	p.lookDelivered()
+	bps, ok := p.rate()
+	if !ok {
+		t.Fatal("no rate")
+	}
+	left := time.Duration((float64(10*(size+wireOverheadPerTile))/bps + 1) * float64(time.Second))
+	// Blended from the countdown's last value: at least half of it.
+	if eta, ok := p.eta(); !ok || eta < left/2 {
+		t.Fatalf("ETA %s (known %v) with 10 rejected tiles to send again, want about %s", eta, ok, left)
+	}
+}
+
+// A batch answered and not yet recorded (its Store transaction, its
+// lookups) counts delivered all along: the sockets hold it in flight
+// until the progress has it settled, and the progress takes it from them
+// as it counts it, so that the ETA's countdown at the end is not
+// restarted by the gap.
+func TestAnAnsweredBatchIsDeliveredUntilItSettles(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	const tiles, size = 10, 10_000
+	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: 2 * time.Second, held: map[string]int64{}}
+	p.countWire(sent, sock)
+	body := int64(tiles * (size + wireOverheadPerTile))
+	sent.n.Add(body)
+	for i := int64(1); i <= 8; i++ {
+		now = now.Add(250 * time.Millisecond)
+		sock.acked, sock.inFlight = body*i/8, body*i/8
+		p.lookDelivered()
+		p.eta()
+	}
+	sock.inFlight, sock.held["op-1"] = 0, body // answered, being recorded
+	var last time.Duration
+	for i := range 4 {
+		now = now.Add(250 * time.Millisecond)
+		eta, ok := p.eta()
+		if !ok || (i > 0 && eta > last) {
+			t.Fatalf("ETA %s (known %v) after %s, %s before, while the answered batch is recorded", eta, ok, last, now)
+		}
+		last = eta
+	}
+	p.batch(uploader.BatchProgress{OpID: "op-1", Tiles: tiles, Bytes: tiles * size, Uploaded: tiles - 1, Rejected: 1})
+	if len(sock.held) != 0 {
+		t.Fatalf("the sockets still hold %v once the batch settled", sock.held)
+	}
+	if n, _ := sock.InFlight(); n != 0 || p.delivered.Load() != body {
+		t.Fatalf("%d B in flight and %d B delivered once the batch settled, want 0 and %d", n, p.delivered.Load(), body)
+	}
+	// One the flight's calls answered and never settled (its resends
+	// spent) is not the next flight's in flight.
+	sock.held["op-2"] = body
+	p.finish()
+	if len(sock.held) != 0 {
+		t.Fatalf("the sockets still hold %v once the flight finished", sock.held)
 	}
 }

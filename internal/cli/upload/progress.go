@@ -51,6 +51,22 @@ type progress struct {
 
 	tiles, retries, giveups, rejections atomic.Int64
 	bytes                               atomic.Int64
+	// delivered is the bodies of the settled batches, framing included,
+	// whatever became of their tiles: a rejected tile was delivered as
+	// much as an uploaded one.
+	delivered atomic.Int64
+	// settleMu is held (written) while a batch moves from the sockets'
+	// count in flight to delivered, and (read) while the ETA reads both,
+	// so that it never sees the batch in neither or in both.
+	settleMu sync.RWMutex
+	// toSend is the bodies the run sends in all, framing included, once a
+	// retry said what the flight has pending (those settled by then
+	// counted in): a retry sends the rejected tiles again. nil: the
+	// flight's total.
+	toSend atomic.Pointer[int64]
+	// deferred is the tiles left waiting past the run's deadline for the
+	// provider's advised time: this run does not send them.
+	deferred atomic.Int64
 
 	mu      sync.Mutex
 	state   string        // "" while uploading
@@ -227,8 +243,15 @@ type sockets interface {
 	// ok is false when the platform cannot tell.
 	Acked() (bytes int64, ok bool)
 	// InFlight is the body bytes of the requests not answered yet that
-	// the provider's side has acknowledged; ok as Acked's.
+	// the provider's side has acknowledged, and of the batches answered
+	// and not settled yet (Settled); ok as Acked's.
 	InFlight() (bytes int64, ok bool)
+	// Settled drops the answered batch with the operation ID key from
+	// InFlight: it counts among the settled batches from now on.
+	Settled(key string)
+	// SettledAll drops every answered batch from InFlight: the uploader's
+	// call ended, and what it did not settle it will not.
+	SettledAll()
 	// AnswerLag is the time from a request's last byte acknowledged to
 	// its answer; ok is false until one was measured.
 	AnswerLag() (time.Duration, bool)
@@ -293,15 +316,9 @@ func (p *progress) rate() (float64, bool) {
 	return bps, ok
 }
 
-// lookDelivered takes the acknowledged bytes into their rate, where the
-// sockets tell.
-func (p *progress) lookDelivered() {
-	if w := p.wire.Load(); w != nil {
-		if acked, ok := p.acked(w); ok {
-			p.deliveredRate.observe(p.now(), acked)
-		}
-	}
-}
+// lookDelivered takes the count the rate is of into it (measure): off a
+// terminal it is looked at as often as a terminal's line is redrawn.
+func (p *progress) lookDelivered() { p.measure(p.now()) }
 
 // acked is the bytes the provider's side has acknowledged since the
 // flight started, counted from its first body on: 0 until a body was
@@ -331,11 +348,17 @@ func (p *progress) acked(w *wireCount) (int64, bool) {
 // answer (sockmeter: a batch's, or before one was answered, a small
 // request's). What is still to deliver is the flight's bodies (its bytes,
 // and a part header and manifest entry per tile) less the settled
-// batches' and what the provider's side has acknowledged of the bodies
-// still waiting for their answer: a body sent again counts from nothing
+// batches' (whole, rejected tiles and all: they were delivered) and what
+// the provider's side has acknowledged of the bodies still waiting for
+// their answer (or answered and not settled yet: the sockets hold those
+// until batch takes them over): a body sent again counts from nothing
 // again, and one whose request failed counts whole, so resends do not
-// shorten it. Both are measured, not guessed; until a request was
-// answered and the count has moved for a while, there is no ETA.
+// shorten it. Tiles left waiting past the deadline for the provider's
+// advice are not sent in the run and leave the flight's bodies; a retry
+// sends what the flight has pending again, its rejected tiles among it,
+// and what is still to deliver is then that (wholeToSend). Both are
+// measured, not guessed; until a request was answered and the count has
+// moved for a while, there is no ETA.
 //
 // Otherwise, with the body bytes counted, what is left is the flight's
 // bodies less those of settled batches and half of what is in flight:
@@ -364,7 +387,7 @@ func (p *progress) eta() (time.Duration, bool) {
 	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
 	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
 	if src == rateAcked {
-		return p.deliveredETA(now, bps, ok, whole, settled, w)
+		return p.deliveredETA(now, bps, ok, p.wholeToSend(tot), w)
 	}
 	if !ok || bps <= 0 {
 		return 0, false
@@ -380,13 +403,31 @@ func (p *progress) eta() (time.Duration, bool) {
 	return p.meter.blendAt(now, max(est, 0)), true
 }
 
+// wholeToSend is the bodies the run sends in all, framing included: the
+// flight's, or since a retry, what the settled batches delivered and
+// what the flight had pending then; less the tiles left waiting past the
+// deadline (at the flight's mean tile size: the wait names no bytes).
+func (p *progress) wholeToSend(tot *totals) int64 {
+	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
+	if n := p.toSend.Load(); n != nil {
+		whole = *n
+	}
+	if tot.tiles > 0 {
+		whole -= p.deferred.Load() * (tot.bytes/int64(tot.tiles) + wireOverheadPerTile)
+	}
+	return max(whole, 0)
+}
+
 // deliveredETA is eta from the bytes acknowledged, at bps (known: ok):
 // what is still to deliver of whole, then the answer lag; once all is
 // acknowledged, the lag counts down from then, whatever the rate (none
 // moves then).
-func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole, settled int64, w *wireCount) (time.Duration, bool) {
+func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64, w *wireCount) (time.Duration, bool) {
 	lag, lagOK := w.sockets.AnswerLag()
+	p.settleMu.RLock()
+	settled := p.delivered.Load()
 	inFlight, flightOK := w.sockets.InFlight()
+	p.settleMu.RUnlock()
 	if !lagOK || !flightOK {
 		return 0, false
 	}
@@ -486,6 +527,12 @@ func (p *progress) batch(b uploader.BatchProgress) {
 		p.metrics.ObserveBatch(b.Latency)
 	}
 	p.rejections.Add(int64(b.Rejected))
+	p.settleMu.Lock()
+	p.delivered.Add(b.Bytes + int64(b.Tiles)*wireOverheadPerTile)
+	if w := p.wire.Load(); w != nil && w.sockets != nil {
+		w.sockets.Settled(b.OpID)
+	}
+	p.settleMu.Unlock()
 	if st := p.interrupt.Load(); st != nil {
 		st.settled()
 		p.redraw()
@@ -512,6 +559,15 @@ func (p *progress) hooks() retrydecorator.Hooks {
 	return retrydecorator.Hooks{
 		OnRetry: func(e retrydecorator.RetryEvent) {
 			p.retries.Add(1)
+			// The call ended: nothing is in flight, and what the flight
+			// has pending (the rejected tiles among it) is sent again.
+			p.settleMu.Lock()
+			if w := p.wire.Load(); w != nil && w.sockets != nil {
+				w.sockets.SettledAll()
+			}
+			toSend := p.delivered.Load() + e.PendingBytes + int64(e.Pending)*wireOverheadPerTile
+			p.toSend.Store(&toSend)
+			p.settleMu.Unlock()
 			p.setState(fmt.Sprintf("retrying in %%s (%d pending, %d rejected)", e.Pending, e.Rejected), p.now().Add(e.Sleep))
 		},
 		OnGiveUp: func(tilestore.GiveUp) {
@@ -559,6 +615,9 @@ func (p *progress) interrupting(st *interruptState) {
 // the state, saying what waits and until when (with a countdown when the
 // run waits for it). The uploader logs the same.
 func (p *progress) wait(w uploader.Wait) {
+	if w.PastDeadline {
+		p.deferred.Add(int64(w.Tiles))
+	}
 	if p.quiet {
 		return
 	}
@@ -606,6 +665,11 @@ func (p *progress) finish() {
 	close(p.done)
 	p.stop()
 	p.wg.Wait()
+	// The flight's calls ended: an answered batch they did not settle
+	// (its resends spent, say) is not the next flight's in flight.
+	if w := p.wire.Load(); w != nil && w.sockets != nil {
+		w.sockets.SettledAll()
+	}
 	if p.status != nil {
 		p.status.Clear()
 	}

@@ -206,6 +206,10 @@ func (r *run) wire(ctx context.Context) error {
 	var wrap func(http.RoundTripper) http.RoundTripper
 	if r.opts.HTTPClient == nil {
 		r.sockets = sockmeter.New(nil)
+		// A batch's request carries its operation ID as its idempotency
+		// key (the provider contract), which its BatchProgress names:
+		// answered, it counts in flight until the progress has it settled.
+		r.sockets.HoldAnswers("Idempotency-Key")
 		dial, wrap = r.sockets.DialContext, r.sockets.RoundTripper
 	}
 	inner, err := uploader.NewClient(uploader.ClientOptions{
