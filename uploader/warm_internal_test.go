@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -162,7 +163,7 @@ func TestWarmDialerHandsOutNoConnectionItsPeerClosed(t *testing.T) {
 // A run's end ends the dials ahead still in progress (a provider that
 // does not answer SYNs holds each for the dial timeout).
 func TestWarmDialerEndsItsDialsInProgressWhenTheRunEnds(t *testing.T) {
-	var blocked sync.WaitGroup
+	var blocked, ended atomic.Int32 // dials ahead that began waiting, and that returned
 	first := true
 	var mu sync.Mutex
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -175,7 +176,7 @@ func TestWarmDialerEndsItsDialsInProgressWhenTheRunEnds(t *testing.T) {
 			return c, nil
 		}
 		blocked.Add(1)
-		defer blocked.Done()
+		defer ended.Add(1)
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -186,18 +187,14 @@ func TestWarmDialerEndsItsDialsInProgressWhenTheRunEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eventually(t, "3 dials ahead in progress", func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.dialing == 3
-	})
+	eventually(t, "3 dials ahead in progress", func() bool { return blocked.Load() == 3 })
 	d.idle()
-	done := make(chan struct{})
-	go func() { blocked.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the dials ahead still run after the run ended")
+	deadline := time.Now().Add(5 * time.Second)
+	for ended.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the 3 dials ahead still run after the run ended", 3-ended.Load())
+		}
+		time.Sleep(time.Millisecond)
 	}
 	eventually(t, "only the transport's connection counted", func() bool { open, _ := d.counts(); return open == 1 })
 }
