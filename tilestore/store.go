@@ -178,11 +178,14 @@ var (
 	// default isolation (under which a claim racing another failed with a
 	// serialization error instead of taking other tiles).
 	//
-	// The claim's statement is planned once per connection (a generic
-	// plan), not at each claim: a custom plan of it takes longer to make
-	// than a claim of 64 tiles takes to run, and the workers' claims take
-	// turns (uploader), so every claim's planning was paid in series. Its
-	// plan does not depend on the values: the flight's candidates in the
+	// The claim's statement runs on a generic plan, made once per
+	// connection where pgx prepares statements (under PgBouncer's
+	// transaction pooling, which the exec mode serves, Postgres plans it
+	// at each claim): making a custom plan costs about what running the
+	// claim does, and the workers' claims take turns (uploader), so
+	// planning would be paid in series. The settings hold for the claim's
+	// whole transaction (its journal writes too). Its plan does not
+	// depend on the values: the flight's candidates in the
 	// claim's order from the cursor on, through the index that holds them
 	// in that order (TestTheClaimsGenericPlanReadsTheOrdersIndex). JIT is
 	// off: the generic plan's estimate of a large flight's rows passes the

@@ -61,18 +61,24 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *
 		firstErr error
 		wg       sync.WaitGroup
 		workers  int
-		drained  bool // a worker found nothing left: no more are started
 	)
 	cur := newClaimCursor(req.Order) // shared: each claim starts after the last tile any worker took
 	var worker func()
-	// more starts workers up to the gate's limit; mu is held.
+	// more starts workers up to the gate's limit while the call is not
+	// drained (a claim from the first tile found nothing, and no batch of
+	// the call ended since); mu is held.
 	more := func() {
-		for !drained && workers < g.Limit() {
+		for !cur.drained() && workers < g.Limit() {
 			workers++
 			wg.Go(worker)
 		}
 	}
 	worker = func() {
+		defer func() {
+			mu.Lock()
+			workers--
+			mu.Unlock()
+		}()
 		own := &ownCursor{}
 		for stopCtx.Err() == nil {
 			release, err := g.Acquire(stopCtx)
@@ -97,9 +103,6 @@ func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *
 				return
 			}
 			if !more {
-				mu.Lock()
-				drained = true
-				mu.Unlock()
 				return
 			}
 		}
@@ -135,10 +138,10 @@ type claimCursor struct {
 	// or waiting), a lookup giving tiles back.
 	freed atomic.Int64
 	// What the last claims that found nothing knew, written under turn
-	// (emptyAt read without it, by drained): emptyAt is freed's count when a claim from the flight's first tile began
-	// that found nothing (-1: none did), emptyAfter where a claim after
-	// the cursor began that found nothing, at freed's count
-	// emptyAfterAt. While freed has not moved, a claim from the first
+	// (emptyAt is read without it, by drained): emptyAt is freed's count
+	// when a claim from the flight's first tile began that found nothing
+	// (-1: none did), emptyAfter where a claim after the cursor began
+	// that found nothing, at freed's count emptyAfterAt. While freed has not moved, a claim from the first
 	// tile would find nothing too (the workers still waiting for a slot
 	// at the end of a call, as many as the limit once was, stop without
 	// asking the database again each), and one after that cursor looks
@@ -333,6 +336,9 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	own.rescan, own.resume = false, tilestore.Cursor{}
 	if !c.Last.IsZero() && c.Left > 0 {
 		own.resume = c.Last // its leftovers, before other workers' batches
+		// Its leftovers were locked until its commit: a claim that
+		// skipped them may have found the call drained, which it is not.
+		cur.freed.Add(1)
 	}
 	rep.local(c.Rejections)
 	if c.Batch.OpID == "" {

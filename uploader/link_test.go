@@ -52,8 +52,8 @@ func TestAutoConcurrencyFillsAnEmulatedLongFatLinkWhereAFixedFourDoesNot(t *test
 	fixed, _ := linkRun(t, 100, 200*time.Millisecond, 8, 1500, 4)
 	auto, rep := linkRun(t, 100, 200*time.Millisecond, 8, 1500, 0)
 	// The share a run reaches here depends on the machine too (the
-	// provider, the database and the race detector share two cores, and
-	// under load they, not the link, cap auto's run): the test asks for
+	// provider, the database and the race detector share its CPU, and
+	// when it is busy they, not the link, cap auto's run): the test asks for
 	// what the limit alone decides, that auto finds the room a fixed 4
 	// leaves, by a margin no run at 4 in flight comes near.
 	if auto < 1.5*fixed {

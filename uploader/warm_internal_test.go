@@ -2,7 +2,6 @@ package uploader
 
 import (
 	"context"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -120,43 +119,6 @@ func TestWarmDialerOpensNoMoreThanItWasAskedForOrTheTransportTook(t *testing.T) 
 	d.idle()
 	if open, parked := d.counts(); open != 3 || parked != 0 {
 		t.Fatalf("open %d, parked %d after idle; want 3, 0", open, parked)
-	}
-}
-
-func TestWarmDialerHandsOutNoConnectionItsPeerClosed(t *testing.T) {
-	a := newAcceptor(t)
-	d := newWarmDialer(nil, time.Now)
-	ctx := context.Background()
-	addr := a.ln.Addr().String()
-	d.ahead(3)
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	eventually(t, "2 dialed ahead", func() bool { _, parked := d.counts(); return parked == 2 && a.accepted() == 3 })
-	a.closeAll() // the provider closes connections that sent nothing
-	time.Sleep(50 * time.Millisecond)
-	got, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.Close()
-	// The 2 closed ones are not handed out: a new one is dialed.
-	eventually(t, "a 4th connection accepted", func() bool { return a.accepted() == 4 })
-	// The new one works: the peer sees what is written.
-	a.mu.Lock()
-	peer := a.conns[3]
-	a.mu.Unlock()
-	if _, err := got.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1)
-	if _, err := io.ReadFull(peer, buf); err != nil {
-		t.Fatalf("the new connection's peer read %v", err)
-	}
-	if open, parked := d.counts(); open != 2 || parked != 0 {
-		t.Fatalf("open %d, parked %d; want 2 (the first and the new one), 0", open, parked)
 	}
 }
 
