@@ -524,11 +524,23 @@ func (r *request) lastLook() time.Time {
 // another stream's bytes may be among it, and then it is not all
 // acknowledged and there is no lag), acknowledged at the earliest with
 // the last write: the lag is at most the time since.
+//
+// The lag is handed to the Meter after the request's lock is let go:
+// InFlight holds the Meter's while it takes each request's.
 func (r *request) answered(now time.Time) {
+	if lag, ok := r.lag(now); ok {
+		r.m.observeLag(lag, r.body.Load())
+	}
+}
+
+// lag marks the request answered at now and returns its answer lag; ok
+// is false when it has none (answered before all of it was acknowledged,
+// or answered already).
+func (r *request) lag(now time.Time) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done || r.c == nil {
-		return
+		return 0, false
 	}
 	r.done = true
 	end, ackedAt := r.end, r.ackedAt
@@ -538,12 +550,12 @@ func (r *request) answered(now time.Time) {
 	if ackedAt.IsZero() {
 		acked, err := bytesAcked(r.c.TCPConn)
 		if err != nil || end == 0 || acked < end {
-			return
+			return 0, false
 		}
 		last := r.lastLook() // acknowledged since then
 		ackedAt = last.Add(now.Sub(last) / 2)
 	}
-	r.m.observeLag(max(now.Sub(ackedAt), 0), r.body.Load())
+	return max(now.Sub(ackedAt), 0), true
 }
 
 // conn counts what is written to it.
