@@ -317,6 +317,11 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	dial := opts.DialContext
 	if opts.HTTPClient == nil {
 		u.warm = newWarmDialer(dial, u.now)
+		if base.Scheme == "https" {
+			// The provider may choose HTTP/2: nothing is dialed ahead
+			// until an answer shows it did not.
+			u.warm.awaitProtocol()
+		}
 		dial = u.warm.DialContext
 	}
 	u.client = buildClient(opts.HTTPClient, dial, opts.WrapTransport, opts.TLS, opts.InsecureSkipVerify, u.timeout)

@@ -83,7 +83,9 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	if !req.DryRun {
 		// The connections of the first batches open while the provider
 		// is asked its limits: its answer finds them ready, not one
-		// handshake away.
+		// handshake away. Over HTTPS they open once that answer shows
+		// HTTP/1.x (none for HTTP/2, whose one connection carries every
+		// request): the dialer keeps what is asked here until then.
 		u.warm.ahead(u.gateFor(req).Ahead())
 	}
 	caps, err := u.capabilities(ctx, rep)

@@ -361,8 +361,12 @@ func (ex *exchange) send(reqCtx context.Context, method, path string, body *batc
 	if ex.heard != nil {
 		ex.heard()
 	}
+	// The answer shows the protocol, which decides whether connections
+	// are dialed ahead (warm.go).
 	if resp.ProtoMajor >= 2 {
 		u.warm.multiplexed() // one connection carries every request
+	} else {
+		u.warm.http1() // a request at a time per connection
 	}
 	b, rerr := readCapped(resp.Body, u.maxBody)
 	resp.Body.Close()

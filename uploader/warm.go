@@ -19,14 +19,21 @@ import (
 //
 // The address is the one the transport dials (the provider's, or its
 // proxy's): nothing is dialed ahead before the transport's first dial,
-// which the run's first request (GET /v1/capabilities) makes, so the
-// connections for its first batches open during that request.
+// which the run's first request (GET /v1/capabilities) makes. Over plain
+// HTTP (HTTP/1.1: net/http does not speak HTTP/2 in the clear) the
+// connections for the run's first batches open during that request. Over
+// HTTPS the provider may choose HTTP/2 (ALPN), where one connection
+// carries every request and connections dialed ahead would only be
+// closed unused: nothing is dialed ahead until an answer shows the
+// protocol (the sender tells: http1, multiplexed), and then, for
+// HTTP/1.x, what ahead last asked for.
 //
 // Connections it dials and the transport has not closed count towards
 // ahead's number, parked ones included, so it never holds more than the
 // most it was asked for or the transport needed at once. What is parked
-// when a run ends is closed (idle), as is one parked longer than
-// maxParked or that its peer closed.
+// when a run ends is closed (idle); one parked longer than maxParked or
+// that its peer closed is closed and replaced when ahead is next asked,
+// and never handed to the transport.
 type warmDialer struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	now  func() time.Time
@@ -41,12 +48,27 @@ type warmDialer struct {
 	waiting       int // transport dials waiting for one of them
 	parked        []parkedConn
 	changed       chan struct{} // closed and replaced when a warm dial ends
-	off           bool          // the transport multiplexes (HTTP/2): one connection serves every request
+	proto         protocol      // what the provider's answers came over, as far as it matters here
 	// stop ends the warm dials in progress (idle); nil when none was
 	// started since.
 	ctx  context.Context
 	stop context.CancelFunc
 }
+
+// protocol is what a provider's answers come over, as the dialer sees it.
+type protocol int
+
+const (
+	// protoOnePerConn: HTTP/1.x, a request at a time per connection;
+	// connections are dialed ahead.
+	protoOnePerConn protocol = iota
+	// protoUnknown: no answer yet from a provider that may choose HTTP/2
+	// (HTTPS); nothing is dialed ahead.
+	protoUnknown
+	// protoMultiplexed: HTTP/2, one connection serves every request;
+	// nothing is dialed ahead.
+	protoMultiplexed
+)
 
 type parkedConn struct {
 	c  *warmConn
@@ -62,6 +84,8 @@ const maxParked = 20 * time.Second
 // warmDialTimeout bounds one dial ahead.
 const warmDialTimeout = 30 * time.Second
 
+// newWarmDialer dials ahead at once (plain HTTP); awaitProtocol holds it
+// until an answer shows the protocol.
 func newWarmDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), now func() time.Time) *warmDialer {
 	if dial == nil {
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // net/http's default transport's
@@ -70,23 +94,38 @@ func newWarmDialer(dial func(ctx context.Context, network, addr string) (net.Con
 	return &warmDialer{dial: dial, now: now, changed: make(chan struct{})}
 }
 
+// awaitProtocol holds the dials ahead until an answer shows the
+// protocol (http1 or multiplexed): for a provider over HTTPS.
+func (d *warmDialer) awaitProtocol() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.proto == protoOnePerConn {
+		d.proto = protoUnknown
+	}
+}
+
 // ahead asks for n connections open by the next round trip: those open
 // (in use, idle in the transport, parked) count, and the rest are dialed
-// now. A nil warmDialer (a client the caller built) does nothing.
+// now (once the protocol is known to be HTTP/1.x). A nil warmDialer (a
+// client the caller built) does nothing.
 func (d *warmDialer) ahead(n int) {
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.want = n
-	d.fill()
+	stale := d.fill()
+	d.mu.Unlock()
+	closeAll(stale)
 }
 
-// fill dials up to want; d.mu is held.
-func (d *warmDialer) fill() {
-	if d.addr == "" || d.off {
-		return
+// fill closes the parked connections that are stale (sweep) and dials up
+// to want; d.mu is held. The caller closes what it returns once it has
+// released d.mu.
+func (d *warmDialer) fill() []parkedConn {
+	stale := d.sweep()
+	if d.addr == "" || d.proto != protoOnePerConn {
+		return stale
 	}
 	for d.open < d.want {
 		if d.stop == nil {
@@ -96,6 +135,33 @@ func (d *warmDialer) fill() {
 		d.dialing++
 		go d.dialAhead(d.ctx, d.network, d.addr)
 	}
+	return stale
+}
+
+// sweep takes the parked connections past maxParked or that their peer
+// closed out of the parking and the count, so fill replaces them; d.mu is
+// held. The parking holds at most what ahead asked for, and a look into a
+// connection is one system call that does not wait.
+func (d *warmDialer) sweep() []parkedConn {
+	var stale []parkedConn
+	kept := d.parked[:0]
+	for _, p := range d.parked {
+		if d.fresh(p) {
+			kept = append(kept, p)
+			continue
+		}
+		stale = append(stale, p)
+		p.c.uncount()
+	}
+	clear(d.parked[len(kept):])
+	d.parked = kept
+	return stale
+}
+
+// fresh says p may still carry a request: parked for less than maxParked
+// and not closed by its peer.
+func (d *warmDialer) fresh(p parkedConn) bool {
+	return d.now().Sub(p.at) < maxParked && peerOpen(p.c.Conn)
 }
 
 func (d *warmDialer) dialAhead(ctx context.Context, network, addr string) {
@@ -106,7 +172,7 @@ func (d *warmDialer) dialAhead(ctx context.Context, network, addr string) {
 	d.dialing--
 	close(d.changed)
 	d.changed = make(chan struct{})
-	keep := err == nil && !d.off && addr == d.addr && d.want > 0
+	keep := err == nil && d.proto == protoOnePerConn && addr == d.addr && d.want > 0
 	if keep {
 		d.parked = append(d.parked, parkedConn{c: &warmConn{Conn: c, d: d}, at: d.now()})
 	} else {
@@ -128,8 +194,7 @@ func (d *warmDialer) DialContext(ctx context.Context, network, addr string) (net
 		d.mu.Lock()
 		if network != d.network || addr != d.addr {
 			d.network, d.addr = network, addr
-			stale := d.takeParked()
-			d.fill()
+			stale := append(d.takeParked(), d.fill()...)
 			d.mu.Unlock()
 			closeAll(stale)
 			continue
@@ -139,7 +204,7 @@ func (d *warmDialer) DialContext(ctx context.Context, network, addr string) (net
 			p := d.parked[0]
 			d.parked = d.parked[1:]
 			d.mu.Unlock()
-			if d.now().Sub(p.at) < maxParked && peerOpen(p.c.Conn) {
+			if d.fresh(p) {
 				return p.c, nil
 			}
 			p.c.Close()
@@ -181,10 +246,29 @@ func (d *warmDialer) multiplexed() {
 		return
 	}
 	d.mu.Lock()
-	d.off = true
+	d.proto = protoMultiplexed
 	parked := d.takeParked()
 	d.mu.Unlock()
 	closeAll(parked)
+}
+
+// http1 says an answer came over HTTP/1.x, a request at a time per
+// connection: a dialer waiting for the protocol dials what ahead last
+// asked for. An answer after one over HTTP/2 changes nothing: the
+// transport keeps its multiplexed connection.
+func (d *warmDialer) http1() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.proto != protoUnknown {
+		d.mu.Unlock()
+		return
+	}
+	d.proto = protoOnePerConn
+	stale := d.fill()
+	d.mu.Unlock()
+	closeAll(stale)
 }
 
 // idle closes the parked connections and ends the dials ahead still in
@@ -245,4 +329,9 @@ func (c *warmConn) Close() error {
 		c.d.mu.Unlock()
 	})
 	return c.Conn.Close()
+}
+
+// uncount takes c out of the count before it is closed; c.d.mu is held.
+func (c *warmConn) uncount() {
+	c.once.Do(func() { c.d.open-- })
 }

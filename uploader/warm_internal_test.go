@@ -2,6 +2,7 @@ package uploader
 
 import (
 	"context"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -159,4 +160,41 @@ func TestWarmDialerEndsItsDialsInProgressWhenTheRunEnds(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	eventually(t, "only the transport's connection counted", func() bool { open, _ := d.counts(); return open == 1 })
+}
+
+// A connection parked past maxParked is closed and replaced on the next
+// ahead, before the transport's next dial finds it stale and has to dial
+// one of its own.
+func TestWarmDialerReplacesAParkedConnectionPastItsAgeOnTheNextAhead(t *testing.T) {
+	var mu sync.Mutex
+	var peers []net.Conn // the far ends of what was dialed, in order
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, peer := net.Pipe()
+		mu.Lock()
+		peers = append(peers, peer)
+		mu.Unlock()
+		return c, nil
+	}
+	dialed := func() int { mu.Lock(); defer mu.Unlock(); return len(peers) }
+	var clock atomic.Int64
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	d := newWarmDialer(dial, now)
+	d.ahead(2)
+	c, err := d.DialContext(context.Background(), "tcp", "provider:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, "one parked", func() bool { _, parked := d.counts(); return parked == 1 })
+	clock.Add(int64(maxParked + time.Second))
+	d.ahead(2)
+	eventually(t, "a third dial, replacing the stale one", func() bool { return dialed() == 3 })
+	eventually(t, "the fresh one parked", func() bool { open, parked := d.counts(); return open == 2 && parked == 1 })
+	mu.Lock()
+	stale := peers[1]
+	mu.Unlock()
+	_ = stale.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := stale.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the stale parked connection's peer read %v, want io.EOF (closed)", err)
+	}
 }

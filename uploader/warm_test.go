@@ -1,11 +1,17 @@
 package uploader_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,5 +89,111 @@ func TestTheFirstBatchesGoOnConnectionsOpenedDuringTheCapabilitiesRequest(t *tes
 			t.Errorf("batch %d of the first %d reached the provider %v after it answered the capabilities request, want within %v",
 				i+1, first, d.Round(time.Millisecond), bound)
 		}
+	}
+}
+
+// countingListener notes each connection it accepts and how many bytes
+// the server read from it.
+type countingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*countedConn
+}
+
+type countedConn struct {
+	net.Conn
+	read atomic.Int64
+}
+
+func (c *countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	cc := &countedConn{Conn: c}
+	l.mu.Lock()
+	l.conns = append(l.conns, cc)
+	l.mu.Unlock()
+	return cc, nil
+}
+
+// counts is the connections accepted and, of them, those the client sent
+// nothing on.
+func (l *countingListener) counts() (accepted, unused int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		if c.read.Load() == 0 {
+			unused++
+		}
+	}
+	return len(l.conns), unused
+}
+
+// tlsRun serves a provider over TLS on loopback (HTTP/2 offered when h2)
+// and uploads a flight of a batch's tiles to it; it returns the listener
+// that counted the connections and the protocol the batch came over.
+func tlsRun(t *testing.T, h2 bool) (*countingListener, int) {
+	t.Helper()
+	p := providertest.Start(t, nil)
+	var proto atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			proto.Store(int32(r.ProtoMajor))
+		}
+		p.Server.Handler().ServeHTTP(w, r)
+	}))
+	srv.EnableHTTP2 = h2
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // connections closed before their handshake are what the tests count
+	ln := &countingListener{Listener: srv.Listener}
+	srv.Listener = ln
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	flight := "warm-tls"
+	c := providertest.NewClient(t, flight)
+	c.AddTiles(t, flight, 1, 1<<10, 1)
+	u, _ := newUploader(t, srv.URL, c, func(o *uploader.ClientOptions) {
+		o.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	})
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: flight})
+	if err != nil || rep.Accepted != 1 {
+		t.Fatalf("accepted %d of 1: %v", rep.Accepted, err)
+	}
+	return ln, int(proto.Load())
+}
+
+// An HTTPS provider may answer over HTTP/2, where one connection carries
+// every request: nothing is dialed ahead until an answer shows which, so
+// such a provider sees only the connection its requests use.
+func TestAnHTTP2ProviderGetsNoConnectionsOpenedAhead(t *testing.T) {
+	ln, proto := tlsRun(t, true)
+	if proto != 2 {
+		t.Fatalf("the batch came over HTTP/%d, want HTTP/2", proto)
+	}
+	time.Sleep(100 * time.Millisecond) // a dial ahead would have been accepted by now
+	if accepted, unused := ln.counts(); accepted > 2 || unused > 0 {
+		t.Fatalf("the provider accepted %d connections, %d of them unused; want at most 2, none unused", accepted, unused)
+	}
+}
+
+// An HTTPS provider that answers over HTTP/1.1 takes a request per
+// connection: once the capabilities answer shows it, the first batches'
+// connections are opened ahead as over plain HTTP.
+func TestAnHTTP1ProviderOverTLSGetsConnectionsOpenedAheadAfterItsFirstAnswer(t *testing.T) {
+	ln, proto := tlsRun(t, false)
+	if proto != 1 {
+		t.Fatalf("the batch came over HTTP/%d, want HTTP/1.1", proto)
+	}
+	if accepted, _ := ln.counts(); accepted < concurrency.DefaultInitial {
+		t.Fatalf("the provider accepted %d connections, want at least the %d the first batches may use, opened ahead",
+			accepted, concurrency.DefaultInitial)
 	}
 }

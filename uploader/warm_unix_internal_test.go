@@ -48,3 +48,23 @@ func TestWarmDialerHandsOutNoConnectionItsPeerClosed(t *testing.T) {
 		t.Fatalf("open %d, parked %d; want 2 (the first and the new one), 0", open, parked)
 	}
 }
+
+// A parked connection its peer closed is closed and replaced on the next
+// ahead, before the transport's next dial would find it closed.
+func TestWarmDialerReplacesAParkedConnectionItsPeerClosedOnTheNextAhead(t *testing.T) {
+	a := newAcceptor(t)
+	d := newWarmDialer(nil, time.Now)
+	addr := a.ln.Addr().String()
+	d.ahead(3)
+	c, err := d.DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, "2 dialed ahead", func() bool { _, parked := d.counts(); return parked == 2 && a.accepted() == 3 })
+	a.closeAll() // the provider closes connections that sent nothing
+	time.Sleep(50 * time.Millisecond)
+	d.ahead(3)
+	eventually(t, "2 more dialed to replace them", func() bool { return a.accepted() == 5 })
+	eventually(t, "3 open, 2 of them parked", func() bool { open, parked := d.counts(); return open == 3 && parked == 2 })
+}
