@@ -47,8 +47,11 @@ func (u *Client) gateFor(req Request) gate {
 // LOCKED, so workers of this and of other processes take different tiles),
 // verify its blobs, send it and settle it, until nothing is left to claim.
 // A worker is started when the gate's limit rises above the workers there
-// are, up to the first that finds nothing left: an adaptive limit that
-// grows gets the workers to fill it, and no more claims run than slots.
+// are, while the call is not drained (a claim from the first tile found
+// nothing and nothing was freed since; a batch's end or a claim's
+// committed leftovers free tiles, and workers start again): an adaptive
+// limit that grows gets the workers to fill it, and no more claims run
+// than slots.
 func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *runReport, claims *claimState, due *dueBatches) error {
 	g := u.gateFor(req)
 	rep.setGate(g)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +50,10 @@ type warmDialer struct {
 	parked        []parkedConn
 	changed       chan struct{} // closed and replaced when a warm dial ends
 	proto         protocol      // what the provider's answers came over, as far as it matters here
+	// awaiting is proto == protoUnknown, read without mu: the sender
+	// tells the dialer the protocol of every answer, and all but the
+	// first while it waits change nothing.
+	awaiting atomic.Bool
 	// stop ends the warm dials in progress (idle); nil when none was
 	// started since.
 	ctx  context.Context
@@ -101,6 +106,7 @@ func (d *warmDialer) awaitProtocol() {
 	defer d.mu.Unlock()
 	if d.proto == protoOnePerConn {
 		d.proto = protoUnknown
+		d.awaiting.Store(true)
 	}
 }
 
@@ -247,6 +253,7 @@ func (d *warmDialer) multiplexed() {
 	}
 	d.mu.Lock()
 	d.proto = protoMultiplexed
+	d.awaiting.Store(false)
 	parked := d.takeParked()
 	d.mu.Unlock()
 	closeAll(parked)
@@ -260,12 +267,16 @@ func (d *warmDialer) http1() {
 	if d == nil {
 		return
 	}
+	if !d.awaiting.Load() {
+		return // every answer tells; only the first one while waiting matters
+	}
 	d.mu.Lock()
 	if d.proto != protoUnknown {
 		d.mu.Unlock()
 		return
 	}
 	d.proto = protoOnePerConn
+	d.awaiting.Store(false)
 	stale := d.fill()
 	d.mu.Unlock()
 	closeAll(stale)
@@ -332,6 +343,9 @@ func (c *warmConn) Close() error {
 }
 
 // uncount takes c out of the count before it is closed; c.d.mu is held.
+// It shares Close's once: a Close of c on another goroutine at the same
+// time would wait for c.d.mu here, which only parked connections (never
+// yet handed out, so closed by nobody else) avoid.
 func (c *warmConn) uncount() {
 	c.once.Do(func() { c.d.open-- })
 }
