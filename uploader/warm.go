@@ -49,11 +49,11 @@ type warmDialer struct {
 	waiting       int // transport dials waiting for one of them
 	parked        []parkedConn
 	changed       chan struct{} // closed and replaced when a warm dial ends
-	proto         protocol      // what the provider's answers came over, as far as it matters here
-	// awaiting is proto == protoUnknown, read without mu: the sender
-	// tells the dialer the protocol of every answer, and all but the
-	// first while it waits change nothing.
-	awaiting atomic.Bool
+	// proto is what the provider's answers came over, as far as it
+	// matters here: written under mu, read without it by http1, which
+	// the sender calls on every answer and which changes something only
+	// while the protocol is unknown.
+	proto atomic.Int32
 	// stop ends the warm dials in progress (idle); nil when none was
 	// started since.
 	ctx  context.Context
@@ -61,7 +61,7 @@ type warmDialer struct {
 }
 
 // protocol is what a provider's answers come over, as the dialer sees it.
-type protocol int
+type protocol = int32
 
 const (
 	// protoOnePerConn: HTTP/1.x, a request at a time per connection;
@@ -104,10 +104,7 @@ func newWarmDialer(dial func(ctx context.Context, network, addr string) (net.Con
 func (d *warmDialer) awaitProtocol() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.proto == protoOnePerConn {
-		d.proto = protoUnknown
-		d.awaiting.Store(true)
-	}
+	d.proto.CompareAndSwap(protoOnePerConn, protoUnknown)
 }
 
 // ahead asks for n connections open by the next round trip: those open
@@ -130,7 +127,7 @@ func (d *warmDialer) ahead(n int) {
 // released d.mu.
 func (d *warmDialer) fill() []parkedConn {
 	stale := d.sweep()
-	if d.addr == "" || d.proto != protoOnePerConn {
+	if d.addr == "" || d.proto.Load() != protoOnePerConn {
 		return stale
 	}
 	for d.open < d.want {
@@ -178,7 +175,7 @@ func (d *warmDialer) dialAhead(ctx context.Context, network, addr string) {
 	d.dialing--
 	close(d.changed)
 	d.changed = make(chan struct{})
-	keep := err == nil && d.proto == protoOnePerConn && addr == d.addr && d.want > 0
+	keep := err == nil && d.proto.Load() == protoOnePerConn && addr == d.addr && d.want > 0
 	if keep {
 		d.parked = append(d.parked, parkedConn{c: &warmConn{Conn: c, d: d}, at: d.now()})
 	} else {
@@ -252,8 +249,7 @@ func (d *warmDialer) multiplexed() {
 		return
 	}
 	d.mu.Lock()
-	d.proto = protoMultiplexed
-	d.awaiting.Store(false)
+	d.proto.Store(protoMultiplexed)
 	parked := d.takeParked()
 	d.mu.Unlock()
 	closeAll(parked)
@@ -267,16 +263,14 @@ func (d *warmDialer) http1() {
 	if d == nil {
 		return
 	}
-	if !d.awaiting.Load() {
-		return // every answer tells; only the first one while waiting matters
+	if d.proto.Load() != protoUnknown {
+		return // known already: every answer tells, the first one matters
 	}
 	d.mu.Lock()
-	if d.proto != protoUnknown {
+	if !d.proto.CompareAndSwap(protoUnknown, protoOnePerConn) {
 		d.mu.Unlock()
 		return
 	}
-	d.proto = protoOnePerConn
-	d.awaiting.Store(false)
 	stale := d.fill()
 	d.mu.Unlock()
 	closeAll(stale)
