@@ -2,7 +2,6 @@ package uploader_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"sync"
 	"testing"
@@ -18,10 +17,7 @@ import (
 func TestABatchSettledFromTheProvidersRecordTellsTheProgressItsBytes(t *testing.T) {
 	t.Parallel()
 	p := providertest.Start(t, nil)
-	d := &dropAnswers{inner: p.Server.Handler()}
-	d.on.Store(true)
-	hs := httptest.NewServer(d)
-	t.Cleanup(hs.Close)
+	d, hs := behindDroppedAnswers(t, p)
 	c := providertest.NewClient(t, "fr")
 	tiles := c.AddTiles(t, "fr", 2, 1024, 5)
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {

@@ -20,10 +20,7 @@ import (
 func TestABrokenConnectionNearTheDeadlineIsNotBlamedOnTheProvidersAdvice(t *testing.T) {
 	t.Parallel()
 	p := providertest.Start(t, nil)
-	d := &dropAnswers{inner: p.Server.Handler()}
-	d.on.Store(true)
-	hs := httptest.NewServer(d)
-	t.Cleanup(hs.Close)
+	_, hs := behindDroppedAnswers(t, p)
 	c := providertest.NewClient(t, "fd")
 	c.AddTiles(t, "fd", 4, 256, 1)
 	u, _ := newUploader(t, hs.URL, c, nil)

@@ -156,6 +156,17 @@ func (d *dropAnswers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// behindDroppedAnswers serves p through a dropAnswers, on, and returns
+// both.
+func behindDroppedAnswers(t *testing.T, p *providertest.Provider) (*dropAnswers, *httptest.Server) {
+	t.Helper()
+	d := &dropAnswers{inner: p.Server.Handler()}
+	d.on.Store(true)
+	hs := httptest.NewServer(d)
+	t.Cleanup(hs.Close)
+	return d, hs
+}
+
 func TestResendsStopWhenTheBudgetIsSpentAndTheNextRunSettlesWithTheSameKeys(t *testing.T) {
 	t.Parallel()
 	p := providertest.Start(t, nil)
