@@ -352,7 +352,6 @@ func (ex *exchange) send(reqCtx context.Context, method, path string, body *batc
 	// waits for it is a batch queued on the path, as the adaptive limit
 	// sees it.
 	asked := u.now()
-	ex.attemptStart = asked.Add(-ex.paced)
 	resp, err := u.client.Do(req)
 	ex.attemptStart = ex.onWire(asked)
 	if err != nil {

@@ -248,6 +248,9 @@ func (d *warmDialer) multiplexed() {
 	if d == nil {
 		return
 	}
+	if d.proto.Load() == protoMultiplexed {
+		return // known already: every answer tells, the first one matters
+	}
 	d.mu.Lock()
 	d.proto.Store(protoMultiplexed)
 	parked := d.takeParked()

@@ -152,13 +152,7 @@ func TestWarmDialerEndsItsDialsInProgressWhenTheRunEnds(t *testing.T) {
 	defer c.Close()
 	eventually(t, "3 dials ahead in progress", func() bool { return blocked.Load() == 3 })
 	d.idle()
-	deadline := time.Now().Add(5 * time.Second)
-	for ended.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the 3 dials ahead still run after the run ended", 3-ended.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the 3 dials ahead ended after the run ended", func() bool { return ended.Load() == 3 })
 	eventually(t, "only the transport's connection counted", func() bool { open, _ := d.counts(); return open == 1 })
 }
 
