@@ -185,9 +185,10 @@ func (p *progress) fields() []iostreams.Field {
 	if filled > 0 && filled < width {
 		bar = strings.Repeat("=", filled-1) + ">" + strings.Repeat(" ", width-filled)
 	}
+	look, eta, etaOK := p.glance()
 	rate := "-/s"
-	if bps, ok := p.rate(); ok {
-		rate = iostreams.HumanBytes(int64(bps)) + "/s"
+	if look.rateOK {
+		rate = iostreams.HumanBytes(int64(look.bps)) + "/s"
 	}
 	state, statePrio := p.stateText(), prioState
 	if state == "uploading" {
@@ -204,7 +205,7 @@ func (p *progress) fields() []iostreams.Field {
 		f = append(f, iostreams.Field{Text: "limit " + l.Current().String(), Priority: prioLimit})
 	}
 	f = append(f, iostreams.Field{Text: state, Priority: statePrio})
-	if eta, ok := p.eta(); ok {
+	if etaOK {
 		f = append(f, iostreams.Field{Text: "ETA " + iostreams.HumanDuration(eta.Round(time.Second)), Priority: prioState})
 	}
 	return f
@@ -371,12 +372,32 @@ func (p *progress) acked(w *wireCount) (int64, bool) {
 // Without the count, it is the bytes not yet settled at the rate of
 // settled ones.
 func (p *progress) eta() (time.Duration, bool) {
+	_, eta, ok := p.glance()
+	return eta, ok
+}
+
+// rateLook is the rate one look found, for a line that shows both it and
+// the ETA (the status line, the log's progress line): the sockets are
+// read once per line.
+type rateLook struct {
+	bps    float64
+	rateOK bool
+}
+
+// glance measures once and returns the rate and the ETA from that look.
+func (p *progress) glance() (rateLook, time.Duration, bool) {
+	now := p.now()
+	bps, src, ok := p.measure(now)
+	eta, etaOK := p.etaFrom(now, bps, src, ok)
+	return rateLook{bps: bps, rateOK: ok}, eta, etaOK
+}
+
+// etaFrom is the ETA at now from the rate measure found then.
+func (p *progress) etaFrom(now time.Time, bps float64, src rateSource, ok bool) (time.Duration, bool) {
 	tot := p.total.Load()
 	if tot == nil {
 		return 0, false
 	}
-	now := p.now()
-	bps, src, ok := p.measure(now)
 	if src == rateSettled {
 		return p.meter.estimate(now, p.bytes.Load(), max(tot.bytes-p.bytes.Load(), 0), 0)
 	}
@@ -502,12 +523,13 @@ func (p *progress) logLine() {
 			Int64("bytes_done", p.bytes.Load()).RawJSON("bytes_total", []byte("null"))
 	}
 	// Unknown is null, never a 0 made up.
-	if bps, ok := p.rate(); ok {
-		e = e.Float64("rate_bytes_per_second", math.Round(bps))
+	look, eta, etaOK := p.glance()
+	if look.rateOK {
+		e = e.Float64("rate_bytes_per_second", math.Round(look.bps))
 	} else {
 		e = e.RawJSON("rate_bytes_per_second", []byte("null"))
 	}
-	if eta, ok := p.eta(); ok {
+	if etaOK {
 		e = e.Float64("eta_seconds", math.Round(eta.Seconds()*10)/10)
 	} else {
 		e = e.RawJSON("eta_seconds", []byte("null"))
