@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/uploader/concurrency"
 )
 
@@ -340,7 +341,7 @@ func (ex *exchange) send(reqCtx context.Context, method, path string, body *batc
 		r := body.paced(reqCtx, u.pace)
 		req.Body, req.ContentLength, req.GetBody = r, int64(r.Len()), nil
 		req.Header.Set("Content-Type", body.contentType())
-		req.Header.Set("Idempotency-Key", ex.opID)
+		req.Header.Set(operation.HeaderIdempotencyKey, ex.opID)
 		setSequenceHeaders(req.Header, ex.seq)
 	}
 	req.Header.Set("Accept", "application/json")

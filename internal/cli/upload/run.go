@@ -209,7 +209,7 @@ func (r *run) wire(ctx context.Context) error {
 		// A batch's request carries its operation ID as its idempotency
 		// key (the provider contract), which its BatchProgress names:
 		// answered, it counts in flight until the progress has it settled.
-		r.sockets.HoldAnswers("Idempotency-Key")
+		r.sockets.HoldAnswers(operation.HeaderIdempotencyKey)
 		dial, wrap = r.sockets.DialContext, r.sockets.RoundTripper
 	}
 	inner, err := uploader.NewClient(uploader.ClientOptions{
