@@ -17,11 +17,10 @@ import (
 // h2Client is a client as the uploader builds one (a clone of net/http's
 // default transport, which attempts HTTP/2) dialing through m and
 // followed by it, trusting srv's certificate.
-func h2Client(srv *httptest.Server, m *Meter) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = m.DialContext
-	tr.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
-	return &http.Client{Transport: m.RoundTripper(tr)}
+func h2Client(t *testing.T, srv *httptest.Server, m *Meter) *http.Client {
+	return meteredClient(t, m, func(tr *http.Transport) {
+		tr.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	})
 }
 
 // Over HTTP/2 the requests in flight share one connection, and the server
@@ -47,7 +46,7 @@ func TestOverHTTP2TheAnswerLagIsEachRequestsOwn(t *testing.T) {
 		dials.Add(1)
 		return dial(ctx, network, addr)
 	}
-	c := h2Client(srv, m)
+	c := h2Client(t, srv, m)
 	post := func() {
 		resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, 64<<10)))
 		if err != nil {

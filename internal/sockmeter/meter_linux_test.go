@@ -32,6 +32,20 @@ func serve(t *testing.T, handle func(net.Conn)) string {
 	return ln.Addr().String()
 }
 
+// meteredClient is a client on a clone of Go's default transport that
+// dials through m and goes through m's RoundTripper, as the uploader's
+// default one does; tweak, if set, changes the transport first.
+func meteredClient(t *testing.T, m *Meter, tweak func(*http.Transport)) *http.Client {
+	t.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = m.DialContext
+	if tweak != nil {
+		tweak(tr)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: m.RoundTripper(tr)}
+}
+
 // writeAll writes b in 16 KiB pieces, as net/http does.
 func writeAll(c net.Conn, b []byte) {
 	for len(b) > 0 {
@@ -110,9 +124,7 @@ func TestTheAnswerLagRunsFromTheLastByteAcknowledgedToTheAnswer(t *testing.T) {
 	if _, ok := m.AnswerLag(); ok {
 		t.Fatal("an answer lag before any answer")
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = m.DialContext
-	c := &http.Client{Transport: m.RoundTripper(tr)}
+	c := meteredClient(t, m, nil)
 	post := func(size int) {
 		t.Helper()
 		resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, size)))
@@ -148,9 +160,8 @@ func TestAckedKeepsClosedConnectionsAndInFlightOnlyUnansweredBodies(t *testing.T
 	}))
 	t.Cleanup(srv.Close)
 	m := New(nil)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = m.DialContext
-	c := &http.Client{Transport: m.RoundTripper(tr)}
+	var tr *http.Transport
+	c := meteredClient(t, m, func(x *http.Transport) { tr = x })
 	const size = 1 << 20
 	deadline := time.Now().Add(10 * time.Second)
 	body := make([]byte, size)
@@ -222,9 +233,7 @@ func TestAnAnsweredBodyCountsInFlightUntilItsKeyIsSettled(t *testing.T) {
 	t.Cleanup(srv.Close)
 	m := New(nil)
 	m.HoldAnswers("Idempotency-Key")
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = m.DialContext
-	c := &http.Client{Transport: m.RoundTripper(tr)}
+	c := meteredClient(t, m, nil)
 	const size = 256 << 10
 	post := func(key string) {
 		t.Helper()
@@ -265,9 +274,7 @@ func TestInFlightCountsNoBodyBytesTheTransportHoldsUnwritten(t *testing.T) {
 	addr := serve(t, func(c net.Conn) { <-stop }) // reads nothing
 	t.Cleanup(func() { close(stop) })
 	m := New(nil)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = m.DialContext
-	c := &http.Client{Transport: m.RoundTripper(tr)}
+	c := meteredClient(t, m, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr, bytes.NewReader(make([]byte, 64<<20)))
@@ -317,15 +324,15 @@ func TestARequestOnAConnectionUnderAnotherLayerGetsItsLag(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	m := New(nil)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := m.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
+	c := meteredClient(t, m, func(tr *http.Transport) {
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := m.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return layered{c}, nil
 		}
-		return layered{c}, nil
-	}
-	c := &http.Client{Transport: m.RoundTripper(tr)}
+	})
 	resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, 64<<10)))
 	if err != nil {
 		t.Fatal(err)
