@@ -235,25 +235,19 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 		return false, nil // a claim from the first tile found nothing, and nothing was freed since
 	}
 	cur.next.Lock()
-	next := true       // this claim is the next to take the turn
+	endNext := sync.OnceFunc(cur.next.Unlock) // this claim is the next to take the turn until it does
+	defer endNext()
 	if cur.drained() { // found so by the claim that was next before this one
-		cur.next.Unlock()
 		return false, nil
 	}
-	endNext := func() {
-		if next {
-			next = false
-			cur.next.Unlock()
-		}
-	}
-	defer endNext()
 	var after tilestore.Cursor
-	turn := false   // this claim holds the turn
 	var freed int64 // cur.freed when the claim took its turn
+	tookTurn := false
+	endTurn := func() {} // the turn's end once the claim holds it
 	takeTurn := func() tilestore.Cursor {
 		cur.turn.Lock()
+		endTurn, tookTurn = sync.OnceFunc(cur.turn.Unlock), true
 		endNext()
-		turn = true
 		cur.sawLookup(lookedUp, lookedUpAt)
 		after = own.after(cur)
 		freed = cur.freed.Load()
@@ -262,13 +256,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 		}
 		return after
 	}
-	endTurn := func() {
-		if turn {
-			turn = false
-			cur.turn.Unlock()
-		}
-	}
-	defer endTurn() // on every way out, a panic's included
+	defer func() { endTurn() }() // on every way out, a panic's included
 	opID := operation.NewID()
 	picked := false
 	// The batch's blobs are read while the claim's journal writes and its
@@ -301,8 +289,8 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 			read = u.readBlobs(cands, b.TileIDs)
 			return b, rs
 		}})
-	if err == nil && c.Candidates == 0 && !picked && turn {
-		// Still within the turn: the next claim knows what this found.
+	if err == nil && c.Candidates == 0 && !picked && tookTurn {
+		// Still within the turn (Pick ends it): the next claim knows what this found.
 		if after.IsZero() {
 			cur.emptyAt.Store(freed)
 		} else {
