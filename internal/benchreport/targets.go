@@ -61,18 +61,22 @@ var Targets = []Target{
 	// in-memory sink with the profile's max_batch_tiles, against the
 	// link's capacity (tile payload / (rate / 8)) and the best of a naive
 	// client at 4, 16 and 64 in flight through the same link, in one run
-	// (internal/linkbench).
+	// (internal/linkbench). The naive client asks the capabilities first,
+	// as the contract requires; a row shows it timed without that question.
 	{Issue: "#21", What: "cellular link (30 Mbit/s, 50 ms RTT, 128-tile batches, 2,000 tiles): tilectl at defaults, share of capacity", Bench: "BenchmarkLink/cellular", Metric: "tilectl-share", Unit: "of capacity", AtLeast: 0.85},
 	{Issue: "#21", What: "  same run: tilectl vs the best naive client", Bench: "BenchmarkLink/cellular", Metric: "tilectl-MB/s", BaselineMetric: "naive-MB/s", Unit: "MB/s", AtLeast: 0.95},
 	{Issue: "#21", What: "  same run: the best naive client, share of capacity", Bench: "BenchmarkLink/cellular", Metric: "naive-best-share", Unit: "of capacity"},
+	{Issue: "#21", What: "  same run: the best naive client from its first batch (told the limits, not asking), share of capacity", Bench: "BenchmarkLink/cellular", Metric: "naive-told-share", Unit: "of capacity"},
 	{Issue: "#21", What: "  same run: worst ETA error from 25% done on", Bench: "BenchmarkLink/cellular", Metric: "eta-error", Unit: "of remaining", AtMost: 0.2},
 	{Issue: "#21", What: "satellite link (5 Mbit/s, 700 ms RTT, 16-tile batches, 300 tiles): tilectl at defaults, share of capacity", Bench: "BenchmarkLink/satellite", Metric: "tilectl-share", Unit: "of capacity", AtLeast: 0.85},
 	{Issue: "#21", What: "  same run: tilectl vs the best naive client", Bench: "BenchmarkLink/satellite", Metric: "tilectl-MB/s", BaselineMetric: "naive-MB/s", Unit: "MB/s", AtLeast: 0.95},
 	{Issue: "#21", What: "  same run: the best naive client, share of capacity", Bench: "BenchmarkLink/satellite", Metric: "naive-best-share", Unit: "of capacity"},
+	{Issue: "#21", What: "  same run: the best naive client from its first batch (told the limits, not asking), share of capacity", Bench: "BenchmarkLink/satellite", Metric: "naive-told-share", Unit: "of capacity"},
 	{Issue: "#21", What: "  same run: worst ETA error from 25% done on", Bench: "BenchmarkLink/satellite", Metric: "eta-error", Unit: "of remaining", AtMost: 0.2},
 	{Issue: "#21", What: "long fat link (200 Mbit/s, 150 ms RTT, 4-tile batches, 2,000 tiles): tilectl at defaults, share of capacity", Bench: "BenchmarkLink/longfat", Metric: "tilectl-share", Unit: "of capacity", AtLeast: 0.85},
 	{Issue: "#21", What: "  same run: tilectl vs the best naive client", Bench: "BenchmarkLink/longfat", Metric: "tilectl-MB/s", BaselineMetric: "naive-MB/s", Unit: "MB/s", AtLeast: 0.95},
 	{Issue: "#21", What: "  same run: the best naive client, share of capacity", Bench: "BenchmarkLink/longfat", Metric: "naive-best-share", Unit: "of capacity"},
+	{Issue: "#21", What: "  same run: the best naive client from its first batch (told the limits, not asking), share of capacity", Bench: "BenchmarkLink/longfat", Metric: "naive-told-share", Unit: "of capacity"},
 	{Issue: "#21", What: "  same run: worst ETA error from 25% done on", Bench: "BenchmarkLink/longfat", Metric: "eta-error", Unit: "of remaining", AtMost: 0.2},
 	{Issue: "#21", What: "changing link (150 ms RTT, 16-tile batches, 12,000 tiles, 200 → 20 Mbit/s): back within 0.85 of the new rate (0.5 s window)", Bench: "BenchmarkLink/changing", Metric: "recover-down-s", Unit: "s", AtMost: 10},
 	{Issue: "#21", What: "  same run, 20 → 200 Mbit/s: back within 0.85 of the new rate", Bench: "BenchmarkLink/changing", Metric: "recover-up-s", Unit: "s", AtMost: 10},

@@ -78,25 +78,40 @@ func (r *rig) batches(n int) [][]tilestore.Tile {
 	return out
 }
 
+// naiveRun is one naive client's upload of the flight.
+type naiveRun struct {
+	whole  time.Duration // from its capabilities request to the last answer
+	upload time.Duration // from its first batch to the last answer
+}
+
 // naive uploads the flight with providertest.BaselineUpload at
-// concurrency conc through providerURL and returns how long it took. Its
-// transport keeps a connection per worker, as a careful naive client
-// would, so it does not pay a new connection's handshake per batch.
-func (r *rig) naive(tb testing.TB, providerURL string, batchTiles, conc int) time.Duration {
+// concurrency conc through providerURL, in batches of the
+// max_batch_tiles the provider states when asked first, as the contract
+// requires of every client; upload leaves that question out, as if the
+// client had been told the limit. Its transport keeps a connection per
+// worker, as a careful naive client would, so it does not pay a new
+// connection's handshake per batch.
+func (r *rig) naive(tb testing.TB, providerURL string, conc int) naiveRun {
 	tb.Helper()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = conc
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
+	ctx := context.Background()
 	start := time.Now()
-	failed, err := providertest.BaselineUpload(context.Background(), client, providerURL, providertest.Token,
+	batchTiles, err := providertest.BaselineCapabilities(ctx, client, providerURL, providertest.Token)
+	if err != nil {
+		tb.Fatalf("naive client: %v", err)
+	}
+	first := time.Now()
+	failed, err := providertest.BaselineUpload(ctx, client, providerURL, providertest.Token,
 		r.flight, r.client.Blobs, r.batches(batchTiles), conc)
-	d := time.Since(start)
+	end := time.Now()
 	if len(failed) > 0 || err != nil {
 		tb.Fatalf("naive client at concurrency %d: %d batches failed: %v", conc, len(failed), err)
 	}
 	r.checkHeld(tb, "naive client")
-	return d
+	return naiveRun{whole: end.Sub(start), upload: end.Sub(first)}
 }
 
 // progressLine is one "upload progress" log line, stamped when it came.

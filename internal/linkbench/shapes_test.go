@@ -136,7 +136,7 @@ func benchChanging(b *testing.B) {
 		r.reset(b)
 		l.SetRate(fast)
 		r.sink.SetMaxBatchTiles(64)
-		d := r.naive(b, url, 64, 16) // 1 MiB batches: 16 in flight is 4x the link's BDP
+		d := r.naive(b, url, 16).upload // 1 MiB batches: 16 in flight is 4x the link's BDP
 		r.sink.SetMaxBatchTiles(batch)
 		b.ReportMetric(float64(r.payload)/d.Seconds()/(fast/8), "naive-c16-steady-share")
 		b.ReportMetric(rd.Seconds(), "recover-down-s")

@@ -3,6 +3,7 @@ package providertest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,4 +83,33 @@ func baselinePost(ctx context.Context, client *http.Client, baseURL, token, flig
 		return fmt.Errorf("baseline batch: %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// BaselineCapabilities is what a naive client does before its first
+// batch: it asks the provider's capabilities, as the contract requires of
+// a client that sizes its batches, and returns max_batch_tiles.
+func BaselineCapabilities(ctx context.Context, client *http.Client, baseURL, token string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/v1/capabilities", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("baseline capabilities: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("baseline capabilities: %d", resp.StatusCode)
+	}
+	var caps struct {
+		MaxBatchTiles int `json:"max_batch_tiles"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&caps); err != nil {
+		return 0, fmt.Errorf("baseline capabilities: %w", err)
+	}
+	if caps.MaxBatchTiles < 1 {
+		return 0, fmt.Errorf("baseline capabilities: max_batch_tiles %d", caps.MaxBatchTiles)
+	}
+	return caps.MaxBatchTiles, nil
 }
