@@ -28,6 +28,9 @@ type ReconcileOptions struct {
 	Logger func() zerolog.Logger
 	Store  func(ctx context.Context) (*tilestore.Store, error)
 	Now    func() time.Time
+	// Sleep waits before unclear lookups are asked again. Default:
+	// operation.Sleep, on the real clock.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// HTTPClient, if set, is the lookup client's (tests). Default: the
 	// uploader's own, with the configured TLS settings.
 	HTTPClient *http.Client

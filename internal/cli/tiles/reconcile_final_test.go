@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -64,7 +65,12 @@ func TestReconcileAsksAgainOnlyWhatTheClassifierWouldResend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reconciler{opts: &ReconcileOptions{FlightID: "rf"}, pace: newAIMD(reconcileStartLookups, reconcileMaxLookups)}
+	var waited []time.Duration
+	sleep := func(ctx context.Context, d time.Duration) error {
+		waited = append(waited, d)
+		return ctx.Err()
+	}
+	r := &reconciler{opts: &ReconcileOptions{FlightID: "rf", Sleep: sleep}, pace: newAIMD(reconcileStartLookups, reconcileMaxLookups)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	held, found, err := r.checkPage(ctx, u, tiles)
@@ -84,5 +90,8 @@ func TestReconcileAsksAgainOnlyWhatTheClassifierWouldResend(t *testing.T) {
 	// The busy tile: each round's lookup is sent and resent once.
 	if got, want := asked[tiles[3].ID], 2*(1+len(reconcileUnclearWaits)); got != want {
 		t.Errorf("the busy tile was asked %d times, want %d (each round sends it and resends it once)", got, want)
+	}
+	if !slices.Equal(waited, reconcileUnclearWaits) {
+		t.Errorf("waited %v before asking again, want %v", waited, reconcileUnclearWaits)
 	}
 }

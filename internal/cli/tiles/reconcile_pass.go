@@ -52,6 +52,13 @@ func (r *reconciler) now() time.Time {
 	return time.Now()
 }
 
+func (r *reconciler) sleep(ctx context.Context, d time.Duration) error {
+	if r.opts.Sleep != nil {
+		return r.opts.Sleep(ctx, d)
+	}
+	return operation.Sleep(ctx, d)
+}
+
 func (r *reconciler) elapsed() time.Duration {
 	if r.started.IsZero() {
 		return 0
@@ -221,7 +228,7 @@ func (r *reconciler) checkPage(ctx context.Context, look tileLooker, page []tile
 		if len(again) == 0 || round == len(reconcileUnclearWaits) {
 			break
 		}
-		if err := operation.Sleep(ctx, reconcileUnclearWaits[round]); err != nil {
+		if err := r.sleep(ctx, reconcileUnclearWaits[round]); err != nil {
 			return 0, nil, err
 		}
 		r.checked.Add(-int64(len(again)))
