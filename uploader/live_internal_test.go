@@ -11,7 +11,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
@@ -25,14 +24,8 @@ func TestALiveOperationIsAskedAgainAfterTheContractsWaitForAKeyInProgress(t *tes
 	c.AddTiles(t, "flv", 3, 512, 73)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	op := operation.NewID()
-	claimed, err := c.Store.ClaimBatch(ctx, tilestore.Claim{FlightID: "flv", Limit: 3, OpID: op,
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			return batchOf("flv", op, cands), nil
-		}})
-	if err != nil || claimed.Batch.OpID != op {
-		t.Fatalf("journal the batch: %+v, %v", claimed.Batch, err)
-	}
+	journaled := journalOpen(ctx, t, c, "flv", 3)
+	op := journaled.OpID
 	var mu sync.Mutex
 	reads := 0
 	mux := http.NewServeMux()
@@ -44,7 +37,7 @@ func TestALiveOperationIsAskedAgainAfterTheContractsWaitForAKeyInProgress(t *tes
 		st := map[string]any{"op_id": op, "state": "live"}
 		if n == 3 {
 			var res []map[string]string
-			for _, id := range claimed.Batch.TileIDs {
+			for _, id := range journaled.TileIDs {
 				res = append(res, map[string]string{"tile_id": id, "status": "accepted"})
 			}
 			st = map[string]any{"op_id": op, "state": "sealed",
@@ -69,7 +62,7 @@ func TestALiveOperationIsAskedAgainAfterTheContractsWaitForAKeyInProgress(t *tes
 	}
 	rep, claims := newRunReport("flv", u.now(), nil, nil), &claimState{}
 	// No members: the batch cannot be resent, only its state settles it.
-	if err := u.settleAdopted(ctx, "flv", claimed.Batch, map[string]tilestore.Tile{}, false, rep, claims); err != nil {
+	if err := u.settleAdopted(ctx, "flv", journaled, map[string]tilestore.Tile{}, false, rep, claims); err != nil {
 		t.Fatalf("settle a batch whose operation is live, then sealed: %v", err)
 	}
 	mu.Lock()

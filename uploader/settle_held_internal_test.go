@@ -7,7 +7,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
 )
@@ -39,19 +38,8 @@ func TestSettleOpenLeavesABatchDueFinishesDuringTheAdoptionToDue(t *testing.T) {
 	c.AddTiles(t, "fsh", 3, 512, 71)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	op := operation.NewID()
-	claimed, err := c.Store.ClaimBatch(ctx, tilestore.Claim{FlightID: "fsh", Limit: 3, OpID: op,
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			b := tilestore.Batch{OpID: op, FlightID: "fsh"}
-			for _, tl := range cands {
-				b.TileIDs, b.SHA256s = append(b.TileIDs, tl.ID), append(b.SHA256s, tl.SHA256)
-			}
-			b.Fingerprint = fingerprint("fsh", b.TileIDs, b.SHA256s)
-			return b, nil
-		}})
-	if err != nil || claimed.Batch.OpID != op {
-		t.Fatalf("journal the batch: %+v, %v", claimed.Batch, err)
-	}
+	journaled := journalOpen(ctx, t, c, "fsh", 3)
+	op := journaled.OpID
 	var due *dueBatches
 	store := adoptHook{Store: c.Store, after: func() {
 		// due's goroutine fails the batch and lets it go, right after
@@ -90,14 +78,8 @@ func TestABatchNoLongerOpenIsNotSentAgain(t *testing.T) {
 	c.AddTiles(t, "fno", 3, 512, 72)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	op := operation.NewID()
-	claimed, err := c.Store.ClaimBatch(ctx, tilestore.Claim{FlightID: "fno", Limit: 3, OpID: op,
-		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
-			return batchOf("fno", op, cands), nil
-		}})
-	if err != nil || claimed.Batch.OpID != op {
-		t.Fatalf("journal the batch: %+v, %v", claimed.Batch, err)
-	}
+	journaled := journalOpen(ctx, t, c, "fno", 3)
+	op := journaled.OpID
 	if err := c.Store.FailBatch(ctx, op, 422, "failed elsewhere"); err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +89,11 @@ func TestABatchNoLongerOpenIsNotSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, claims := newRunReport("fno", u.now(), nil, nil), &claimState{}
-	members, err := u.loadMembers(ctx, "fno", []tilestore.Batch{claimed.Batch})
+	members, err := u.loadMembers(ctx, "fno", []tilestore.Batch{journaled})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := u.settleAdopted(ctx, "fno", claimed.Batch, members, false, rep, claims); err != nil {
+	if err := u.settleAdopted(ctx, "fno", journaled, members, false, rep, claims); err != nil {
 		t.Fatalf("settle a batch failed meanwhile: %v; want nothing to do", err)
 	}
 	if l := p.Ledger(t); len(l.Tiles) != 0 {
