@@ -33,7 +33,9 @@ var naiveConcurrencies = []int{4, 16, 64}
 // naive-MB/s: the best), each naive run timed from its capabilities
 // request as tilectl's from its start; naive-told-share is the best naive
 // run timed from its first batch, as if it had been told the provider's
-// limits. With them: capacity-MB/s, the timeouts tilectl counted
+// limits; bound-share is the most a client that asks first can reach on
+// the link (three round trips and the payload at the link's rate). With
+// them: capacity-MB/s, the timeouts tilectl counted
 // and, when upload-pending has --progress-interval, its worst ETA error
 // from 25% done on (eta-error). The other sub-benchmarks are a link whose
 // rate changes mid-run, a throttling provider and a --bwlimit run.
@@ -87,6 +89,11 @@ func benchProfile(b *testing.B, p profile) {
 		b.ReportMetric(float64(r.payload)/res.elapsed.Seconds()/1e6, "tilectl-MB/s")
 		b.ReportMetric(float64(r.payload)/best.Seconds()/1e6, "naive-MB/s")
 		b.ReportMetric(share(told), "naive-told-share")
+		// The most any client that follows the contract can reach: a
+		// handshake and the capabilities request, then the payload at the
+		// link's rate, plus the first byte's way out and the last
+		// answer's way back.
+		b.ReportMetric(share(3*p.rtt+time.Duration(float64(r.payload)/capacity*float64(time.Second))), "bound-share")
 		b.ReportMetric(capacity/1e6, "capacity-MB/s")
 		b.ReportMetric(res.number("timeouts"), "timeouts")
 		b.ReportMetric(res.number("concurrency"), "tilectl-concurrency")
