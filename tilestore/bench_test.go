@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -68,7 +69,7 @@ func countRaisesAttempts(b *testing.B, s *tilestore.Store, flight string, ids []
 	for b.Loop() {
 		b.StopTimer()
 		start := (i * n) % len(ids)
-		recordRejections(b, s, fmt.Sprintf("op-%d", i), ids[start:start+n])
+		recordRejections(b, s, operation.NewID(), ids[start:start+n]) // new on every run of the body
 		i++
 		b.StartTimer()
 		lat.time(func() {
