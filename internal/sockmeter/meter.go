@@ -75,6 +75,10 @@ type Meter struct {
 	// acknowledged when they were closed.
 	closedAcked int64
 	lags        []time.Duration // the latest answers' lags, oldest first
+	// answers is the latest answers whose bodies' acknowledgement was
+	// seen before them, with what was acknowledged in all then, oldest
+	// first.
+	answers []Answer
 	// small is the latest lag of a request smaller than minLagRequest;
 	// < 0: none.
 	small time.Duration
@@ -278,17 +282,53 @@ func (m *Meter) AnswerLag() (time.Duration, bool) {
 	return (l[(len(l)-1)/2] + l[len(l)/2]) / 2, true
 }
 
-func (m *Meter) observeLag(d time.Duration, body int64) {
+// Answer is one answer to a request of at least minLagRequest bytes, as
+// the end of a run is read from it: the bytes acknowledged on every
+// connection after its body's last one still had to cross the path
+// behind it, so the run's last answer comes, on a path that stays busy,
+// when those bytes and what is still to send have crossed at the rate
+// the path takes them, after this one (At).
+type Answer struct {
+	// At is when its first byte came.
+	At time.Time
+	// Acked is what the peers of every connection had acknowledged
+	// (Acked) when its body's last byte was seen acknowledged.
+	Acked int64
+}
+
+// Answers (of a nil Meter: none) is the latest lagAnswers answers to
+// requests of at least minLagRequest bytes whose body was seen all
+// acknowledged before the answer came, oldest first.
+func (m *Meter) Answers() []Answer {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.answers)
+}
+
+// observeLag takes a request's answer lag, and, when what was
+// acknowledged in all as its body was is known (acked >= 0), the answer.
+func (m *Meter) observeLag(at time.Time, d time.Duration, body, acked int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if body < minLagRequest {
 		m.small = d
 		return
 	}
-	m.lags = append(m.lags, d)
-	if len(m.lags) > lagAnswers {
-		m.lags = slices.Delete(m.lags, 0, len(m.lags)-lagAnswers)
+	m.lags = keepLatest(append(m.lags, d), lagAnswers)
+	if acked >= 0 {
+		m.answers = keepLatest(append(m.answers, Answer{At: at, Acked: acked}), lagAnswers)
 	}
+}
+
+// keepLatest drops all but the latest n of s.
+func keepLatest[T any](s []T, n int) []T {
+	if len(s) > n {
+		s = slices.Delete(s, 0, len(s)-n)
+	}
+	return s
 }
 
 // schedule makes sure a sample is coming while a request waits for its
@@ -313,9 +353,18 @@ func (m *Meter) sample() {
 	}
 	m.mu.Unlock()
 	waiting := false
+	var acked []*request
 	for _, r := range reqs {
-		if r.sample(now) {
-			waiting = true
+		w, all := r.sample(now)
+		waiting = waiting || w
+		if all {
+			acked = append(acked, r)
+		}
+	}
+	if len(acked) > 0 {
+		total, _ := m.Acked()
+		for _, r := range acked {
+			r.setAckedTotal(total)
 		}
 	}
 	if waiting {
@@ -338,7 +387,7 @@ type roundTripper struct {
 }
 
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := &request{m: t.m}
+	r := &request{m: t.m, ackedTotal: -1}
 	trace := &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { r.gotConn(info.Conn) },
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -419,8 +468,11 @@ type request struct {
 	wroteAt   time.Time // when it was written
 	sampledAt time.Time // the last look, when it was not all acknowledged
 	ackedAt   time.Time // when all of it was acknowledged (estimate); zero: not yet
-	done      bool      // answered
-	attempted bool      // a connection was taken for it
+	// ackedTotal is the Meter's Acked at the look that saw all of it
+	// acknowledged; < 0: not known (not yet, or seen only with the answer).
+	ackedTotal int64
+	done       bool // answered
+	attempted  bool // a connection was taken for it
 }
 
 // gotConn takes the request's connection: the Meter's own, under TLS or
@@ -434,7 +486,7 @@ func (r *request) gotConn(nc net.Conn) {
 	r.mu.Lock()
 	if r.attempted {
 		r.body.Store(0)
-		r.end, r.wroteAt, r.sampledAt, r.ackedAt = 0, time.Time{}, time.Time{}, time.Time{}
+		r.end, r.wroteAt, r.sampledAt, r.ackedAt, r.ackedTotal = 0, time.Time{}, time.Time{}, time.Time{}, -1
 	}
 	r.c, r.attempted = c, true
 	if c != nil {
@@ -482,27 +534,40 @@ func (r *request) wrote(now time.Time) {
 }
 
 // sample looks whether the request is all acknowledged and reports
-// whether it still waits for that.
-func (r *request) sample(now time.Time) (waiting bool) {
+// whether it still waits for that, or is seen all acknowledged now.
+func (r *request) sample(now time.Time) (waiting, acked bool) {
 	r.mu.Lock()
 	c, end := r.c, r.end
 	pending := c != nil && end > 0 && r.ackedAt.IsZero() && !r.done
 	r.mu.Unlock()
 	if !pending {
-		return false
+		return false, false
 	}
-	acked, err := bytesAcked(c.TCPConn)
+	n, err := bytesAcked(c.TCPConn)
 	if err != nil {
-		return false
+		return false, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if acked >= end {
+	if r.done || r.c != c { // answered, or sent again elsewhere, meanwhile
+		return false, false
+	}
+	if n >= end {
 		r.ackedAt = r.lastLook().Add(now.Sub(r.lastLook()) / 2) // between the two looks
-		return false
+		return false, true
 	}
 	r.sampledAt = now
-	return true
+	return true, false
+}
+
+// setAckedTotal notes the Meter's Acked at the look that saw the request
+// all acknowledged, unless it was answered or started over meanwhile.
+func (r *request) setAckedTotal(total int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done && !r.ackedAt.IsZero() {
+		r.ackedTotal = total
+	}
 }
 
 // lastLook is when the request was last seen not all acknowledged: the
@@ -528,34 +593,35 @@ func (r *request) lastLook() time.Time {
 // The lag is handed to the Meter after the request's lock is let go:
 // InFlight holds the Meter's while it takes each request's.
 func (r *request) answered(now time.Time) {
-	if lag, ok := r.lag(now); ok {
-		r.m.observeLag(lag, r.body.Load())
+	if lag, acked, ok := r.lag(now); ok {
+		r.m.observeLag(now, lag, r.body.Load(), acked)
 	}
 }
 
-// lag marks the request answered at now and returns its answer lag; ok
-// is false when it has none (answered before all of it was acknowledged,
-// or answered already).
-func (r *request) lag(now time.Time) (time.Duration, bool) {
+// lag marks the request answered at now and returns its answer lag and
+// the Meter's Acked when a look saw its body all acknowledged (< 0: no
+// look saw it before the answer); ok is false when it has no lag
+// (answered before all of it was acknowledged, or answered already).
+func (r *request) lag(now time.Time) (lag time.Duration, acked int64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done || r.c == nil {
-		return 0, false
+		return 0, -1, false
 	}
 	r.done = true
-	end, ackedAt := r.end, r.ackedAt
+	end, ackedAt, acked := r.end, r.ackedAt, r.ackedTotal
 	if end == 0 {
 		end, r.wroteAt = r.c.written.Load(), time.Unix(0, r.c.lastWrite.Load())
 	}
 	if ackedAt.IsZero() {
-		acked, err := bytesAcked(r.c.TCPConn)
-		if err != nil || end == 0 || acked < end {
-			return 0, false
+		n, err := bytesAcked(r.c.TCPConn)
+		if err != nil || end == 0 || n < end {
+			return 0, -1, false
 		}
 		last := r.lastLook() // acknowledged since then
 		ackedAt = last.Add(now.Sub(last) / 2)
 	}
-	return max(now.Sub(ackedAt), 0), true
+	return max(now.Sub(ackedAt), 0), acked, true
 }
 
 // conn counts what is written to it.

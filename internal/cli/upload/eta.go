@@ -181,25 +181,36 @@ func (m *rateMeter) blendLocked(raw float64) time.Duration {
 	return time.Duration(m.eta * float64(time.Second))
 }
 
-// Delivery rate: the median of the rates between successive looks over
-// the last slopeWindow of a count that moves smoothly (the bytes the
-// peers have acknowledged), known once the looks span slopeMinSpan in at
-// least slopeMinSteps steps.
+// Delivery rate: the median of the rates between successive looks (its
+// steps) over the last slopeWindow of a count that moves smoothly (the
+// bytes the peers have acknowledged), leaving out the ramp at the
+// window's start: the leading steps each slower than the next by more
+// than slopeSpread (the run's first round trips, each carrying more than
+// the one before). It is known once the steps after the ramp span
+// slopeMinSpan in at least slopeMinSteps, or sooner, once its latest
+// slopeStableSteps agree within slopeSpread and span slopeStableSpan:
+// on a long fat link the whole run lasts a few seconds, and its rate is
+// plain as soon as the ramp ends.
 const (
-	slopeWindow   = 5 * time.Second
-	slopeMinSpan  = time.Second
-	slopeMinSteps = 4
-	slopeMinStep  = 100 * time.Millisecond
+	slopeWindow      = 5 * time.Second
+	slopeMinSpan     = time.Second
+	slopeMinSteps    = 4
+	slopeMinStep     = 100 * time.Millisecond
+	slopeStableSteps = 2
+	slopeStableSpan  = 400 * time.Millisecond
+	slopeSpread      = 0.2
 )
 
 // slope is the rate of a count that only grows, over the last
 // slopeWindow: the median of the rates between successive looks, so that
 // a step (a new connection's buffers filling at once) is not taken for
 // the link's rate. Its first look is the first one above 0: the count's
-// first step is before it. It is safe for concurrent use.
+// first step is before it. Once known, it stays known. It is safe for
+// concurrent use.
 type slope struct {
 	mu      sync.Mutex
 	samples []slopeSample // oldest first; the first may be older than the window
+	known   bool
 }
 
 type slopeSample struct {
@@ -226,12 +237,16 @@ func (s *slope) observe(now time.Time, n int64) {
 	s.samples = s.samples[cut:]
 }
 
-// rate is the count's bytes per second over the window; ok is false until
-// the looks span slopeMinSpan in slopeMinSteps steps.
+// rate is the count's bytes per second over the window, its ramp left
+// out; ok is false until it is known (see slopeWindow).
 func (s *slope) rate() (bytesPerSec float64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.samples) < slopeMinSteps+1 || s.samples[len(s.samples)-1].at.Sub(s.samples[0].at) < slopeMinSpan {
+	return s.rateLocked()
+}
+
+func (s *slope) rateLocked() (float64, bool) {
+	if len(s.samples) < 2 {
 		return 0, false
 	}
 	rates := make([]float64, 0, len(s.samples)-1)
@@ -239,10 +254,31 @@ func (s *slope) rate() (bytesPerSec float64, ok bool) {
 		a, b := s.samples[i-1], s.samples[i]
 		rates = append(rates, float64(b.n-a.n)/b.at.Sub(a.at).Seconds())
 	}
-	slices.Sort(rates)
+	first := 0 // the first step after the ramp
+	for first+1 < len(rates) && rates[first] < (1-slopeSpread)*rates[first+1] {
+		first++
+	}
+	rates = rates[first:]
+	span := s.samples[len(s.samples)-1].at.Sub(s.samples[first].at)
 	k := len(rates)
+	if !s.known {
+		spanned := k >= slopeMinSteps && span >= slopeMinSpan
+		stable := k >= slopeStableSteps && s.samples[len(s.samples)-1].at.Sub(s.samples[len(s.samples)-1-slopeStableSteps].at) >= slopeStableSpan &&
+			agree(rates[k-slopeStableSteps:])
+		if !spanned && !stable {
+			return 0, false
+		}
+		s.known = true
+	}
+	slices.Sort(rates)
 	if k%2 == 1 {
 		return rates[k/2], true
 	}
 	return (rates[k/2-1] + rates[k/2]) / 2, true
+}
+
+// agree reports whether the rates are within slopeSpread of the fastest.
+func agree(rates []float64) bool {
+	lo, hi := slices.Min(rates), slices.Max(rates)
+	return hi > 0 && lo >= (1-slopeSpread)*hi
 }

@@ -3,6 +3,7 @@ package upload
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/internal/sockmeter"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
@@ -82,6 +84,11 @@ type progress struct {
 	waitingFor string
 	// allDelivered is when every body byte was first seen acknowledged.
 	allDelivered time.Time
+	// tailRate is the rate of bytes acknowledged then (0: not known):
+	// the rate the bytes still on their way cross the path at, where the
+	// answers do not tell it, once the count stops moving and its own
+	// rate sinks.
+	tailRate float64
 
 	status *iostreams.StatusLine // nil off a terminal
 	log    zerolog.Logger
@@ -230,7 +237,8 @@ const wireOverheadPerTile = 384
 type wireCount struct {
 	c       *sentCounter
 	base    int64
-	sockets sockets // nil: what is acknowledged is not known
+	started time.Time // when the flight started
+	sockets sockets   // nil: what is acknowledged is not known
 	// ackedBase is what the sockets had acknowledged when the flight
 	// started.
 	ackedBase int64
@@ -256,12 +264,15 @@ type sockets interface {
 	// AnswerLag is the time from a request's last byte acknowledged to
 	// its answer; ok is false until one was measured.
 	AnswerLag() (time.Duration, bool)
+	// Answers is the latest batches' answers, each with what Acked was
+	// when its body was all acknowledged, oldest first.
+	Answers() []sockmeter.Answer
 }
 
 // countWire has the rate and the ETA follow the body bytes c lets through
 // from now on, instead of the bytes of settled batches.
 func (p *progress) countWire(c *sentCounter, s sockets) {
-	w := &wireCount{c: c, base: c.sent(), sockets: s}
+	w := &wireCount{c: c, base: c.sent(), sockets: s, started: p.now()}
 	if s != nil {
 		w.ackedBase, _ = s.Acked()
 	}
@@ -440,11 +451,29 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 }
 
 // deliveredETA is eta from the bytes acknowledged, at bps (known: ok):
-// what is still to deliver of whole, then the answer lag; once all is
-// acknowledged, the lag counts down from then, whatever the rate (none
-// moves then).
+// the run ends when what is still to deliver of whole has crossed the
+// path behind what is on its way, and the last answer has come back.
+// Each of the latest batches' answers in the flight tells that end:
+// every byte acknowledged after its body, and every byte still to
+// deliver, crosses the path after it, so the end is at the answer plus
+// those bytes at the rate; the median of theirs is the end (answerEnd).
+// That counts in what an answer lag does not: behind a deep queue, the
+// last batches' answers come sooner after their bytes were acknowledged
+// than the earlier ones' did, as the queue, no longer kept full, drains.
+// It is never less than what is still to deliver at bps. Once all is
+// acknowledged the rate is the one then (tailRate): the count's own rate
+// sinks from then on, while what is on its way still crosses.
+//
+// Before a batch of the flight was answered (or where no look saw a body
+// all acknowledged before its answer), it is what is still to deliver at
+// bps, plus the answer lag; once all is acknowledged, the lag counts
+// down from then.
 func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64, w *wireCount) (time.Duration, bool) {
 	lag, lagOK := w.sockets.AnswerLag()
+	answers := slices.DeleteFunc(w.sockets.Answers(), func(a sockmeter.Answer) bool {
+		return a.At.Before(w.started) // another flight's
+	})
+	acked, _ := w.sockets.Acked()
 	p.settleMu.RLock()
 	settled := p.delivered.Load()
 	inFlight, flightOK := w.sockets.InFlight()
@@ -453,22 +482,51 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 		return 0, false
 	}
 	left := max(whole-settled-inFlight, 0)
-	if left <= whole/200 { // all of it, but for the estimate of the framing
-		p.mu.Lock()
-		if p.allDelivered.IsZero() {
-			p.allDelivered = now
+	allAcked := left <= whole/200 // all of it, but for the estimate of the framing
+	p.mu.Lock()
+	switch {
+	case !allAcked:
+		p.allDelivered, p.tailRate = time.Time{}, 0 // a resend: more to deliver again
+	case p.allDelivered.IsZero():
+		p.allDelivered = now
+		if ok {
+			p.tailRate = bps
 		}
-		since := now.Sub(p.allDelivered)
-		p.mu.Unlock()
+	}
+	since, tailRate := now.Sub(p.allDelivered), p.tailRate
+	p.mu.Unlock()
+	rate, rateOK := bps, ok && bps > 0
+	if allAcked {
+		rate, rateOK = tailRate, tailRate > 0
+	}
+	if len(answers) > 0 && rateOK {
+		raw := answerEnd(answers, acked, left, rate).Sub(now).Seconds()
+		if ok && bps > 0 {
+			raw = max(raw, float64(left)/bps)
+		}
+		return p.meter.blendAt(now, max(raw, 0)), true
+	}
+	if allAcked {
 		return p.meter.blendAt(now, max(lag.Seconds()-since.Seconds(), 0)), true
 	}
-	p.mu.Lock()
-	p.allDelivered = time.Time{} // a resend: more to deliver again
-	p.mu.Unlock()
 	if !ok || bps <= 0 {
 		return 0, false
 	}
 	return p.meter.blendAt(now, float64(left)/bps+lag.Seconds()), true
+}
+
+// answerEnd is when the run ends by answers (at least one): for each,
+// its time plus the bytes acknowledged since its body was (acked is the
+// count now) and the left still to deliver, at bps; the median of them.
+func answerEnd(answers []sockmeter.Answer, acked, left int64, bps float64) time.Time {
+	ends := make([]time.Time, 0, len(answers))
+	for _, a := range answers {
+		behind := float64(max(acked-a.Acked, 0)+left) / bps
+		ends = append(ends, a.At.Add(time.Duration(behind*float64(time.Second))))
+	}
+	slices.SortFunc(ends, time.Time.Compare)
+	k := len(ends)
+	return ends[(k-1)/2].Add(ends[k/2].Sub(ends[(k-1)/2]) / 2)
 }
 
 // trustedMoves is how often the count of body bytes must have moved
