@@ -8,12 +8,16 @@
 // body the peer has acknowledged while it waits for its answer (and, for
 // a request its caller holds, until the caller has recorded the answer:
 // HoldAnswers), and its answer lag, from the moment the peer has
-// acknowledged the last byte of its body to the first byte of its answer. What is acknowledged is past
-// the link's bottleneck on a real path, so the lag is the rest of the
-// way, the provider's work and the answer's way back: the time the last
-// request of a run still takes once its bytes are acknowledged. Each
-// request is measured from its own events (httptrace), so the requests
-// that share an HTTP/2 connection each have their own.
+// acknowledged the last byte of its body to the first byte of its
+// answer. What is acknowledged is past the link's bottleneck on a real
+// path, so the lag is the rest of the way, the provider's work and the
+// answer's way back. Each request is measured from its own events
+// (httptrace), so the requests that share an HTTP/2 connection each have
+// their own. Each answer is kept with what every connection had
+// acknowledged when its body was (Answers): what was acknowledged after
+// it crosses the path behind it, which tells when a run's last answer
+// will come better than a lag does where the path holds a queue that
+// drains at the end.
 //
 // Both come from the kernel's TCP_INFO (bytes acknowledged) where the
 // platform has it (Linux); elsewhere they are not known.
@@ -282,12 +286,11 @@ func (m *Meter) AnswerLag() (time.Duration, bool) {
 	return (l[(len(l)-1)/2] + l[len(l)/2]) / 2, true
 }
 
-// Answer is one answer to a request of at least minLagRequest bytes, as
-// the end of a run is read from it: the bytes acknowledged on every
-// connection after its body's last one still had to cross the path
-// behind it, so the run's last answer comes, on a path that stays busy,
-// when those bytes and what is still to send have crossed at the rate
-// the path takes them, after this one (At).
+// Answer is an answer to a request of at least minLagRequest bytes. The
+// bytes acknowledged on any connection after its body's last one cross
+// the path after it: on a path kept busy, a run's last answer comes when
+// they, and what is still to send, have crossed at the path's rate after
+// this one came.
 type Answer struct {
 	// At is when its first byte came.
 	At time.Time

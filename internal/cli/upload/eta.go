@@ -263,8 +263,9 @@ func (s *slope) rateLocked() (float64, bool) {
 	k := len(rates)
 	if !s.known {
 		spanned := k >= slopeMinSteps && span >= slopeMinSpan
-		stable := k >= slopeStableSteps && s.samples[len(s.samples)-1].at.Sub(s.samples[len(s.samples)-1-slopeStableSteps].at) >= slopeStableSpan &&
-			agree(rates[k-slopeStableSteps:])
+		last := len(s.samples) - 1
+		stable := k >= slopeStableSteps && agree(rates[k-slopeStableSteps:]) &&
+			s.samples[last].at.Sub(s.samples[last-slopeStableSteps].at) >= slopeStableSpan
 		if !spanned && !stable {
 			return 0, false
 		}

@@ -234,7 +234,7 @@ func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) 
 
 // Neither the status line nor the progress log shows a number that is
 // not measured: before the flight's total is counted it is "?", before
-// the acknowledged bytes have moved for a second the rate is "-/s"
+// the acknowledged bytes' rate is known the rate is "-/s"
 // (null), and before a request's answer lag is known there is no ETA
 // (null); each shows once it is known.
 func TestTheStatusLineShowsNoNumberThatIsNotKnown(t *testing.T) {

@@ -264,8 +264,8 @@ type sockets interface {
 	// AnswerLag is the time from a request's last byte acknowledged to
 	// its answer; ok is false until one was measured.
 	AnswerLag() (time.Duration, bool)
-	// Answers is the latest batches' answers, each with what Acked was
-	// when its body was all acknowledged, oldest first.
+	// Answers is the latest batches' answers, each with when it came and
+	// what Acked was when its body was all acknowledged, oldest first.
 	Answers() []sockmeter.Answer
 }
 
@@ -355,22 +355,23 @@ func (p *progress) acked(w *wireCount) (int64, bool) {
 // false while the total or the rate is not known.
 //
 // Where the sockets tell what the provider's side has acknowledged, it is
-// what is still to deliver at the rate the bytes are acknowledged, plus
-// the answer lag: the time from a request's last byte acknowledged to its
-// answer (sockmeter: a batch's, or before one was answered, a small
-// request's). What is still to deliver is the flight's bodies (its bytes,
-// and a part header and manifest entry per tile) less the settled
-// batches' (whole, rejected tiles and all: they were delivered) and what
-// the provider's side has acknowledged of the bodies still waiting for
-// their answer (or answered and not settled yet: the sockets hold those
-// until batch takes them over): a body sent again counts from nothing
-// again, and one whose request failed counts whole, so resends do not
-// shorten it. Tiles left waiting past the deadline for the provider's
-// advice are not sent in the run and leave the flight's bodies; a retry
-// sends what the flight has pending again, its rejected tiles among it,
-// and what is still to deliver is then that (wholeToSend). Both are
-// measured, not guessed; until a request was answered and the count has
-// moved for a while, there is no ETA.
+// when what is still to deliver will have crossed the path at the rate
+// the bytes are acknowledged, behind what is on its way, and the last
+// answer come back (deliveredETA): told by the latest batches' answers,
+// or before one came, what is still to deliver at the rate plus the
+// answer lag (sockmeter: before a batch's, a small request's). What is
+// still to deliver is the flight's bodies (its bytes, and a part header
+// and manifest entry per tile) less the settled batches' (whole,
+// rejected tiles and all: they were delivered) and what the provider's
+// side has acknowledged of the bodies still waiting for their answer (or
+// answered and not settled yet: the sockets hold those until batch takes
+// them over): a body sent again counts from nothing again, and one whose
+// request failed counts whole, so resends do not shorten it. Tiles left
+// waiting past the deadline for the provider's advice are not sent in
+// the run and leave the flight's bodies; a retry sends what the flight
+// has pending again, its rejected tiles among it, and what is still to
+// deliver is then that (wholeToSend). Both are measured, not guessed;
+// until a request was answered and the rate is known, there is no ETA.
 //
 // Otherwise, with the body bytes counted, what is left is the flight's
 // bodies less those of settled batches and half of what is in flight:
