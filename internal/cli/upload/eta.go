@@ -211,6 +211,9 @@ type slope struct {
 	mu      sync.Mutex
 	samples []slopeSample // oldest first; the first may be older than the window
 	known   bool
+	// rates is the rate found at each look over the last slopeWindow,
+	// oldest first (n in bytes per second), for typical.
+	rates []slopeSample
 }
 
 type slopeSample struct {
@@ -235,6 +238,30 @@ func (s *slope) observe(now time.Time, n int64) {
 		cut++
 	}
 	s.samples = s.samples[cut:]
+	if bps, ok := s.rateLocked(); ok {
+		s.rates = append(s.rates, slopeSample{now, int64(bps)})
+	}
+	for len(s.rates) > 0 && s.rates[0].at.Before(now.Add(-slopeWindow)) {
+		s.rates = s.rates[1:]
+	}
+}
+
+// typical is the median of the rates found over the last slopeWindow of
+// looks; ok is false while none was known. Toward a run's end fewer
+// bytes come to be acknowledged and the rate sinks in its last second or
+// two, while those still on their way cross the path at the rate it had
+// before.
+func (s *slope) typical() (bytesPerSec float64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.rates) == 0 {
+		return 0, false
+	}
+	r := make([]float64, len(s.rates))
+	for i, x := range s.rates {
+		r[i] = float64(x.n)
+	}
+	return median(r), true
 }
 
 // rate is the count's bytes per second over the window, its ramp left
@@ -271,11 +298,14 @@ func (s *slope) rateLocked() (float64, bool) {
 		}
 		s.known = true
 	}
-	slices.Sort(rates)
-	if k%2 == 1 {
-		return rates[k/2], true
-	}
-	return (rates[k/2-1] + rates[k/2]) / 2, true
+	return median(rates), true
+}
+
+// median is the median of r (not empty), which it sorts.
+func median(r []float64) float64 {
+	slices.Sort(r)
+	k := len(r)
+	return (r[(k-1)/2] + r[k/2]) / 2
 }
 
 // agree reports whether the rates are within slopeSpread of the fastest.

@@ -214,3 +214,60 @@ func TestTheETAFollowsTheQueueDrainingAtTheEnd(t *testing.T) {
 	}
 	t.Logf("run of %s, worst ETA error %.3f; answer lags %v", end.Sub(looks[0].at), worst, b.lags)
 }
+
+// A link that takes 1 MB/s behind a queue of 2 MB, each answer 500 ms
+// after its body's last byte crossed: the batches' bytes are
+// acknowledged at 1 MB/s, and, once the last batches are all that is
+// left, for their last 3 s at half that, as they no longer keep the queue
+// full. The queue still drains at 1 MB/s: once all is acknowledged the
+// ETA is within 5% of the time left, not the slowed count's rate.
+func TestOnceAllIsAcknowledgedTheETAKeepsThePathsRate(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	const tiles, size, perBatch = 100, 100_000, 10
+	const rate, queue, fixed = 1e6, 2e6, 500 * time.Millisecond
+	body := int64(perBatch * (size + wireOverheadPerTile))
+	whole := tiles / perBatch * body
+	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: queue/rate*time.Second + fixed, held: map[string]int64{}}
+	p.countWire(sent, sock)
+	sent.n.Add(whole)
+	// A byte counted c crosses the link at c/rate plus the queue ahead of
+	// it: the link stays busy to the end.
+	crossed := func(c int64) time.Duration { return time.Duration((float64(c) + queue) / rate * float64(time.Second)) }
+	start := now
+	end := start.Add(crossed(whole) + fixed)
+	slow := whole - 1_500_000 // the last 1.5 MB at 0.5 MB/s
+	var acked float64
+	answered := 0
+	const step = 250 * time.Millisecond
+	for now.Before(end) {
+		now = now.Add(step)
+		if int64(acked) < slow {
+			acked += rate * step.Seconds()
+		} else {
+			acked += rate / 2 * step.Seconds()
+		}
+		acked = min(acked, float64(whole))
+		for answered < tiles/perBatch && !start.Add(crossed(int64(answered+1)*body)+fixed).After(now) {
+			answered++
+			sock.answers = append(sock.answers, sockmeter.Answer{At: start.Add(crossed(int64(answered)*body) + fixed), Acked: int64(answered) * body})
+			p.batch(uploader.BatchProgress{OpID: fmt.Sprint(answered), Tiles: perBatch, Bytes: perBatch * size, Uploaded: perBatch})
+		}
+		sock.acked, sock.inFlight = int64(acked), int64(acked)-int64(answered)*body
+		p.lookDelivered()
+		eta, ok := p.eta()
+		left := end.Sub(now)
+		if int64(acked) < whole || left < 500*time.Millisecond {
+			continue
+		}
+		if !ok || math.Abs(eta.Seconds()/left.Seconds()-1) > 0.05 {
+			t.Errorf("all acknowledged, %s really left: ETA %s (known %v)", left, eta.Round(10*time.Millisecond), ok)
+		}
+	}
+}

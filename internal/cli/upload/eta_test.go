@@ -3,6 +3,7 @@ package upload
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +174,9 @@ type fakeSockets struct {
 	// held is the bodies of the batches answered and not settled, by
 	// operation ID (counted in flight).
 	held map[string]int64
+	// answers is the batches' answers, oldest first (the latest four
+	// count, as sockmeter keeps them).
+	answers []sockmeter.Answer
 }
 
 func (f *fakeSockets) Acked() (int64, bool) { return f.acked, true }
@@ -188,7 +192,9 @@ func (f *fakeSockets) SettledAll()        { clear(f.held) }
 func (f *fakeSockets) AnswerLag() (time.Duration, bool) {
 	return f.lag, f.lag >= 0
 }
-func (f *fakeSockets) Answers() []sockmeter.Answer { return nil }
+func (f *fakeSockets) Answers() []sockmeter.Answer {
+	return slices.Clone(f.answers[max(len(f.answers)-4, 0):])
+}
 
 // Every body is handed to the connections at once and the link
 // acknowledges 100 kB/s of them; answers come 2 s after a batch's last

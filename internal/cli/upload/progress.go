@@ -84,10 +84,10 @@ type progress struct {
 	waitingFor string
 	// allDelivered is when every body byte was first seen acknowledged.
 	allDelivered time.Time
-	// tailRate is the rate of bytes acknowledged then (0: not known):
-	// the rate the bytes still on their way cross the path at, where the
-	// answers do not tell it, once the count stops moving and its own
-	// rate sinks.
+	// tailRate is the typical rate of bytes acknowledged over the last
+	// few seconds then (0: not known): the rate the bytes still on their
+	// way cross the path at, once the count stops moving and its own rate
+	// sinks.
 	tailRate float64
 
 	status *iostreams.StatusLine // nil off a terminal
@@ -462,8 +462,9 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 // last batches' answers come sooner after their bytes were acknowledged
 // than the earlier ones' did, as the queue, no longer kept full, drains.
 // It is never less than what is still to deliver at bps. Once all is
-// acknowledged the rate is the one then (tailRate): the count's own rate
-// sinks from then on, while what is on its way still crosses.
+// acknowledged the rate is the typical one of the last few seconds then
+// (tailRate): the count's own rate sinks in the run's last seconds,
+// while what is on its way still crosses at the path's.
 //
 // Before a batch of the flight was answered (or where no look saw a body
 // all acknowledged before its answer), it is what is still to deliver at
@@ -490,16 +491,15 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 		p.allDelivered, p.tailRate = time.Time{}, 0 // a resend: more to deliver again
 	case p.allDelivered.IsZero():
 		p.allDelivered = now
-		if ok {
-			p.tailRate = bps
-		}
+		p.tailRate, _ = p.deliveredRate.typical()
 	}
 	since, tailRate := now.Sub(p.allDelivered), p.tailRate
 	p.mu.Unlock()
-	rate, rateOK := bps, ok && bps > 0
+	rate, _ := p.deliveredRate.typical()
 	if allAcked {
-		rate, rateOK = tailRate, tailRate > 0
+		rate = tailRate
 	}
+	rateOK := rate > 0
 	if len(answers) > 0 && rateOK {
 		raw := answerEnd(answers, acked, left, rate).Sub(now).Seconds()
 		if ok && bps > 0 {
