@@ -457,14 +457,15 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 // Each of the latest batches' answers in the flight tells that end:
 // every byte acknowledged after its body, and every byte still to
 // deliver, crosses the path after it, so the end is at the answer plus
-// those bytes at the rate; the median of theirs is the end (answerEnd).
-// That counts in what an answer lag does not: behind a deep queue, the
-// last batches' answers come sooner after their bytes were acknowledged
-// than the earlier ones' did, as the queue, no longer kept full, drains.
-// It is never less than what is still to deliver at bps. Once all is
-// acknowledged the rate is the typical one of the last few seconds then
-// (tailRate): the count's own rate sinks in the run's last seconds,
-// while what is on its way still crosses at the path's.
+// those bytes at the typical rate of the last few seconds
+// (slope.typical: the rate of the moment sinks in the run's last
+// seconds, while what is on its way still crosses at the path's; once
+// all is acknowledged, the typical rate then, tailRate); the median of
+// theirs is the end (answerEnd). That counts in what an answer lag does
+// not: behind a deep queue, the last batches' answers come sooner after
+// their bytes were acknowledged than the earlier ones' did, as the
+// queue, no longer kept full, drains. It is never less than what is
+// still to deliver at bps.
 //
 // Before a batch of the flight was answered (or where no look saw a body
 // all acknowledged before its answer), it is what is still to deliver at
