@@ -15,9 +15,9 @@ import (
 func TestTheAnswerLagIsTheMedianOfTheLatestBatches(t *testing.T) {
 	m := New(nil)
 	for _, d := range []time.Duration{5000, 400, 700, 900, 1500} {
-		m.observeLag(d*time.Millisecond, minLagRequest)
+		m.observeLag(time.Time{}, d*time.Millisecond, minLagRequest, -1)
 	}
-	m.observeLag(10*time.Millisecond, 100)
+	m.observeLag(time.Time{}, 10*time.Millisecond, 100, -1)
 	if lag, ok := m.AnswerLag(); !ok || lag != 800*time.Millisecond {
 		t.Fatalf("answer lag %s (known %v), want 800ms", lag, ok)
 	}

@@ -8,12 +8,16 @@
 // body the peer has acknowledged while it waits for its answer (and, for
 // a request its caller holds, until the caller has recorded the answer:
 // HoldAnswers), and its answer lag, from the moment the peer has
-// acknowledged the last byte of its body to the first byte of its answer. What is acknowledged is past
-// the link's bottleneck on a real path, so the lag is the rest of the
-// way, the provider's work and the answer's way back: the time the last
-// request of a run still takes once its bytes are acknowledged. Each
-// request is measured from its own events (httptrace), so the requests
-// that share an HTTP/2 connection each have their own.
+// acknowledged the last byte of its body to the first byte of its
+// answer. What is acknowledged is past the link's bottleneck on a real
+// path, so the lag is the rest of the way, the provider's work and the
+// answer's way back. Each request is measured from its own events
+// (httptrace), so the requests that share an HTTP/2 connection each have
+// their own. Each answer is kept with what every connection had
+// acknowledged when its body was (Answers): what was acknowledged after
+// it crosses the path behind it, which tells when a run's last answer
+// will come better than a lag does where the path holds a queue that
+// drains at the end.
 //
 // Both come from the kernel's TCP_INFO (bytes acknowledged) where the
 // platform has it (Linux); elsewhere they are not known.
@@ -75,6 +79,10 @@ type Meter struct {
 	// acknowledged when they were closed.
 	closedAcked int64
 	lags        []time.Duration // the latest answers' lags, oldest first
+	// answers is the latest answers whose bodies' acknowledgement was
+	// seen before them, with what was acknowledged in all then, oldest
+	// first.
+	answers []Answer
 	// small is the latest lag of a request smaller than minLagRequest;
 	// < 0: none.
 	small time.Duration
@@ -278,17 +286,52 @@ func (m *Meter) AnswerLag() (time.Duration, bool) {
 	return (l[(len(l)-1)/2] + l[len(l)/2]) / 2, true
 }
 
-func (m *Meter) observeLag(d time.Duration, body int64) {
+// Answer is an answer to a request of at least minLagRequest bytes. The
+// bytes acknowledged on any connection after its body's last one cross
+// the path after it: on a path kept busy, a run's last answer comes when
+// they, and what is still to send, have crossed at the path's rate after
+// this one came.
+type Answer struct {
+	// At is when its first byte came.
+	At time.Time
+	// Acked is what the peers of every connection had acknowledged
+	// (Acked) when its body's last byte was seen acknowledged.
+	Acked int64
+}
+
+// Answers (of a nil Meter: none) is the latest lagAnswers answers to
+// requests of at least minLagRequest bytes whose body was seen all
+// acknowledged before the answer came, oldest first.
+func (m *Meter) Answers() []Answer {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.answers)
+}
+
+// observeLag takes a request's answer lag, and, when what was
+// acknowledged in all as its body was is known (acked >= 0), the answer.
+func (m *Meter) observeLag(at time.Time, d time.Duration, body, acked int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if body < minLagRequest {
 		m.small = d
 		return
 	}
-	m.lags = append(m.lags, d)
-	if len(m.lags) > lagAnswers {
-		m.lags = slices.Delete(m.lags, 0, len(m.lags)-lagAnswers)
+	m.lags = keepLatest(append(m.lags, d), lagAnswers)
+	if acked >= 0 {
+		m.answers = keepLatest(append(m.answers, Answer{At: at, Acked: acked}), lagAnswers)
 	}
+}
+
+// keepLatest drops all but the latest n of s.
+func keepLatest[T any](s []T, n int) []T {
+	if len(s) > n {
+		s = slices.Delete(s, 0, len(s)-n)
+	}
+	return s
 }
 
 // schedule makes sure a sample is coming while a request waits for its
@@ -313,9 +356,18 @@ func (m *Meter) sample() {
 	}
 	m.mu.Unlock()
 	waiting := false
+	var acked []*request
 	for _, r := range reqs {
-		if r.sample(now) {
-			waiting = true
+		w, all := r.sample(now)
+		waiting = waiting || w
+		if all {
+			acked = append(acked, r)
+		}
+	}
+	if len(acked) > 0 {
+		total, _ := m.Acked()
+		for _, r := range acked {
+			r.setAckedTotal(total)
 		}
 	}
 	if waiting {
@@ -338,7 +390,7 @@ type roundTripper struct {
 }
 
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := &request{m: t.m}
+	r := &request{m: t.m, ackedTotal: -1}
 	trace := &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { r.gotConn(info.Conn) },
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -419,8 +471,11 @@ type request struct {
 	wroteAt   time.Time // when it was written
 	sampledAt time.Time // the last look, when it was not all acknowledged
 	ackedAt   time.Time // when all of it was acknowledged (estimate); zero: not yet
-	done      bool      // answered
-	attempted bool      // a connection was taken for it
+	// ackedTotal is the Meter's Acked at the look that saw all of it
+	// acknowledged; < 0: not known (not yet, or seen only with the answer).
+	ackedTotal int64
+	done       bool // answered
+	attempted  bool // a connection was taken for it
 }
 
 // gotConn takes the request's connection: the Meter's own, under TLS or
@@ -434,7 +489,7 @@ func (r *request) gotConn(nc net.Conn) {
 	r.mu.Lock()
 	if r.attempted {
 		r.body.Store(0)
-		r.end, r.wroteAt, r.sampledAt, r.ackedAt = 0, time.Time{}, time.Time{}, time.Time{}
+		r.end, r.wroteAt, r.sampledAt, r.ackedAt, r.ackedTotal = 0, time.Time{}, time.Time{}, time.Time{}, -1
 	}
 	r.c, r.attempted = c, true
 	if c != nil {
@@ -482,27 +537,40 @@ func (r *request) wrote(now time.Time) {
 }
 
 // sample looks whether the request is all acknowledged and reports
-// whether it still waits for that.
-func (r *request) sample(now time.Time) (waiting bool) {
+// whether it still waits for that, or is seen all acknowledged now.
+func (r *request) sample(now time.Time) (waiting, acked bool) {
 	r.mu.Lock()
 	c, end := r.c, r.end
 	pending := c != nil && end > 0 && r.ackedAt.IsZero() && !r.done
 	r.mu.Unlock()
 	if !pending {
-		return false
+		return false, false
 	}
-	acked, err := bytesAcked(c.TCPConn)
+	n, err := bytesAcked(c.TCPConn)
 	if err != nil {
-		return false
+		return false, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if acked >= end {
+	if r.done || r.c != c { // answered, or sent again elsewhere, meanwhile
+		return false, false
+	}
+	if n >= end {
 		r.ackedAt = r.lastLook().Add(now.Sub(r.lastLook()) / 2) // between the two looks
-		return false
+		return false, true
 	}
 	r.sampledAt = now
-	return true
+	return true, false
+}
+
+// setAckedTotal notes the Meter's Acked at the look that saw the request
+// all acknowledged, unless it was answered or started over meanwhile.
+func (r *request) setAckedTotal(total int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done && !r.ackedAt.IsZero() {
+		r.ackedTotal = total
+	}
 }
 
 // lastLook is when the request was last seen not all acknowledged: the
@@ -528,34 +596,35 @@ func (r *request) lastLook() time.Time {
 // The lag is handed to the Meter after the request's lock is let go:
 // InFlight holds the Meter's while it takes each request's.
 func (r *request) answered(now time.Time) {
-	if lag, ok := r.lag(now); ok {
-		r.m.observeLag(lag, r.body.Load())
+	if lag, acked, ok := r.lag(now); ok {
+		r.m.observeLag(now, lag, r.body.Load(), acked)
 	}
 }
 
-// lag marks the request answered at now and returns its answer lag; ok
-// is false when it has none (answered before all of it was acknowledged,
-// or answered already).
-func (r *request) lag(now time.Time) (time.Duration, bool) {
+// lag marks the request answered at now and returns its answer lag and
+// the Meter's Acked when a look saw its body all acknowledged (< 0: no
+// look saw it before the answer); ok is false when it has no lag
+// (answered before all of it was acknowledged, or answered already).
+func (r *request) lag(now time.Time) (lag time.Duration, acked int64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done || r.c == nil {
-		return 0, false
+		return 0, -1, false
 	}
 	r.done = true
-	end, ackedAt := r.end, r.ackedAt
+	end, ackedAt, acked := r.end, r.ackedAt, r.ackedTotal
 	if end == 0 {
 		end, r.wroteAt = r.c.written.Load(), time.Unix(0, r.c.lastWrite.Load())
 	}
 	if ackedAt.IsZero() {
-		acked, err := bytesAcked(r.c.TCPConn)
-		if err != nil || end == 0 || acked < end {
-			return 0, false
+		n, err := bytesAcked(r.c.TCPConn)
+		if err != nil || end == 0 || n < end {
+			return 0, -1, false
 		}
 		last := r.lastLook() // acknowledged since then
 		ackedAt = last.Add(now.Sub(last) / 2)
 	}
-	return max(now.Sub(ackedAt), 0), true
+	return max(now.Sub(ackedAt), 0), acked, true
 }
 
 // conn counts what is written to it.

@@ -147,6 +147,51 @@ func TestTheAnswerLagRunsFromTheLastByteAcknowledgedToTheAnswer(t *testing.T) {
 	}
 }
 
+// A batch's answer is kept with when it came and what every connection
+// had acknowledged when its body was: a server that reads a 64 KiB body
+// and answers 300 ms later gives an answer whose count acknowledged is
+// at least the body (and no more than what is acknowledged now), come
+// after the body was sent. A small request's answer is not one.
+func TestAnAnswerKeepsWhatWasAcknowledgedWhenItsBodyWas(t *testing.T) {
+	const think = 300 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		if n >= 64<<10 {
+			time.Sleep(think)
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	m := New(nil)
+	c := meteredClient(t, m, nil)
+	post := func(size int) {
+		t.Helper()
+		resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, size)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post(100)
+	if a := m.Answers(); len(a) != 0 {
+		t.Fatalf("answers %v after a 100 B request, want none", a)
+	}
+	sent := time.Now()
+	post(64 << 10)
+	a := m.Answers()
+	now, _ := m.Acked()
+	if len(a) != 1 {
+		t.Fatalf("answers %v after a 64 KiB request, want one", a)
+	}
+	if a[0].Acked < 64<<10 || a[0].Acked > now {
+		t.Errorf("the answer's count acknowledged is %d B, want at least the 64 KiB body and at most the %d B acknowledged now", a[0].Acked, now)
+	}
+	if a[0].At.Before(sent.Add(think)) || a[0].At.After(time.Now()) {
+		t.Errorf("the answer came at %s, the body was sent at %s and the server thinks %s", a[0].At, sent, think)
+	}
+}
+
 // What a connection's peer acknowledged stays counted once it is closed,
 // and a request's body counts in flight, as far as its peer acknowledged
 // it, only until its answer: a body that is sent again counts again from

@@ -181,25 +181,39 @@ func (m *rateMeter) blendLocked(raw float64) time.Duration {
 	return time.Duration(m.eta * float64(time.Second))
 }
 
-// Delivery rate: the median of the rates between successive looks over
-// the last slopeWindow of a count that moves smoothly (the bytes the
-// peers have acknowledged), known once the looks span slopeMinSpan in at
-// least slopeMinSteps steps.
+// Delivery rate: the median of the rates between successive looks (its
+// steps) over the last slopeWindow of a count that moves smoothly (the
+// bytes the peers have acknowledged), leaving out the ramp at the
+// window's start: the leading steps each slower than the next by more
+// than slopeSpread (the run's first round trips, each carrying more than
+// the one before). It is known once the steps after the ramp span
+// slopeMinSpan in at least slopeMinSteps, or sooner, once its latest
+// slopeStableSteps agree within slopeSpread and span slopeStableSpan:
+// on a long fat link the whole run lasts a few seconds, and its rate is
+// plain as soon as the ramp ends.
 const (
-	slopeWindow   = 5 * time.Second
-	slopeMinSpan  = time.Second
-	slopeMinSteps = 4
-	slopeMinStep  = 100 * time.Millisecond
+	slopeWindow      = 5 * time.Second
+	slopeMinSpan     = time.Second
+	slopeMinSteps    = 4
+	slopeMinStep     = 100 * time.Millisecond
+	slopeStableSteps = 2
+	slopeStableSpan  = 400 * time.Millisecond
+	slopeSpread      = 0.2
 )
 
 // slope is the rate of a count that only grows, over the last
 // slopeWindow: the median of the rates between successive looks, so that
 // a step (a new connection's buffers filling at once) is not taken for
 // the link's rate. Its first look is the first one above 0: the count's
-// first step is before it. It is safe for concurrent use.
+// first step is before it. Once known, it stays known. It is safe for
+// concurrent use.
 type slope struct {
 	mu      sync.Mutex
 	samples []slopeSample // oldest first; the first may be older than the window
+	known   bool
+	// rates is the rate found at each look over the last slopeWindow,
+	// oldest first (n in bytes per second), for typical.
+	rates []slopeSample
 }
 
 type slopeSample struct {
@@ -224,14 +238,42 @@ func (s *slope) observe(now time.Time, n int64) {
 		cut++
 	}
 	s.samples = s.samples[cut:]
+	if bps, ok := s.rateLocked(); ok {
+		s.rates = append(s.rates, slopeSample{now, int64(bps)})
+	}
+	for len(s.rates) > 0 && s.rates[0].at.Before(now.Add(-slopeWindow)) {
+		s.rates = s.rates[1:]
+	}
 }
 
-// rate is the count's bytes per second over the window; ok is false until
-// the looks span slopeMinSpan in slopeMinSteps steps.
+// typical is the median of the rates found over the last slopeWindow of
+// looks; ok is false while none was known. Toward a run's end fewer
+// bytes come to be acknowledged and the rate sinks in its last second or
+// two, while those still on their way cross the path at the rate it had
+// before.
+func (s *slope) typical() (bytesPerSec float64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.rates) == 0 {
+		return 0, false
+	}
+	r := make([]float64, len(s.rates))
+	for i, x := range s.rates {
+		r[i] = float64(x.n)
+	}
+	return median(r), true
+}
+
+// rate is the count's bytes per second over the window, its ramp left
+// out; ok is false until it is known (see slopeWindow).
 func (s *slope) rate() (bytesPerSec float64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.samples) < slopeMinSteps+1 || s.samples[len(s.samples)-1].at.Sub(s.samples[0].at) < slopeMinSpan {
+	return s.rateLocked()
+}
+
+func (s *slope) rateLocked() (float64, bool) {
+	if len(s.samples) < 2 {
 		return 0, false
 	}
 	rates := make([]float64, 0, len(s.samples)-1)
@@ -239,10 +281,35 @@ func (s *slope) rate() (bytesPerSec float64, ok bool) {
 		a, b := s.samples[i-1], s.samples[i]
 		rates = append(rates, float64(b.n-a.n)/b.at.Sub(a.at).Seconds())
 	}
-	slices.Sort(rates)
-	k := len(rates)
-	if k%2 == 1 {
-		return rates[k/2], true
+	first := 0 // the first step after the ramp
+	for first+1 < len(rates) && rates[first] < (1-slopeSpread)*rates[first+1] {
+		first++
 	}
-	return (rates[k/2-1] + rates[k/2]) / 2, true
+	rates = rates[first:]
+	span := s.samples[len(s.samples)-1].at.Sub(s.samples[first].at)
+	k := len(rates)
+	if !s.known {
+		spanned := k >= slopeMinSteps && span >= slopeMinSpan
+		last := len(s.samples) - 1
+		stable := k >= slopeStableSteps && agree(rates[k-slopeStableSteps:]) &&
+			s.samples[last].at.Sub(s.samples[last-slopeStableSteps].at) >= slopeStableSpan
+		if !spanned && !stable {
+			return 0, false
+		}
+		s.known = true
+	}
+	return median(rates), true
+}
+
+// median is the median of r (not empty), which it sorts.
+func median(r []float64) float64 {
+	slices.Sort(r)
+	k := len(r)
+	return (r[(k-1)/2] + r[k/2]) / 2
+}
+
+// agree reports whether the rates are within slopeSpread of the fastest.
+func agree(rates []float64) bool {
+	lo, hi := slices.Min(rates), slices.Max(rates)
+	return hi > 0 && lo >= (1-slopeSpread)*hi
 }

@@ -3,6 +3,7 @@ package upload
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/internal/sockmeter"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/uploader"
 )
@@ -113,8 +115,8 @@ func TestTheStatusLineShowsTheLimitInForce(t *testing.T) {
 
 // The rate of acknowledged bytes is the link's, not the step a new
 // connection's buffers take at once: at 1 MB/s with a 1 MB step, looked
-// at every 250 ms, it is 1 MB/s; and it is not known before the looks
-// span a second in four looks.
+// at every 250 ms, it is 1 MB/s; and it is not known before two steps
+// between looks agree.
 func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
 	t.Parallel()
 	start := time.Unix(1_700_000_000, 0)
@@ -129,14 +131,38 @@ func TestTheDeliveryRateIsTheLinksNotABufferFillingAtOnce(t *testing.T) {
 		s.observe(now, n)
 		s.observe(now.Add(time.Millisecond), n) // the ETA's look right after the rate's
 		bps, ok := s.rate()
-		if span := time.Duration(i-1) * 250 * time.Millisecond; span < slopeMinSpan {
+		if i < 3 {
 			if ok {
-				t.Fatalf("a rate %.0f B/s after looks over %s", bps, span)
+				t.Fatalf("a rate %.0f B/s after %d looks", bps, i)
 			}
 			continue
 		}
 		if !ok || math.Abs(bps/1e6-1) > 0.05 {
 			t.Fatalf("at %s the rate is %.0f B/s (known %v), want 1 MB/s", now.Sub(start), bps, ok)
+		}
+	}
+}
+
+// On a long fat link the run's first second is a ramp (the batches in
+// flight grow one round trip at a time) and the whole run a few seconds:
+// the rate is known as soon as the looks' steps stop growing and agree,
+// and it is the rate the link then carries, not an average over the
+// ramp; while they still grow it is not known.
+func TestTheDeliveryRateIsKnownOnceTheRampEnds(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	var s slope
+	var n int64
+	steps := []int64{500_000, 1_000_000, 2_000_000, 4_000_000, 6_000_000, 6_000_000, 6_000_000, 6_000_000} // every 250 ms
+	for i, d := range steps {
+		n += d
+		s.observe(start.Add(time.Duration(i+1)*250*time.Millisecond), n)
+		bps, ok := s.rate()
+		switch {
+		case i < 5 && ok:
+			t.Fatalf("after %d looks, the steps still growing, a rate %.0f B/s", i+1, bps)
+		case i >= 5 && (!ok || math.Abs(bps/24e6-1) > 0.1):
+			t.Fatalf("after %d looks, two steps at 24 MB/s, the rate is %.0f B/s (known %v)", i+1, bps, ok)
 		}
 	}
 }
@@ -148,6 +174,9 @@ type fakeSockets struct {
 	// held is the bodies of the batches answered and not settled, by
 	// operation ID (counted in flight).
 	held map[string]int64
+	// answers is the batches' answers, oldest first (the latest four
+	// count, as sockmeter keeps them).
+	answers []sockmeter.Answer
 }
 
 func (f *fakeSockets) Acked() (int64, bool) { return f.acked, true }
@@ -162,6 +191,9 @@ func (f *fakeSockets) Settled(key string) { delete(f.held, key) }
 func (f *fakeSockets) SettledAll()        { clear(f.held) }
 func (f *fakeSockets) AnswerLag() (time.Duration, bool) {
 	return f.lag, f.lag >= 0
+}
+func (f *fakeSockets) Answers() []sockmeter.Answer {
+	return slices.Clone(f.answers[max(len(f.answers)-4, 0):])
 }
 
 // Every body is handed to the connections at once and the link
@@ -208,7 +240,7 @@ func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) 
 
 // Neither the status line nor the progress log shows a number that is
 // not measured: before the flight's total is counted it is "?", before
-// the acknowledged bytes have moved for a second the rate is "-/s"
+// the acknowledged bytes' rate is known the rate is "-/s"
 // (null), and before a request's answer lag is known there is no ETA
 // (null); each shows once it is known.
 func TestTheStatusLineShowsNoNumberThatIsNotKnown(t *testing.T) {

@@ -3,6 +3,7 @@ package upload
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/internal/iostreams"
 	"github.com/tilectl/tilectl/internal/metricsfile"
+	"github.com/tilectl/tilectl/internal/sockmeter"
 	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
@@ -82,6 +84,11 @@ type progress struct {
 	waitingFor string
 	// allDelivered is when every body byte was first seen acknowledged.
 	allDelivered time.Time
+	// tailRate is the typical rate of bytes acknowledged over the last
+	// few seconds then (0: not known): the rate the bytes still on their
+	// way cross the path at, once the count stops moving and its own rate
+	// sinks.
+	tailRate float64
 
 	status *iostreams.StatusLine // nil off a terminal
 	log    zerolog.Logger
@@ -230,7 +237,8 @@ const wireOverheadPerTile = 384
 type wireCount struct {
 	c       *sentCounter
 	base    int64
-	sockets sockets // nil: what is acknowledged is not known
+	started time.Time // when the flight started
+	sockets sockets   // nil: what is acknowledged is not known
 	// ackedBase is what the sockets had acknowledged when the flight
 	// started.
 	ackedBase int64
@@ -256,12 +264,15 @@ type sockets interface {
 	// AnswerLag is the time from a request's last byte acknowledged to
 	// its answer; ok is false until one was measured.
 	AnswerLag() (time.Duration, bool)
+	// Answers is the latest batches' answers, each with when it came and
+	// what Acked was when its body was all acknowledged, oldest first.
+	Answers() []sockmeter.Answer
 }
 
 // countWire has the rate and the ETA follow the body bytes c lets through
 // from now on, instead of the bytes of settled batches.
 func (p *progress) countWire(c *sentCounter, s sockets) {
-	w := &wireCount{c: c, base: c.sent(), sockets: s}
+	w := &wireCount{c: c, base: c.sent(), sockets: s, started: p.now()}
 	if s != nil {
 		w.ackedBase, _ = s.Acked()
 	}
@@ -344,22 +355,23 @@ func (p *progress) acked(w *wireCount) (int64, bool) {
 // false while the total or the rate is not known.
 //
 // Where the sockets tell what the provider's side has acknowledged, it is
-// what is still to deliver at the rate the bytes are acknowledged, plus
-// the answer lag: the time from a request's last byte acknowledged to its
-// answer (sockmeter: a batch's, or before one was answered, a small
-// request's). What is still to deliver is the flight's bodies (its bytes,
-// and a part header and manifest entry per tile) less the settled
-// batches' (whole, rejected tiles and all: they were delivered) and what
-// the provider's side has acknowledged of the bodies still waiting for
-// their answer (or answered and not settled yet: the sockets hold those
-// until batch takes them over): a body sent again counts from nothing
-// again, and one whose request failed counts whole, so resends do not
-// shorten it. Tiles left waiting past the deadline for the provider's
-// advice are not sent in the run and leave the flight's bodies; a retry
-// sends what the flight has pending again, its rejected tiles among it,
-// and what is still to deliver is then that (wholeToSend). Both are
-// measured, not guessed; until a request was answered and the count has
-// moved for a while, there is no ETA.
+// when what is still to deliver will have crossed the path at the rate
+// the bytes are acknowledged, behind what is on its way, and the last
+// answer come back (deliveredETA): told by the latest batches' answers,
+// or before one came, what is still to deliver at the rate plus the
+// answer lag (sockmeter: before a batch's, a small request's). What is
+// still to deliver is the flight's bodies (its bytes, and a part header
+// and manifest entry per tile) less the settled batches' (whole,
+// rejected tiles and all: they were delivered) and what the provider's
+// side has acknowledged of the bodies still waiting for their answer (or
+// answered and not settled yet: the sockets hold those until batch takes
+// them over): a body sent again counts from nothing again, and one whose
+// request failed counts whole, so resends do not shorten it. Tiles left
+// waiting past the deadline for the provider's advice are not sent in
+// the run and leave the flight's bodies; a retry sends what the flight
+// has pending again, its rejected tiles among it, and what is still to
+// deliver is then that (wholeToSend). Both are measured, not guessed;
+// until a request was answered and the rate is known, there is no ETA.
 //
 // Otherwise, with the body bytes counted, what is left is the flight's
 // bodies less those of settled batches and half of what is in flight:
@@ -440,11 +452,31 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 }
 
 // deliveredETA is eta from the bytes acknowledged, at bps (known: ok):
-// what is still to deliver of whole, then the answer lag; once all is
-// acknowledged, the lag counts down from then, whatever the rate (none
-// moves then).
+// the run ends when what is still to deliver of whole has crossed the
+// path behind what is on its way, and the last answer has come back.
+// Each of the latest batches' answers in the flight tells that end:
+// every byte acknowledged after its body, and every byte still to
+// deliver, crosses the path after it, so the end is at the answer plus
+// those bytes at the typical rate of the last few seconds
+// (slope.typical: the rate of the moment sinks in the run's last
+// seconds, while what is on its way still crosses at the path's; once
+// all is acknowledged, the typical rate then, tailRate); the median of
+// theirs is the end (answerEnd). That counts in what an answer lag does
+// not: behind a deep queue, the last batches' answers come sooner after
+// their bytes were acknowledged than the earlier ones' did, as the
+// queue, no longer kept full, drains. It is never less than what is
+// still to deliver at bps.
+//
+// Before a batch of the flight was answered (or where no look saw a body
+// all acknowledged before its answer), it is what is still to deliver at
+// bps, plus the answer lag; once all is acknowledged, the lag counts
+// down from then.
 func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64, w *wireCount) (time.Duration, bool) {
 	lag, lagOK := w.sockets.AnswerLag()
+	answers := slices.DeleteFunc(w.sockets.Answers(), func(a sockmeter.Answer) bool {
+		return a.At.Before(w.started) // another flight's
+	})
+	acked, _ := w.sockets.Acked()
 	p.settleMu.RLock()
 	settled := p.delivered.Load()
 	inFlight, flightOK := w.sockets.InFlight()
@@ -453,22 +485,50 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 		return 0, false
 	}
 	left := max(whole-settled-inFlight, 0)
-	if left <= whole/200 { // all of it, but for the estimate of the framing
-		p.mu.Lock()
-		if p.allDelivered.IsZero() {
-			p.allDelivered = now
+	allAcked := left <= whole/200 // all of it, but for the estimate of the framing
+	p.mu.Lock()
+	switch {
+	case !allAcked:
+		p.allDelivered, p.tailRate = time.Time{}, 0 // a resend: more to deliver again
+	case p.allDelivered.IsZero():
+		p.allDelivered = now
+		p.tailRate, _ = p.deliveredRate.typical()
+	}
+	since, tailRate := now.Sub(p.allDelivered), p.tailRate
+	p.mu.Unlock()
+	rate, _ := p.deliveredRate.typical()
+	if allAcked {
+		rate = tailRate
+	}
+	rateOK := rate > 0
+	if len(answers) > 0 && rateOK {
+		raw := answerEnd(answers, acked, left, rate).Sub(now).Seconds()
+		if ok && bps > 0 {
+			raw = max(raw, float64(left)/bps)
 		}
-		since := now.Sub(p.allDelivered)
-		p.mu.Unlock()
+		return p.meter.blendAt(now, max(raw, 0)), true
+	}
+	if allAcked {
 		return p.meter.blendAt(now, max(lag.Seconds()-since.Seconds(), 0)), true
 	}
-	p.mu.Lock()
-	p.allDelivered = time.Time{} // a resend: more to deliver again
-	p.mu.Unlock()
 	if !ok || bps <= 0 {
 		return 0, false
 	}
 	return p.meter.blendAt(now, float64(left)/bps+lag.Seconds()), true
+}
+
+// answerEnd is when the run ends by answers (at least one): for each,
+// its time plus the bytes acknowledged since its body was (acked is the
+// count now) and the left still to deliver, at bps; the median of them.
+func answerEnd(answers []sockmeter.Answer, acked, left int64, bps float64) time.Time {
+	ends := make([]time.Time, 0, len(answers))
+	for _, a := range answers {
+		behind := float64(max(acked-a.Acked, 0)+left) / bps
+		ends = append(ends, a.At.Add(time.Duration(behind*float64(time.Second))))
+	}
+	slices.SortFunc(ends, time.Time.Compare)
+	k := len(ends)
+	return ends[(k-1)/2].Add(ends[k/2].Sub(ends[(k-1)/2]) / 2)
 }
 
 // trustedMoves is how often the count of body bytes must have moved
