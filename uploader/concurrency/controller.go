@@ -60,6 +60,11 @@ type Sample struct {
 type Options struct {
 	// Initial is the limit before anything is measured. Default 8.
 	Initial int
+	// InitialBytes is the bytes in flight the limit starts with when the
+	// batches are small (ExpectBatchBytes): before anything is measured
+	// the limit is the batches InitialBytes holds, at least Initial and
+	// at most initialSpread times it. Default 2 MiB.
+	InitialBytes int64
 	// Floor is the lowest limit a rising round trip alone brings it to;
 	// only overload signals go below it. Default 4.
 	Floor int
@@ -74,12 +79,20 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultInitial    = 8
-	DefaultFloor      = 4
-	DefaultMin        = 1
-	DefaultMax        = 256
-	DefaultBaseWindow = 10 * time.Second
+	DefaultInitial      = 8
+	DefaultInitialBytes = 2 << 20
+	DefaultFloor        = 4
+	DefaultMin          = 1
+	DefaultMax          = 256
+	DefaultBaseWindow   = 10 * time.Second
 )
+
+// initialSpread bounds the batches an initial window in bytes starts
+// with, in Initials: each batch of the first round opens a connection of
+// its own and reaches the provider before any is answered, and tiny
+// batches (a few tiles of a few kilobytes) would make that burst
+// hundreds, for little payload. Slow start doubles from there.
+const initialSpread = 4
 
 // decrease is the factor an overload signal multiplies the limit by.
 const decrease = 0.5
@@ -113,8 +126,16 @@ type Controller struct {
 	min, max, floor float64
 	baseWindow      time.Duration
 
-	mu       sync.Mutex
-	limit    float64
+	// initial and initialBytes are Options.Initial (within the bounds)
+	// and Options.InitialBytes, for ExpectBatchBytes.
+	initial      float64
+	initialBytes int64
+
+	mu    sync.Mutex
+	limit float64
+	// heard is set by the first request's end that Observe takes: the
+	// limit is measured from then on.
+	heard    bool
 	inflight int
 	changed  chan struct{} // closed and replaced when a slot frees or the limit moves
 	// slowStart grows the limit by one per answer (doubling it each
@@ -165,6 +186,9 @@ func New(o Options) *Controller {
 	if o.Initial <= 0 {
 		o.Initial = DefaultInitial
 	}
+	if o.InitialBytes <= 0 {
+		o.InitialBytes = DefaultInitialBytes
+	}
 	if o.Floor <= 0 {
 		o.Floor = DefaultFloor
 	}
@@ -176,8 +200,8 @@ func New(o Options) *Controller {
 	}
 	clamp := func(v int) float64 { return float64(min(max(v, o.Min), o.Max)) }
 	return &Controller{now: o.Now, min: float64(o.Min), max: float64(o.Max), floor: clamp(o.Floor),
-		baseWindow: o.BaseWindow, limit: clamp(o.Initial), slowStart: true, roundStart: o.Now(),
-		changed: make(chan struct{})}
+		baseWindow: o.BaseWindow, limit: clamp(o.Initial), initial: clamp(o.Initial), initialBytes: o.InitialBytes,
+		slowStart: true, roundStart: o.Now(), changed: make(chan struct{})}
 }
 
 // Limit is how many slots may be held now.
@@ -193,6 +217,30 @@ func (c *Controller) effective() int {
 		l = max(c.min, l/2)
 	}
 	return int(l)
+}
+
+// ExpectBatchBytes tells c the size of the batches it is to carry, once
+// the run knows it (before its first claim). Until anything is measured
+// the limit is then the batches InitialBytes holds, never fewer than
+// Initial nor more than initialSpread times it: what fills a link is bytes in flight, which is why TCP counts
+// its initial window in bytes, and a run of small batches (a provider's
+// low max_batch_tiles) that started at Initial would spend round trips
+// doubling up to what large batches carry at once. A run of large
+// batches starts at Initial, no more batches than a provider that limits
+// its rate of batches sees at any start. Once an answer or an overload
+// has come, the limit is measured and this changes nothing.
+func (c *Controller) ExpectBatchBytes(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n <= 0 || c.heard {
+		return
+	}
+	before := c.effective()
+	fit := math.Floor(float64(c.initialBytes) / float64(n))
+	c.limit = min(max(c.initial, fit), initialSpread*c.initial, c.max)
+	if c.effective() != before {
+		c.notify()
+	}
 }
 
 // Ahead is the most slots the limit may allow a round trip from now:
@@ -248,6 +296,7 @@ func (c *Controller) Observe(s Sample) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
+	c.heard = true
 	if s.Signal != Answered {
 		c.cut(now, s)
 		return

@@ -1,6 +1,7 @@
 package concurrency_test
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"testing"
@@ -560,5 +561,74 @@ func TestControllerLeavesAPacedThrottleTheBatchesItsRateNeeds(t *testing.T) {
 	}
 	if got := throttle(false); got >= 3 {
 		t.Errorf("limit %d after an unpaced throttle at 20 batches/s and 150 ms, want under 3 (under the rate)", got)
+	}
+}
+
+// Before anything is measured the limit holds InitialBytes of the
+// batches the run expects, and never fewer than Initial batches: a run of
+// small batches starts with more of them, one of large batches with no
+// more than Initial. What the limit measured (an answer, an overload)
+// then decides, and a later expectation changes nothing.
+func TestControllerStartsWithTheBytesInFlightOfItsInitialWindow(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		o     concurrency.Options
+		bytes int64
+		want  int
+	}{
+		{"small batches", concurrency.Options{}, 64 << 10, concurrency.DefaultInitialBytes / (64 << 10)},
+		{"batches of the initial window's size over Initial", concurrency.Options{}, concurrency.DefaultInitialBytes / concurrency.DefaultInitial, concurrency.DefaultInitial},
+		{"large batches", concurrency.Options{}, 8 << 20, concurrency.DefaultInitial},
+		{"unknown size", concurrency.Options{}, 0, concurrency.DefaultInitial},
+		{"small batches, a low maximum", concurrency.Options{Max: 12}, 64 << 10, 12},
+		{"tiny batches", concurrency.Options{}, 4 << 10, 4 * concurrency.DefaultInitial},
+		{"a window of its own", concurrency.Options{InitialBytes: 1 << 20, Initial: 4}, 128 << 10, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clk := &clock{t: time.Unix(1_700_000_000, 0)}
+			c.o.Now = clk.now
+			ctl := concurrency.New(c.o)
+			ctl.ExpectBatchBytes(c.bytes)
+			if got := ctl.Limit(); got != c.want {
+				t.Fatalf("limit expecting batches of %d bytes = %d, want %d", c.bytes, got, c.want)
+			}
+			// Slow start may double it in the first round trip: the
+			// connections to open ahead.
+			if got, want := ctl.Ahead(), min(2*c.want, cmp.Or(c.o.Max, concurrency.DefaultMax)); got != want {
+				t.Fatalf("ahead = %d, want %d", got, want)
+			}
+		})
+	}
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	ctl := concurrency.New(concurrency.Options{Now: clk.now})
+	t0 := clk.t
+	clk.t = t0.Add(150 * time.Millisecond)
+	ctl.Observe(concurrency.Sample{Start: t0, End: clk.t})
+	measured := ctl.Limit()
+	ctl.ExpectBatchBytes(16 << 10)
+	if got := ctl.Limit(); got != measured {
+		t.Fatalf("limit after an answer and then an expectation of small batches = %d, want it as measured (%d)", got, measured)
+	}
+}
+
+// A long fat link carried in small batches (200 Mbit/s, 150 ms, batches
+// of 4 tiles of 16 KiB: about 57 in flight fill it) is full within a few
+// round trips of the start when the controller knows the batches' size:
+// its first round holds the initial window's bytes, not Initial batches
+// of a size that fills an eighth of it. Every new connection pays a
+// handshake, as the first round's do where they were not opened ahead.
+func TestControllerFillsALongFatLinkOfSmallBatchesWithinAFewRoundTrips(t *testing.T) {
+	t.Parallel()
+	rate := 200e6 / 8
+	s := newSim(t, &link{rate: constRate(200), delay: constDelay(150 * time.Millisecond), handshake: 150 * time.Millisecond},
+		concurrency.Options{})
+	s.size = 64 << 10
+	s.c.ExpectBatchBytes(int64(s.size))
+	start := s.clk.t
+	s.run(3 * time.Second)
+	if got := s.share(start, start.Add(time.Second), rate); got < 0.5 {
+		t.Errorf("share of the link in the first second = %.2f, want >= 0.5 (state %+v)", got, s.c.State())
 	}
 }
