@@ -8,6 +8,9 @@
 // at once, at most once per round trip, as TCP's AIMD does on loss: a
 // timeout or the breaker opening halves it; a throttle (429, 503) sets it
 // to the batches in flight the provider's rate of answers needs (see cut).
+// It starts, before anything is measured, at Initial batches, or at the
+// batches an initial window of InitialBytes holds when the run's batches
+// are small (ExpectBatchBytes), and grows in slow start from there.
 // It never stops adjusting: every
 // round trip is a decision, and the least round trip is measured afresh
 // every BaseWindow by draining the queue for two round trips, so a link
