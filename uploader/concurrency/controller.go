@@ -152,9 +152,12 @@ type Controller struct {
 	sum        time.Duration
 	// nNew and sumNew are the round's round trips on new connections,
 	// apart from n and sum (Sample.NewConn).
-	nNew      int
-	sumNew    time.Duration
-	peak      int // most slots held at once in the round
+	nNew   int
+	sumNew time.Duration
+	peak   int // most slots held at once in the round
+	// held is the previous round's peak: the round's answers are of
+	// batches that started then.
+	held      int
 	srtt      time.Duration
 	base      time.Duration // least round trip seen, since baseAt
 	baseAt    time.Time
@@ -415,6 +418,7 @@ func (c *Controller) deliveryRate(now time.Time) float64 {
 }
 
 func (c *Controller) newRound(now time.Time) {
+	c.held = c.peak
 	c.roundStart, c.n, c.sum, c.nNew, c.sumNew, c.peak = now, 0, 0, 0, 0, c.inflight
 }
 
@@ -445,9 +449,14 @@ func (c *Controller) endRound(now time.Time) {
 		c.phase = draining
 		return
 	}
+	// The round's round trips are of batches that started in the round
+	// before, as many in flight as its peak: after a cut, more than the
+	// limit. The queue they found, and what fills the path without one,
+	// are counted from that many.
+	held := max(c.limit, float64(c.held))
 	queue := 0.0
 	if c.base > 0 && mean > 0 {
-		queue = c.limit * (1 - float64(c.base)/float64(mean))
+		queue = held * (1 - float64(c.base)/float64(mean))
 	}
 	alpha, beta := thresholds(c.limit)
 	switch {
@@ -457,7 +466,7 @@ func (c *Controller) endRound(now time.Time) {
 		// What would fill the path without a queue, plus alpha; never
 		// more than half at once, never below the floor by latency alone.
 		c.slowStart = false
-		target := c.limit*float64(c.base)/float64(mean) + alpha
+		target := held*float64(c.base)/float64(mean) + alpha
 		c.limit = max(min(c.limit, max(c.limit/2, target)), min(c.floor, c.limit))
 	case queue >= alpha:
 		c.slowStart = false
