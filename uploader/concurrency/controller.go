@@ -137,10 +137,10 @@ type Controller struct {
 	mu    sync.Mutex
 	limit float64
 	// heard is set by the first request's end that Observe takes: the
-	// limit is measured from then on.
-	heard    bool
-	inflight int
-	changed  chan struct{} // closed and replaced when a slot frees or the limit moves
+	// limit is measured from then on. sized is set by ExpectBatchBytes.
+	heard, sized bool
+	inflight     int
+	changed      chan struct{} // closed and replaced when a slot frees or the limit moves
 	// slowStart grows the limit by one per answer (doubling it each
 	// round trip) until the first queue or overload; afterwards it grows
 	// by its square root each round trip.
@@ -238,8 +238,12 @@ func (c *Controller) effective() int {
 func (c *Controller) ExpectBatchBytes(n int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n <= 0 || c.heard {
+	if c.heard {
 		return
+	}
+	c.sized = true
+	if n <= 0 {
+		return // not known: the limit starts at Initial
 	}
 	before := c.effective()
 	fit := math.Floor(float64(c.initialBytes) / float64(n))
@@ -250,13 +254,19 @@ func (c *Controller) ExpectBatchBytes(n int64) {
 }
 
 // Ahead is the most slots the limit may allow a round trip from now:
-// twice the limit in slow start, which doubles it in a round trip whose
-// answers all come back; afterwards the limit and one round's growth.
-// Whoever opens a connection per slot opens this many ahead, so a slot
-// the limit grants finds its connection open.
+// before the batches' size is known (ExpectBatchBytes), the most the
+// first round may hold, initialSpread times Initial; twice the limit in
+// slow start, which doubles it in a round trip whose answers all come
+// back; afterwards the limit and one round's growth. Whoever opens a
+// connection per slot opens this many ahead, so a slot the limit grants
+// finds its connection open: the first round's open while the run asks
+// the provider its limits, which says how big the batches are.
 func (c *Controller) Ahead() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.sized && !c.heard {
+		return int(min(initialSpread*c.initial, c.max))
+	}
 	if c.slowStart && c.phase == steady {
 		return int(min(2*c.limit, c.max))
 	}

@@ -274,8 +274,16 @@ func TestControllerSlowStartDoublesWhenNewSlotsAreTakenAClaimLater(t *testing.T)
 	t.Parallel()
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := concurrency.New(concurrency.Options{Now: clk.now})
+	// Before the batches' size is known, the first round may hold four
+	// times Initial (ExpectBatchBytes): their connections open during the
+	// capabilities request.
+	if got := c.Ahead(); got != 4*concurrency.DefaultInitial {
+		t.Fatalf("ahead at the start = %d, want %d", got, 4*concurrency.DefaultInitial)
+	}
+	c.ExpectBatchBytes(concurrency.DefaultInitialBytes / concurrency.DefaultInitial)
 	if got := c.Ahead(); got != 2*concurrency.DefaultInitial {
-		t.Fatalf("ahead at the start = %d, want %d", got, 2*concurrency.DefaultInitial)
+		t.Fatalf("ahead at the start, batches of %d bytes = %d, want %d",
+			concurrency.DefaultInitialBytes/concurrency.DefaultInitial, got, 2*concurrency.DefaultInitial)
 	}
 	t0 := clk.t
 	acquire := func() func() {
