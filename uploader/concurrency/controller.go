@@ -228,13 +228,14 @@ func (c *Controller) effective() int {
 // ExpectBatchBytes tells c the size of the batches it is to carry, once
 // the run knows it (before its first claim). Until anything is measured
 // the limit is then the batches InitialBytes holds, never fewer than
-// Initial nor more than initialSpread times it: what fills a link is bytes in flight, which is why TCP counts
-// its initial window in bytes, and a run of small batches (a provider's
-// low max_batch_tiles) that started at Initial would spend round trips
-// doubling up to what large batches carry at once. A run of large
-// batches starts at Initial, no more batches than a provider that limits
-// its rate of batches sees at any start. Once an answer or an overload
-// has come, the limit is measured and this changes nothing.
+// Initial nor more than initialSpread times it: what fills a link is
+// bytes in flight, which is why TCP counts its initial window in bytes,
+// and a run of small batches (a provider's low max_batch_tiles) that
+// started at Initial would spend round trips doubling up to what large
+// batches carry at once. A run of large batches starts at Initial, no
+// more batches than a provider that limits its rate of batches sees at
+// any start. Once an answer or an overload has come, the limit is
+// measured and this changes nothing.
 func (c *Controller) ExpectBatchBytes(n int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
