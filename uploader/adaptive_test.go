@@ -23,8 +23,11 @@ type inFlight struct {
 	delay    time.Duration
 	throttle func() bool
 	now, top atomic.Int32
-	posts    atomic.Int32
-	refused  atomic.Int32
+	// first is how many were in flight when the first of them was
+	// answered: the run's first round.
+	first   atomic.Int32
+	posts   atomic.Int32
+	refused atomic.Int32
 }
 
 func (f *inFlight) wrap(h http.Handler) http.Handler {
@@ -43,6 +46,7 @@ func (f *inFlight) wrap(h http.Handler) http.Handler {
 			}
 		}
 		time.Sleep(f.delay)
+		f.first.CompareAndSwap(0, f.now.Load())
 		if f.throttle != nil && f.throttle() {
 			f.refused.Add(1)
 			w.Header().Set("Content-Type", "application/json")
@@ -79,18 +83,45 @@ func TestAutoConcurrencyGrowsPastItsStartOnALongLinkAndReportsItsLimit(t *testin
 		t.Fatalf("UploadPendingTiles: accepted %d, err %v; want 300 accepted", rep.Accepted, err)
 	}
 	allUploadedOnce(t, c, p, "fa", 300)
-	// It starts at 8; a link that answers every batch in 400 ms whatever
-	// is in flight has room for all of them.
-	if top := f.top.Load(); top <= 16 {
-		t.Errorf("at most %d batches were in flight on a link with room for all, want more than 16", top)
+	// It starts at 32 (batches of 512 bytes: the most batches an initial
+	// window in bytes starts with); a link that answers every batch in
+	// 400 ms whatever is in flight has room for all of them.
+	const start = 32
+	if top := f.top.Load(); top <= start {
+		t.Errorf("at most %d batches were in flight on a link with room for all, want more than %d", top, start)
 	}
-	if rep.Concurrency <= 16 {
-		t.Errorf("report's concurrency = %d, want the grown limit (> 16)", rep.Concurrency)
+	if rep.Concurrency <= start {
+		t.Errorf("report's concurrency = %d, want the grown limit (> %d)", rep.Concurrency, start)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(limits) == 0 || limits[0] < 1 || limits[len(limits)-1] <= limits[0] {
 		t.Errorf("limits told with the batches %v: want them to rise", limits)
+	}
+}
+
+// A provider that takes small batches (2 tiles of 16 KiB) gets the run's
+// first round in bytes, not in batches: the limit starts with the
+// batches its initial window holds, where Initial of them would carry a
+// sixteenth of it and take round trips to grow.
+func TestAutoConcurrencyStartsWithTheInitialWindowsBytesOfSmallBatches(t *testing.T) {
+	t.Parallel()
+	f := &inFlight{delay: 400 * time.Millisecond}
+	p, url := startInFlight(t, f)
+	const tiles, size = 256, 16 << 10
+	c := providertest.NewClient(t, "fw")
+	c.AddTiles(t, "fw", tiles, size, 1)
+	u, _ := newUploader(t, url, c, nil)
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw", BatchSize: 2})
+	if err != nil || rep.Accepted != tiles {
+		t.Fatalf("UploadPendingTiles: accepted %d, err %v; want %d accepted", rep.Accepted, err, tiles)
+	}
+	allUploadedOnce(t, c, p, "fw", tiles)
+	// The window holds 64 of them; the claims of a loaded machine may
+	// not all come within the first round trip.
+	want := int32(concurrency.DefaultInitialBytes / (2 * size) / 2)
+	if got := f.first.Load(); got < want {
+		t.Errorf("%d batches in flight when the first was answered, want at least %d (the initial window's bytes, within a half)", got, want)
 	}
 }
 
@@ -101,7 +132,9 @@ func TestAutoConcurrencyDropsWhenTheProviderThrottles(t *testing.T) {
 	f.throttle = func() bool { return f.now.Load() > 4 }
 	p, url := startInFlight(t, f)
 	c := providertest.NewClient(t, "ft")
-	c.AddTiles(t, "ft", 300, 256, 1)
+	// Batches of 256 KiB, as many as Initial fill the limit's initial
+	// window in bytes: the run starts at Initial.
+	c.AddTiles(t, "ft", 300, 128<<10, 1)
 	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.ResendBudget = 1000
 		o.Sleep = operation.Sleep // the pacer paces on the real clock

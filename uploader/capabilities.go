@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/tilectl/tilectl/tilestore"
 )
 
 // Capabilities is the provider's GET /v1/capabilities answer.
@@ -55,6 +57,20 @@ func (c Capabilities) limits(batchSize int) limits {
 	l.tiles = min(l.tiles, clientMaxBatchTiles)
 	l.bytes = min(l.bytes, clientMaxBatchBytes)
 	return l
+}
+
+// batchBytes is how big a batch of l is expected to be: l.tiles of the
+// mean size of sample (pending tiles of the flight), within l.bytes; 0
+// when sample is empty.
+func (l limits) batchBytes(sample []tilestore.Tile) int64 {
+	if len(sample) == 0 {
+		return 0
+	}
+	var sum int64
+	for _, t := range sample {
+		sum += t.SizeBytes
+	}
+	return min(sum/int64(len(sample))*int64(l.tiles), l.bytes)
 }
 
 // The client's own ceilings on a batch, whatever a provider advertises.

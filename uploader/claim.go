@@ -17,10 +17,13 @@ import (
 // claim to its batch's settlement. *concurrency.Controller (adaptive) and
 // *concurrency.Fixed implement it. Ahead is the most slots it may allow a
 // round trip from now: the connections to have open by then (warm.go).
+// ExpectBatchBytes tells it how big the call's batches are, before the
+// first is claimed.
 type gate interface {
 	Acquire(ctx context.Context) (release func(), err error)
 	Limit() int
 	Ahead() int
+	ExpectBatchBytes(n int64)
 }
 
 var (

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tilectl/tilectl/tilestore"
 )
 
 // maxListedLocalFailures bounds the LocalFailures list of one report, so a
@@ -57,18 +59,24 @@ func (e *BlobCacheError) Error() string {
 		"original directory again", e.FlightID, checked, dir, src, e.Example, e.FlightID)
 }
 
-// preflight checks the blobs of the first page of the flight's pending
+// firstPage is the first page of the flight's pending tiles, which the
+// pre-flight checks and whose sizes say how big the run's batches are.
+func (u *Client) firstPage(ctx context.Context, flightID string) ([]tilestore.Tile, error) {
+	page, err := u.store.PendingUploads(ctx, flightID, "", pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("pre-flight: list pending tiles of flight %s: %w", flightID, err)
+	}
+	return page, nil
+}
+
+// preflight checks the blobs of page, the first of the flight's pending
 // tiles, by existence and size only, before anything is sent. When not one
 // of them exists, and neither does their top directory in the cache, it
 // returns a *BlobCacheError: sending would only turn a wrong cache dir into
 // a local failure per tile. The first blob found ends the check: one blob
 // in place shows the cache dir is the flight's, and stating every blob of
 // the page would delay the start of every run.
-func (u *Client) preflight(ctx context.Context, flightID string) error {
-	page, err := u.store.PendingUploads(ctx, flightID, "", pageSize)
-	if err != nil {
-		return fmt.Errorf("pre-flight: list pending tiles of flight %s: %w", flightID, err)
-	}
+func (u *Client) preflight(flightID string, page []tilestore.Tile) error {
 	missing, example, firstRel := 0, "", ""
 	for _, tl := range page {
 		lf, err := CheckBlob(u.blobs, tl, CheckSize)

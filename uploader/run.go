@@ -93,12 +93,22 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		return finish(err)
 	}
 	lim := caps.limits(req.BatchSize)
-	if err := u.preflight(ctx, req.FlightID); err != nil {
+	page, err := u.firstPage(ctx, req.FlightID)
+	if err != nil {
+		return finish(err)
+	}
+	if err := u.preflight(req.FlightID, page); err != nil {
 		return finish(err)
 	}
 	if req.DryRun {
 		return u.dryRun(ctx, req, lim, rep)
 	}
+	// The limit's first round is counted in bytes where it is still to
+	// be measured: the connections of the batches it now allows open
+	// while the run claims its first batches.
+	g := u.gateFor(req)
+	g.ExpectBatchBytes(lim.batchBytes(page))
+	u.warm.ahead(g.Ahead())
 	if u.clientID != "" {
 		if err := u.prepareSequence(ctx, rep); err != nil {
 			return finish(err)

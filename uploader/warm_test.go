@@ -50,7 +50,10 @@ func (a *arrivals) wrap(h http.Handler) http.Handler {
 // its first byte. The connections of a run's first batches are opened
 // while the provider is asked its limits, so the batches the limit
 // starts with all reach the provider one round trip after it answered
-// (the answer's way back, the batches' way there), not two.
+// (the answer's way back, the batches' way there), not two: as many as
+// the limit may start with before the answer says how big the batches
+// are, which for batches this small (2 tiles of 1 KiB) is four times
+// Initial.
 func TestTheFirstBatchesGoOnConnectionsOpenedDuringTheCapabilitiesRequest(t *testing.T) {
 	const rtt = 400 * time.Millisecond
 	p := providertest.Start(t, func(c *provider.Config) { c.Limits.MaxBatchTiles = 2 })
@@ -66,7 +69,7 @@ func TestTheFirstBatchesGoOnConnectionsOpenedDuringTheCapabilitiesRequest(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	const flight, first = "warm", concurrency.DefaultInitial
+	const flight, first = "warm", 4 * concurrency.DefaultInitial
 	c := providertest.NewClient(t, flight)
 	c.AddTiles(t, flight, 2*first, 1<<10, 1)
 	u, _ := newUploader(t, px.URL(), c, nil)

@@ -8,6 +8,9 @@
 // at once, at most once per round trip, as TCP's AIMD does on loss: a
 // timeout or the breaker opening halves it; a throttle (429, 503) sets it
 // to the batches in flight the provider's rate of answers needs (see cut).
+// It starts, before anything is measured, at Initial batches, or at the
+// batches an initial window of InitialBytes holds when the run's batches
+// are small (ExpectBatchBytes), and grows in slow start from there.
 // It never stops adjusting: every
 // round trip is a decision, and the least round trip is measured afresh
 // every BaseWindow by draining the queue for two round trips, so a link
@@ -60,6 +63,11 @@ type Sample struct {
 type Options struct {
 	// Initial is the limit before anything is measured. Default 8.
 	Initial int
+	// InitialBytes is the bytes in flight the limit starts with when the
+	// batches are small (ExpectBatchBytes): before anything is measured
+	// the limit is the batches InitialBytes holds, at least Initial and
+	// at most initialSpread times it. Default 2 MiB.
+	InitialBytes int64
 	// Floor is the lowest limit a rising round trip alone brings it to;
 	// only overload signals go below it. Default 4.
 	Floor int
@@ -74,12 +82,20 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultInitial    = 8
-	DefaultFloor      = 4
-	DefaultMin        = 1
-	DefaultMax        = 256
-	DefaultBaseWindow = 10 * time.Second
+	DefaultInitial      = 8
+	DefaultInitialBytes = 2 << 20
+	DefaultFloor        = 4
+	DefaultMin          = 1
+	DefaultMax          = 256
+	DefaultBaseWindow   = 10 * time.Second
 )
+
+// initialSpread bounds the batches an initial window in bytes starts
+// with, in Initials: each batch of the first round opens a connection of
+// its own and reaches the provider before any is answered, and tiny
+// batches (a few tiles of a few kilobytes) would make that burst
+// hundreds, for little payload. Slow start doubles from there.
+const initialSpread = 4
 
 // decrease is the factor an overload signal multiplies the limit by.
 const decrease = 0.5
@@ -113,10 +129,18 @@ type Controller struct {
 	min, max, floor float64
 	baseWindow      time.Duration
 
-	mu       sync.Mutex
-	limit    float64
-	inflight int
-	changed  chan struct{} // closed and replaced when a slot frees or the limit moves
+	// initial and initialBytes are Options.Initial (within the bounds)
+	// and Options.InitialBytes, for ExpectBatchBytes.
+	initial      float64
+	initialBytes int64
+
+	mu    sync.Mutex
+	limit float64
+	// heard is set by the first request's end that Observe takes: the
+	// limit is measured from then on. sized is set by ExpectBatchBytes.
+	heard, sized bool
+	inflight     int
+	changed      chan struct{} // closed and replaced when a slot frees or the limit moves
 	// slowStart grows the limit by one per answer (doubling it each
 	// round trip) until the first queue or overload; afterwards it grows
 	// by its square root each round trip.
@@ -128,9 +152,12 @@ type Controller struct {
 	sum        time.Duration
 	// nNew and sumNew are the round's round trips on new connections,
 	// apart from n and sum (Sample.NewConn).
-	nNew      int
-	sumNew    time.Duration
-	peak      int // most slots held at once in the round
+	nNew   int
+	sumNew time.Duration
+	peak   int // most slots held at once in the round
+	// held is the previous round's peak: the round's answers are of
+	// batches that started then.
+	held      int
 	srtt      time.Duration
 	base      time.Duration // least round trip seen, since baseAt
 	baseAt    time.Time
@@ -165,6 +192,9 @@ func New(o Options) *Controller {
 	if o.Initial <= 0 {
 		o.Initial = DefaultInitial
 	}
+	if o.InitialBytes <= 0 {
+		o.InitialBytes = DefaultInitialBytes
+	}
 	if o.Floor <= 0 {
 		o.Floor = DefaultFloor
 	}
@@ -176,8 +206,8 @@ func New(o Options) *Controller {
 	}
 	clamp := func(v int) float64 { return float64(min(max(v, o.Min), o.Max)) }
 	return &Controller{now: o.Now, min: float64(o.Min), max: float64(o.Max), floor: clamp(o.Floor),
-		baseWindow: o.BaseWindow, limit: clamp(o.Initial), slowStart: true, roundStart: o.Now(),
-		changed: make(chan struct{})}
+		baseWindow: o.BaseWindow, limit: clamp(o.Initial), initial: clamp(o.Initial), initialBytes: o.InitialBytes,
+		slowStart: true, roundStart: o.Now(), changed: make(chan struct{})}
 }
 
 // Limit is how many slots may be held now.
@@ -195,14 +225,49 @@ func (c *Controller) effective() int {
 	return int(l)
 }
 
+// ExpectBatchBytes tells c the size of the batches it is to carry, once
+// the run knows it (before its first claim). Until anything is measured
+// the limit is then the batches InitialBytes holds, never fewer than
+// Initial nor more than initialSpread times it: what fills a link is
+// bytes in flight, which is why TCP counts its initial window in bytes,
+// and a run of small batches (a provider's low max_batch_tiles) that
+// started at Initial would spend round trips doubling up to what large
+// batches carry at once. A run of large batches starts at Initial, no
+// more batches than a provider that limits its rate of batches sees at
+// any start. Once an answer or an overload has come, the limit is
+// measured and this changes nothing.
+func (c *Controller) ExpectBatchBytes(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.heard {
+		return
+	}
+	c.sized = true
+	if n <= 0 {
+		return // not known: the limit starts at Initial
+	}
+	before := c.effective()
+	fit := math.Floor(float64(c.initialBytes) / float64(n))
+	c.limit = min(max(c.initial, fit), initialSpread*c.initial, c.max)
+	if c.effective() != before {
+		c.notify()
+	}
+}
+
 // Ahead is the most slots the limit may allow a round trip from now:
-// twice the limit in slow start, which doubles it in a round trip whose
-// answers all come back; afterwards the limit and one round's growth.
-// Whoever opens a connection per slot opens this many ahead, so a slot
-// the limit grants finds its connection open.
+// before the batches' size is known (ExpectBatchBytes), the most the
+// first round may hold, initialSpread times Initial; twice the limit in
+// slow start, which doubles it in a round trip whose answers all come
+// back; afterwards the limit and one round's growth. Whoever opens a
+// connection per slot opens this many ahead, so a slot the limit grants
+// finds its connection open: the first round's open while the run asks
+// the provider its limits, which says how big the batches are.
 func (c *Controller) Ahead() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.sized && !c.heard {
+		return int(min(initialSpread*c.initial, c.max))
+	}
 	if c.slowStart && c.phase == steady {
 		return int(min(2*c.limit, c.max))
 	}
@@ -248,6 +313,7 @@ func (c *Controller) Observe(s Sample) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
+	c.heard = true
 	if s.Signal != Answered {
 		c.cut(now, s)
 		return
@@ -363,6 +429,7 @@ func (c *Controller) deliveryRate(now time.Time) float64 {
 }
 
 func (c *Controller) newRound(now time.Time) {
+	c.held = c.peak
 	c.roundStart, c.n, c.sum, c.nNew, c.sumNew, c.peak = now, 0, 0, 0, 0, c.inflight
 }
 
@@ -393,9 +460,14 @@ func (c *Controller) endRound(now time.Time) {
 		c.phase = draining
 		return
 	}
+	// The round's round trips are of batches that started in the round
+	// before, as many in flight as its peak: after a cut, more than the
+	// limit. The queue they found, and what fills the path without one,
+	// are counted from that many.
+	held := max(c.limit, float64(c.held))
 	queue := 0.0
 	if c.base > 0 && mean > 0 {
-		queue = c.limit * (1 - float64(c.base)/float64(mean))
+		queue = held * (1 - float64(c.base)/float64(mean))
 	}
 	alpha, beta := thresholds(c.limit)
 	switch {
@@ -405,7 +477,7 @@ func (c *Controller) endRound(now time.Time) {
 		// What would fill the path without a queue, plus alpha; never
 		// more than half at once, never below the floor by latency alone.
 		c.slowStart = false
-		target := c.limit*float64(c.base)/float64(mean) + alpha
+		target := held*float64(c.base)/float64(mean) + alpha
 		c.limit = max(min(c.limit, max(c.limit/2, target)), min(c.floor, c.limit))
 	case queue >= alpha:
 		c.slowStart = false

@@ -34,6 +34,9 @@ func (f *Fixed) Acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// ExpectBatchBytes does nothing: the limit is fixed, in batches.
+func (f *Fixed) ExpectBatchBytes(int64) {}
+
 // Observe does nothing: the limit is fixed.
 func (f *Fixed) Observe(Sample) {}
 
