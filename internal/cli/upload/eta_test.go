@@ -457,3 +457,41 @@ func TestAnAnsweredBatchIsDeliveredUntilItSettles(t *testing.T) {
 		t.Fatalf("the sockets still hold %v once the flight finished", sock.held)
 	}
 }
+
+// A link that delivered 100 kB/s, with batches answered along the way,
+// stalls with most of the flight still to deliver: from the moment the
+// rate of the moment says nothing moves, the ETA is unknown (null) or
+// more than what is left at the old rate; it never counts down to 0
+// with bytes left, as if the answers' ends were still coming.
+func TestAStallWithBytesLeftNeverShowsTheETAAtZero(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	const tiles, size = 100, 10_000
+	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sock := &fakeSockets{lag: 500 * time.Millisecond}
+	p.countWire(sent, sock)
+	whole := int64(tiles * (size + wireOverheadPerTile))
+	sent.n.Add(whole)
+	start := now
+	var delivered int64
+	for i := 1; i <= 120; i++ { // 30 s, a look every 250 ms
+		now = start.Add(time.Duration(i) * 250 * time.Millisecond)
+		if i <= 28 { // 7 s at 100 kB/s, then nothing moves
+			delivered = int64(now.Sub(start).Seconds() * 100_000)
+			sock.acked, sock.inFlight = delivered, delivered
+			if i%4 == 0 {
+				sock.answers = append(sock.answers, sockmeter.Answer{At: now, Acked: delivered - 50_000})
+			}
+		}
+		p.lookDelivered()
+		eta, ok := p.eta()
+		if i > 28 && ok && eta <= 0 {
+			t.Fatalf("%s into a stall with %d bytes left, the ETA shows %s", now.Sub(start.Add(7*time.Second)), whole-delivered, eta)
+		}
+	}
+}

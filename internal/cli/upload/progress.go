@@ -465,7 +465,8 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 // not: behind a deep queue, the last batches' answers come sooner after
 // their bytes were acknowledged than the earlier ones' did, as the
 // queue, no longer kept full, drains. It is never less than what is
-// still to deliver at bps.
+// still to deliver at bps, and unknown while bps is (or is 0: a stall)
+// with bytes still to deliver.
 //
 // Before a batch of the flight was answered (or where no look saw a body
 // all acknowledged before its answer), it is what is still to deliver at
@@ -501,6 +502,12 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 		rate = tailRate
 	}
 	rateOK := rate > 0
+	if !allAcked && (!ok || bps <= 0) {
+		// Nothing moves now (a stall) or its rate is not known: the
+		// answers' ends would count down to a moment that has nothing
+		// to do with when what is left will move again.
+		return 0, false
+	}
 	if len(answers) > 0 && rateOK {
 		raw := answerEnd(answers, acked, left, rate).Sub(now).Seconds()
 		if ok && bps > 0 {
@@ -510,9 +517,6 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 	}
 	if allAcked {
 		return p.meter.blendAt(now, max(lag.Seconds()-since.Seconds(), 0)), true
-	}
-	if !ok || bps <= 0 {
-		return 0, false
 	}
 	return p.meter.blendAt(now, float64(left)/bps+lag.Seconds()), true
 }
