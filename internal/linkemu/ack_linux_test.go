@@ -19,7 +19,7 @@ func TestTheSenderSeesUnacknowledgedWhatTheLinkHasNotTaken(t *testing.T) {
 	const rate, queue = 8_000_000, 64 << 10 // 1 MB/s
 	addr := server(t, func(c net.Conn) { io.Copy(io.Discard, c) })
 	l, p := newLink(t, Config{UpRate: rate, DownRate: rate, Delay: 5 * time.Millisecond, QueueBytes: queue}, addr)
-	m := sockmeter.New(nil)
+	m := sockmeter.New(nil, nil)
 	const conns = 4
 	payload := make([]byte, 2<<20)
 	rand.Read(payload)

@@ -23,7 +23,7 @@ func TestAnswersAndTheCountInFlightDoNotWaitForEachOther(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	m := New(nil)
+	m := New(nil, nil)
 	c := meteredClient(t, m, func(tr *http.Transport) { tr.MaxIdleConnsPerHost = 16 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -39,7 +39,7 @@ func TestOverHTTP2TheAnswerLagIsEachRequestsOwn(t *testing.T) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	m := New(nil)
+	m := New(nil, nil)
 	var dials atomic.Int32
 	dial := m.dial
 	m.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -13,7 +13,7 @@ import (
 // nor the longest); small requests do not count once a batch's lag is
 // known; and only the latest lagAnswers count (not the 5 s before them).
 func TestTheAnswerLagIsTheMedianOfTheLatestBatches(t *testing.T) {
-	m := New(nil)
+	m := New(nil, nil)
 	for _, d := range []time.Duration{5000, 400, 700, 900, 1500} {
 		m.observeLag(time.Time{}, d*time.Millisecond, minLagRequest, -1)
 	}

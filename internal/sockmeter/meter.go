@@ -89,13 +89,18 @@ type Meter struct {
 }
 
 // New returns a Meter that dials with dial (nil: a net.Dialer with
-// net/http's default timeout and keep-alive).
-func New(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Meter {
+// net/http's default timeout and keep-alive) and reads the time from now
+// (nil: time.Now): the caller's clock, since Answers' times are compared
+// with the caller's.
+func New(dial func(ctx context.Context, network, addr string) (net.Conn, error), now func() time.Time) *Meter {
 	if dial == nil {
 		d := &net.Dialer{Timeout: defaultDialTimeout, KeepAlive: defaultKeepAlive}
 		dial = d.DialContext
 	}
-	return &Meter{dial: dial, now: time.Now, conns: map[*conn]struct{}{}, reqs: map[*request]struct{}{},
+	if now == nil {
+		now = time.Now
+	}
+	return &Meter{dial: dial, now: now, conns: map[*conn]struct{}{}, reqs: map[*request]struct{}{},
 		answered: map[string]int64{}, small: -1}
 }
 
@@ -292,7 +297,7 @@ func (m *Meter) AnswerLag() (time.Duration, bool) {
 // they, and what is still to send, have crossed at the path's rate after
 // this one came.
 type Answer struct {
-	// At is when its first byte came.
+	// At is when its first byte came, on the Meter's clock.
 	At time.Time
 	// Acked is what the peers of every connection had acknowledged
 	// (Acked) when its body's last byte was seen acknowledged.

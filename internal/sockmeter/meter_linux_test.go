@@ -70,7 +70,7 @@ func TestTheBacklogIsWhatThePeerHasNotAcknowledged(t *testing.T) {
 		close(drained)
 		io.Copy(io.Discard, c)
 	})
-	m := New(nil)
+	m := New(nil, nil)
 	c, err := m.DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestTheAnswerLagRunsFromTheLastByteAcknowledgedToTheAnswer(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	m := New(nil)
+	m := New(nil, nil)
 	if _, ok := m.AnswerLag(); ok {
 		t.Fatal("an answer lag before any answer")
 	}
@@ -162,7 +162,7 @@ func TestAnAnswerKeepsWhatWasAcknowledgedWhenItsBodyWas(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	m := New(nil)
+	m := New(nil, nil)
 	c := meteredClient(t, m, nil)
 	post := func(size int) {
 		t.Helper()
@@ -204,7 +204,7 @@ func TestAckedKeepsClosedConnectionsAndInFlightOnlyUnansweredBodies(t *testing.T
 		w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	m := New(nil)
+	m := New(nil, nil)
 	var tr *http.Transport
 	c := meteredClient(t, m, func(x *http.Transport) { tr = x })
 	const size = 1 << 20
@@ -276,7 +276,7 @@ func TestAnAnsweredBodyCountsInFlightUntilItsKeyIsSettled(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	m := New(nil)
+	m := New(nil, nil)
 	m.HoldAnswers("Idempotency-Key")
 	c := meteredClient(t, m, nil)
 	const size = 256 << 10
@@ -318,7 +318,7 @@ func TestInFlightCountsNoBodyBytesTheTransportHoldsUnwritten(t *testing.T) {
 	stop := make(chan struct{})
 	addr := serve(t, func(c net.Conn) { <-stop }) // reads nothing
 	t.Cleanup(func() { close(stop) })
-	m := New(nil)
+	m := New(nil, nil)
 	c := meteredClient(t, m, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -368,7 +368,7 @@ func TestARequestOnAConnectionUnderAnotherLayerGetsItsLag(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	m := New(nil)
+	m := New(nil, nil)
 	c := meteredClient(t, m, func(tr *http.Transport) {
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := m.DialContext(ctx, network, addr)

@@ -39,7 +39,7 @@ func dialed(t *testing.T, m *Meter) *conn {
 // connection's, and its body counts from nothing, the replayed one
 // counted as it is read.
 func TestARequestNetHTTPSendsAgainStartsOverOnItsNewConnection(t *testing.T) {
-	m := New(nil)
+	m := New(nil, nil)
 	first, second := dialed(t, m), dialed(t, m)
 	if _, err := first.Write(make([]byte, 1000)); err != nil {
 		t.Fatal(err)

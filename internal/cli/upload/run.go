@@ -205,7 +205,7 @@ func (r *run) wire(ctx context.Context) error {
 	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	var wrap func(http.RoundTripper) http.RoundTripper
 	if r.opts.HTTPClient == nil {
-		r.sockets = sockmeter.New(nil)
+		r.sockets = sockmeter.New(nil, r.opts.Clock.Now)
 		// A batch's request carries its operation ID as its idempotency
 		// key (the provider contract), which its BatchProgress names:
 		// answered, it counts in flight until the progress has it settled.
