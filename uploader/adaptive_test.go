@@ -101,9 +101,10 @@ func TestAutoConcurrencyGrowsPastItsStartOnALongLinkAndReportsItsLimit(t *testin
 }
 
 // A provider that takes small batches (2 tiles of 16 KiB) gets the run's
-// first round in bytes, not in batches: the limit starts with the
-// batches its initial window holds, where Initial of them would carry a
-// sixteenth of it and take round trips to grow.
+// first round in bytes, not in batches: the limit starts with as many as
+// its initial window holds, up to four times Initial (32 here), where
+// Initial of them would carry an eighth of the window and take round
+// trips to grow.
 func TestAutoConcurrencyStartsWithTheInitialWindowsBytesOfSmallBatches(t *testing.T) {
 	t.Parallel()
 	f := &inFlight{delay: 400 * time.Millisecond}
@@ -117,11 +118,11 @@ func TestAutoConcurrencyStartsWithTheInitialWindowsBytesOfSmallBatches(t *testin
 		t.Fatalf("UploadPendingTiles: accepted %d, err %v; want %d accepted", rep.Accepted, err, tiles)
 	}
 	allUploadedOnce(t, c, p, "fw", tiles)
-	// The window holds 64 of them; the claims of a loaded machine may
-	// not all come within the first round trip.
-	want := int32(concurrency.DefaultInitialBytes / (2 * size) / 2)
+	// The first round is 32; the claims of a loaded machine may not all
+	// come within the first round trip, but twice Initial must.
+	want := int32(2 * concurrency.DefaultInitial)
 	if got := f.first.Load(); got < want {
-		t.Errorf("%d batches in flight when the first was answered, want at least %d (the initial window's bytes, within a half)", got, want)
+		t.Errorf("%d batches in flight when the first was answered, want at least %d (a first round in bytes, within a half)", got, want)
 	}
 }
 
