@@ -168,6 +168,12 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, durableTx, fn)
 }
 
+// claimBegin is what a claim's transaction begins with (claimTx): a
+// claim without a stream sends it in the same round trip as its statement
+// (claimPipelined), one statement after another.
+var claimBegin = []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SET LOCAL synchronous_commit = on",
+	"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL jit = off"}
+
 // The commit mode is set by the BEGIN itself (one simple-protocol round
 // trip for all its statements), not by a separate SET LOCAL per
 // transaction.
@@ -191,8 +197,7 @@ var (
 	// off: the generic plan's estimate of a large flight's rows passes the
 	// server's jit_above_cost, and compiling it would take many times
 	// what a claim costs.
-	claimTx = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = on; " +
-		"SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL jit = off"}
+	claimTx = pgx.TxOptions{BeginQuery: strings.Join(claimBegin, "; ")}
 	// A settlement without rejections commits without waiting for the
 	// disk: the commit returns before its WAL is written, which a crash may
 	// lose because it is re-derived (the batch stays open, the next run
