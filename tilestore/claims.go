@@ -308,17 +308,6 @@ func (s *Store) claimPipelined(ctx context.Context, c Claim) (Claimed, error) {
 	return out, nil
 }
 
-// rollbackLeft rolls back the transaction a failed pipelined claim left
-// open, if any, so that its connection goes back to the pool clean.
-func rollbackLeft(ctx context.Context, conn *pgx.Conn) {
-	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, _ = conn.Exec(rctx, "ROLLBACK")
-}
-
 // claimQuerier is what a claim runs its statements on: a transaction
 // (pgx.Tx), or a connection whose transaction the claim begins and
 // commits itself in its own round trips (claimPipelined).
@@ -364,12 +353,15 @@ func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream
 	var cands []Tile
 	if pipelined {
 		b := &pgx.Batch{}
-		for _, st := range claimBegin {
-			b.Queue(st)
-		}
+		claimBegin.queue(b)
 		b.Queue(claimMarkSQL[order], args...)
 		br := q.SendBatch(ctx, b)
-		cands, err = claimedRows(br, len(claimBegin), c.Limit)
+		if err = claimBegin.read(br); err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				cands, err = collectTiles(rows, c.Limit)
+			}
+		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -451,21 +443,6 @@ func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream
 		out.Batch = b
 	}
 	return out, nil
-}
-
-// claimedRows reads a pipelined claim's results: the begin statements'
-// (n of them), then the claimed rows.
-func claimedRows(br pgx.BatchResults, n, limit int) ([]Tile, error) {
-	for range n {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	return collectTiles(rows, limit)
 }
 
 // collectTiles scans a claim's rows, at most limit of them.
