@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultLease is how long a batch stays its run's after the run last
@@ -119,12 +120,14 @@ type Claim struct {
 	// candidates' rows are locked while it runs. It runs at most once, on
 	// ClaimBatch's goroutine.
 	Pick func(candidates []Tile) (Batch, []Rejection)
-	// At, if set, is called inside the claim's transaction, once it has a
-	// connection and has begun, right before the claim's statement; what
-	// it returns replaces After. Callers whose claims take turns (one
-	// reads the cursor the last one's Pick moved) take their turn there,
-	// so that no turn waits for a pooled connection or for the round trip
-	// of a BEGIN. It is called at most once, on ClaimBatch's goroutine.
+	// At, if set, is called once the claim has a connection, right before
+	// its statement is sent; what it returns replaces After. Without a
+	// Stream the claim's transaction begins in the same round trip as its
+	// statement; with one it has begun, and locked the stream, by then.
+	// Callers whose claims take turns (one reads the cursor the last one's
+	// Pick moved) take their turn there, so that no turn waits for a
+	// pooled connection or for a round trip of its own for the BEGIN. It
+	// is called at most once, on ClaimBatch's goroutine.
 	At func() Cursor
 	// Sending says the caller sends the batch as soon as the claim has
 	// committed: the journal counts that first send with the batch
@@ -259,10 +262,9 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 		return Claimed{}, fmt.Errorf("claim a batch of flight %s: limit must be positive, and Pick and OpID set", c.FlightID)
 	}
 	var out Claimed
-	err := pgx.BeginTxFunc(ctx, s.pool, claimTx, func(tx pgx.Tx) error {
-		out = Claimed{}
-		var seq Stream
-		if c.Stream != 0 {
+	var err error
+	if c.Stream != 0 {
+		err = pgx.BeginTxFunc(ctx, s.pool, claimTx, func(tx pgx.Tx) error {
 			// First, so that two claims of one stream queue here before
 			// either locks a tile.
 			st, busy, err := s.lockStream(ctx, tx, c.Stream)
@@ -272,111 +274,180 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 			if busy != nil {
 				return busy
 			}
-			seq = st
-		}
-		exclude := c.Exclude
-		if exclude == nil {
-			exclude = []string{}
-		}
-		unclear, lookedUp := c.UnclearReasons, c.LookedUp
-		if unclear == nil {
-			unclear = []string{}
-		}
-		if lookedUp == nil {
-			lookedUp = []string{}
-		}
-		order, err := ParseOrder(string(c.Order))
-		if err != nil {
+			out, err = s.claimIn(ctx, tx, c, st, false)
 			return err
-		}
-		after := c.After
-		if c.At != nil {
-			after = c.At()
-		}
-		args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, after.ID, c.OpID}
-		if order == OrderZoom {
-			afterZ := -1 // before zoom 0: the zero cursor
-			if !after.IsZero() {
-				afterZ = after.Z
-			}
-			args = append(args, afterZ)
-		}
-		rows, err := tx.Query(ctx, claimMarkSQL[order], args...)
-		if err != nil {
-			return err
-		}
-		cands, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tile, error) { return scanTile(r) })
-		if err != nil {
-			return err
-		}
-		out.Candidates = len(cands)
-		if len(cands) == 0 {
-			return nil
-		}
-		b, rejs := c.Pick(cands)
-		byID := make(map[string]Tile, len(cands))
-		for _, t := range cands {
-			byID[t.ID] = t
-		}
-		taken := map[string]bool{}
-		for _, r := range rejs {
-			if _, ok := byID[r.TileID]; !ok || taken[r.TileID] {
-				return fmt.Errorf("pick rejected tile %s, which is not a candidate or is named twice", r.TileID)
-			}
-			taken[r.TileID] = true
-		}
-		if len(b.TileIDs) > 0 {
-			if b.OpID != c.OpID {
-				return fmt.Errorf("pick formed batch %s, but the claim marked its tiles for %s", b.OpID, c.OpID)
-			}
-			b.FlightID = c.FlightID
-			if seq.ID != 0 {
-				b.ClientID, b.ClientSeq = seq.ClientID, seq.LastCommitted+1
-			}
-			if err := validateBatch(b); err != nil {
-				return err
-			}
-			for _, id := range b.TileIDs {
-				t, ok := byID[id]
-				if !ok || taken[id] {
-					return fmt.Errorf("pick put tile %s in the batch, but it is not a candidate or is also rejected", id)
-				}
-				out.Tiles = append(out.Tiles, t)
-			}
-		}
-		// The journal writes go as one pipelined round trip.
-		w := &pgx.Batch{}
-		if err := queueRejections(w, rejs); err != nil {
-			return err
-		}
-		if len(b.TileIDs) > 0 {
-			s.queueBatch(w, b, c.Sending)
-			if seq.ID != 0 {
-				w.Queue(`UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
-					b.OpID, seq.ID, int64(b.ClientSeq))
-			}
-		}
-		if left := unpicked(cands, b.TileIDs); len(left) > 0 {
-			w.Queue(freeTilesSQL, left, c.OpID)
-		}
-		if w.Len() > 0 {
-			if err := tx.SendBatch(ctx, w).Close(); err != nil {
-				return fmt.Errorf("journal batch %s (%d tiles, %d rejection(s)): %w", b.OpID, len(b.TileIDs), len(rejs), err)
-			}
-		}
-		out.Rejections = rejs
-		out.Left = len(cands) - len(b.TileIDs) - len(rejs)
-		out.Last = lastTaken(cands, b.TileIDs, rejs)
-		if len(b.TileIDs) == 0 {
-			return nil
-		}
-		out.Batch = b
-		return nil
-	})
+		})
+	} else {
+		out, err = s.claimPipelined(ctx, c)
+	}
 	if err != nil {
 		return Claimed{}, fmt.Errorf("claim a batch of flight %s: %w", c.FlightID, err)
 	}
 	return out, nil
+}
+
+// claimPipelined is a claim without a stream, on a pooled connection of
+// its own: its transaction's BEGIN goes in one round trip with the claim's
+// statement, and its COMMIT in one with the journal's writes. Two round
+// trips instead of four, and the turn (Claim.At) spans one: the BEGIN is
+// not a round trip the next claim's turn waits for. What is durable when
+// is the same: the COMMIT returns once the batch's journal is on disk.
+func (s *Store) claimPipelined(ctx context.Context, c Claim) (Claimed, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return Claimed{}, err
+	}
+	// A connection not back to idle (rollback failed) is closed by the
+	// pool, never reused inside a transaction.
+	defer conn.Release()
+	out, err := s.claimIn(ctx, conn.Conn(), c, Stream{}, true)
+	if err != nil {
+		rollbackLeft(ctx, conn.Conn())
+		return Claimed{}, err
+	}
+	return out, nil
+}
+
+// claimQuerier is what a claim runs its statements on: a transaction
+// (pgx.Tx), or a connection whose transaction the claim begins and
+// commits itself in its own round trips (claimPipelined).
+type claimQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// claimIn runs ClaimBatch's claim on q, in the stream seq (zero: none).
+// pipelined says q is a connection outside a transaction: the claim's
+// statement goes after claimBegin in one round trip, and its journal's
+// writes before a COMMIT in another.
+func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream, pipelined bool) (Claimed, error) {
+	var out Claimed
+	exclude := c.Exclude
+	if exclude == nil {
+		exclude = []string{}
+	}
+	unclear, lookedUp := c.UnclearReasons, c.LookedUp
+	if unclear == nil {
+		unclear = []string{}
+	}
+	if lookedUp == nil {
+		lookedUp = []string{}
+	}
+	order, err := ParseOrder(string(c.Order))
+	if err != nil {
+		return out, err
+	}
+	after := c.After
+	if c.At != nil {
+		after = c.At()
+	}
+	args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, after.ID, c.OpID}
+	if order == OrderZoom {
+		afterZ := -1 // before zoom 0: the zero cursor
+		if !after.IsZero() {
+			afterZ = after.Z
+		}
+		args = append(args, afterZ)
+	}
+	var cands []Tile
+	if pipelined {
+		b := &pgx.Batch{}
+		claimBegin.queue(b)
+		b.Queue(claimMarkSQL[order], args...)
+		br := q.SendBatch(ctx, b)
+		if err = claimBegin.read(br); err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				cands, err = collectTiles(rows, c.Limit)
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	} else {
+		var rows pgx.Rows
+		if rows, err = q.Query(ctx, claimMarkSQL[order], args...); err == nil {
+			cands, err = collectTiles(rows, c.Limit)
+		}
+	}
+	if err != nil {
+		return out, err
+	}
+	out.Candidates = len(cands)
+	if len(cands) == 0 {
+		if pipelined {
+			_, err = q.Exec(ctx, "COMMIT")
+		}
+		return out, err
+	}
+	b, rejs := c.Pick(cands)
+	byID := make(map[string]Tile, len(cands))
+	for _, t := range cands {
+		byID[t.ID] = t
+	}
+	taken := map[string]bool{}
+	for _, r := range rejs {
+		if _, ok := byID[r.TileID]; !ok || taken[r.TileID] {
+			return out, fmt.Errorf("pick rejected tile %s, which is not a candidate or is named twice", r.TileID)
+		}
+		taken[r.TileID] = true
+	}
+	if len(b.TileIDs) > 0 {
+		if b.OpID != c.OpID {
+			return out, fmt.Errorf("pick formed batch %s, but the claim marked its tiles for %s", b.OpID, c.OpID)
+		}
+		b.FlightID = c.FlightID
+		if seq.ID != 0 {
+			b.ClientID, b.ClientSeq = seq.ClientID, seq.LastCommitted+1
+		}
+		if err := validateBatch(b); err != nil {
+			return out, err
+		}
+		for _, id := range b.TileIDs {
+			t, ok := byID[id]
+			if !ok || taken[id] {
+				return out, fmt.Errorf("pick put tile %s in the batch, but it is not a candidate or is also rejected", id)
+			}
+			out.Tiles = append(out.Tiles, t)
+		}
+	}
+	// The journal writes go as one pipelined round trip (with the commit,
+	// when pipelined).
+	w := &pgx.Batch{}
+	if err := queueRejections(w, rejs); err != nil {
+		return out, err
+	}
+	if len(b.TileIDs) > 0 {
+		s.queueBatch(w, b, c.Sending)
+		if seq.ID != 0 {
+			w.Queue(`UPDATE upload_batches SET client_stream = $2, client_seq = $3 WHERE op_id = $1`,
+				b.OpID, seq.ID, int64(b.ClientSeq))
+		}
+	}
+	if left := unpicked(cands, b.TileIDs); len(left) > 0 {
+		w.Queue(freeTilesSQL, left, c.OpID)
+	}
+	if pipelined {
+		w.Queue("COMMIT")
+	}
+	if w.Len() > 0 {
+		if err := q.SendBatch(ctx, w).Close(); err != nil {
+			return out, fmt.Errorf("journal batch %s (%d tiles, %d rejection(s)): %w", b.OpID, len(b.TileIDs), len(rejs), err)
+		}
+	}
+	out.Rejections = rejs
+	out.Left = len(cands) - len(b.TileIDs) - len(rejs)
+	out.Last = lastTaken(cands, b.TileIDs, rejs)
+	if len(b.TileIDs) > 0 {
+		out.Batch = b
+	}
+	return out, nil
+}
+
+// collectTiles scans a claim's rows, at most limit of them.
+func collectTiles(rows pgx.Rows, limit int) ([]Tile, error) {
+	return pgx.AppendRows(make([]Tile, 0, min(limit, 1024)), rows, func(r pgx.CollectableRow) (Tile, error) { return scanTile(r) })
 }
 
 // freeTilesSQL frees the tiles $1 that the batch $2 still marks.

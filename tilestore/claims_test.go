@@ -511,3 +511,61 @@ func TestClaimsTakeTilesInGoByteOrderWhateverTheDatabaseCollation(t *testing.T) 
 		t.Fatalf("claims after each other's Last took\n %q\nwant every tile once, in Go's order\n %q", got, want)
 	}
 }
+
+// A claim whose journal write fails (here its key is already journaled)
+// commits nothing of what it did before in the same transaction: its
+// tiles are not left marked, nothing it rejected is recorded, and its
+// connection goes back to the pool out of the failed transaction, to be
+// used again (one connection: the next statement runs on the same
+// server process).
+func TestAClaimWhoseJournalWriteFailsCommitsNothingAndLeavesItsConnectionClean(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	url := pgtest.NewURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := tilestore.NewStore(pool)
+	ids := seedFlight(t, s, "FJ", 4)
+	mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FJ", Limit: 1, OpID: "op-1", Pick: pickAll("op-1")})
+	var pid int
+	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	// Its second candidate is rejected and the others form op-1 again,
+	// which the journal already holds.
+	_, err = s.ClaimBatch(ctx, tilestore.Claim{FlightID: "FJ", Limit: 3, OpID: "op-1",
+		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
+			b, _ := pickAll("op-1")([]tilestore.Tile{cands[0], cands[2]})
+			return b, []tilestore.Rejection{{OpID: "op-r", TileID: cands[1].ID, Reason: "too_large"}}
+		}})
+	if err == nil {
+		t.Fatal("a claim journaling a key the journal holds succeeded")
+	}
+	var after int
+	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&after); err != nil {
+		t.Fatalf("the pool's connection after the failed claim: %v", err)
+	}
+	if after != pid {
+		t.Errorf("the failed claim's connection was closed (server process %d, then %d): it should have been rolled back and kept", pid, after)
+	}
+	var marked, rejections int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM tiles WHERE open_op_id IS NOT NULL AND tile_id <> $1),
+		(SELECT count(*) FROM upload_rejections)`, ids[0]).Scan(&marked, &rejections); err != nil {
+		t.Fatal(err)
+	}
+	if marked != 0 || rejections != 0 {
+		t.Fatalf("after the failed claim: %d tile(s) left marked, %d rejection(s) recorded; want none", marked, rejections)
+	}
+	again := mustClaim(t, ctx, s, tilestore.Claim{FlightID: "FJ", Limit: 3, OpID: "op-2", Pick: pickAll("op-2")})
+	if !slices.Equal(again.Batch.TileIDs, ids[1:]) {
+		t.Fatalf("after the failed claim, a claim took %v, want %v", again.Batch.TileIDs, ids[1:])
+	}
+}

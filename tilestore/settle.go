@@ -79,7 +79,7 @@ func (st Settlement) Validate() error {
 // outside the batch changes nothing and returns a *NonMemberError; one for
 // a failed batch returns ErrBatchNotOpen; an unknown batch ErrBatchNotFound.
 // Without rejections its commit does not wait for the disk (see
-// settleRelaxedTx): a settlement lost in a crash leaves the batch open, to be
+// settleRelaxedBegin): a settlement lost in a crash leaves the batch open, to be
 // settled again; SyncJournal makes it durable at the end of a run.
 func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	if st.OpID == "" {
@@ -100,60 +100,83 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	// it records rejections: CountRejectionsUpTo may write a durable give-up
 	// record from them before its own commit, and a recount after a crash
 	// must find the same rejections, not whatever a later answer says.
-	opts := settleRelaxedTx
+	begin := settleRelaxedBegin
 	if len(st.Rejections) > 0 {
-		opts = settleDurableTx
+		begin = settleDurableBegin
 	}
-	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
-		var state string
-		var members []string
-		var stream *int64
-		err := tx.QueryRow(ctx, `SELECT state, tile_ids, client_stream FROM upload_batches WHERE op_id = $1 FOR UPDATE`,
-			st.OpID).Scan(&state, &members, &stream)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrBatchNotFound
-		}
-		if err != nil {
-			return err
-		}
-		switch state {
-		case "settled":
-			return nil
-		case "failed":
-			return fmt.Errorf("it failed earlier: %w", ErrBatchNotOpen)
-		}
-		up, err := checkMembers(st.OpID, members, st.Uploaded, rejIDs)
-		if err != nil {
-			return err
-		}
-		// The writes go as one pipelined round trip. Each member's row is
-		// written once: marked uploaded and freed in one statement.
-		w := &pgx.Batch{}
-		if stream != nil {
-			// A 2xx commits a sequenced batch's number (migration 0010).
-			w.Queue(advanceStreamSQL, st.OpID) // before the batch below stops being open
-		}
-		if flags := uploadedFlags(members, up); flags == nil {
-			w.Queue(settleAllTilesSQL, st.OpID, members)
-		} else {
-			w.Queue(settleTilesSQL, flags, st.OpID, members)
-		}
-		if len(rejIDs) > 0 {
-			w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
-			SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
-			  FROM unnest($2::text[], $3::text[], $4::text[]) AS u(tile_id, reason, message)
-			ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages)
-		}
-		w.Queue(`UPDATE upload_batches
-			SET state = 'settled', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
-			WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
-		if err := tx.SendBatch(ctx, w).Close(); err != nil {
-			return fmt.Errorf("mark %d uploaded, record %d rejection(s): %w", len(st.Uploaded), len(rejIDs), err)
-		}
-		return nil
-	})
+	// The transaction's BEGIN goes in the round trip of its first read,
+	// and its COMMIT in that of its writes: two round trips.
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("settle batch %s: %w", st.OpID, err)
+	}
+	defer conn.Release()
+	if err := settleOn(ctx, conn.Conn(), begin, st, rejIDs, reasons, messages); err != nil {
+		rollbackLeft(ctx, conn.Conn())
+		return fmt.Errorf("settle batch %s: %w", st.OpID, err)
+	}
+	return nil
+}
+
+// settleOn is SettleBatch's transaction on conn, begun with begin.
+func settleOn(ctx context.Context, conn *pgx.Conn, begin txBegin, st Settlement, rejIDs, reasons, messages []string) error {
+	var state string
+	var members []string
+	var stream *int64
+	r := &pgx.Batch{}
+	begin.queue(r)
+	r.Queue(`SELECT state, tile_ids, client_stream FROM upload_batches WHERE op_id = $1 FOR UPDATE`, st.OpID)
+	br := conn.SendBatch(ctx, r)
+	err := begin.read(br)
+	if err == nil {
+		err = br.QueryRow().Scan(&state, &members, &stream)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrBatchNotFound
+	}
+	if err != nil {
+		return err
+	}
+	switch state {
+	case "settled":
+		_, err := conn.Exec(ctx, "COMMIT")
+		return err
+	case "failed":
+		return fmt.Errorf("it failed earlier: %w", ErrBatchNotOpen)
+	}
+	up, err := checkMembers(st.OpID, members, st.Uploaded, rejIDs)
+	if err != nil {
+		return err
+	}
+	// The writes go as one pipelined round trip, with the commit. Each
+	// member's row is written once: marked uploaded and freed in one
+	// statement. A failed write aborts the transaction: the COMMIT after
+	// it does not run.
+	w := &pgx.Batch{}
+	if stream != nil {
+		// A 2xx commits a sequenced batch's number (migration 0010).
+		w.Queue(advanceStreamSQL, st.OpID) // before the batch below stops being open
+	}
+	if flags := uploadedFlags(members, up); flags == nil {
+		w.Queue(settleAllTilesSQL, st.OpID, members)
+	} else {
+		w.Queue(settleTilesSQL, flags, st.OpID, members)
+	}
+	if len(rejIDs) > 0 {
+		w.Queue(`INSERT INTO upload_rejections (op_id, tile_id, reason, message)
+		SELECT $1, u.tile_id, u.reason, nullif(u.message, '')
+		  FROM unnest($2::text[], $3::text[], $4::text[]) AS u(tile_id, reason, message)
+		ON CONFLICT (op_id, tile_id) DO NOTHING`, st.OpID, rejIDs, reasons, messages)
+	}
+	w.Queue(`UPDATE upload_batches
+		SET state = 'settled', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
+		WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
+	w.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, w).Close(); err != nil {
+		return fmt.Errorf("mark %d uploaded, record %d rejection(s): %w", len(st.Uploaded), len(rejIDs), err)
 	}
 	return nil
 }
@@ -163,7 +186,7 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 // ($2), writing each row once (two statements wrote an uploaded tile's row
 // twice per settlement). The members are found through the primary key
 // (t.tile_id = ANY($3), in a transaction without sequential scans: see
-// settleRelaxedTx).
+// settleRelaxedBegin).
 const settleTilesSQL = `
 UPDATE tiles t
    SET voting_status = CASE WHEN m.up AND t.voting_status <> 'uploaded' THEN 'uploaded' ELSE t.voting_status END,

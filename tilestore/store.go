@@ -168,6 +168,44 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, durableTx, fn)
 }
 
+// txBegin is how a transaction begins: its BEGIN and the settings that
+// hold for it, sent in one round trip either way: as one simple-protocol
+// query before anything else (options), or queued, one statement after
+// another, ahead of the transaction's first statement in the same
+// pipeline (queue; read skips their results), which saves the round trip
+// of a BEGIN of its own.
+type txBegin []string
+
+func (b txBegin) options() pgx.TxOptions { return pgx.TxOptions{BeginQuery: strings.Join(b, "; ")} }
+
+func (b txBegin) queue(w *pgx.Batch) {
+	for _, q := range b {
+		w.Queue(q)
+	}
+}
+
+func (b txBegin) read(br pgx.BatchResults) error {
+	for range b {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rollbackLeft rolls back the transaction a failed pipelined transaction
+// (txBegin.queue) left open, if any, so that its connection goes back to
+// the pool clean; the pool closes a connection it gets back in a
+// transaction, never reusing it there.
+func rollbackLeft(ctx context.Context, conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = conn.Exec(rctx, "ROLLBACK")
+}
+
 // The commit mode is set by the BEGIN itself (one simple-protocol round
 // trip for all its statements), not by a separate SET LOCAL per
 // transaction.
@@ -191,8 +229,9 @@ var (
 	// off: the generic plan's estimate of a large flight's rows passes the
 	// server's jit_above_cost, and compiling it would take many times
 	// what a claim costs.
-	claimTx = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = on; " +
-		"SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL jit = off"}
+	claimBegin = txBegin{"BEGIN ISOLATION LEVEL READ COMMITTED", "SET LOCAL synchronous_commit = on",
+		"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL jit = off"}
+	claimTx = claimBegin.options()
 	// A settlement without rejections commits without waiting for the
 	// disk: the commit returns before its WAL is written, which a crash may
 	// lose because it is re-derived (the batch stays open, the next run
@@ -206,6 +245,6 @@ var (
 	// read from disk, could read and hash the whole table instead, once
 	// per batch, at many times the cost of the key lookups; settlements
 	// (key lookups only) turn sequential scans off.
-	settleRelaxedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL enable_seqscan = off"}
-	settleDurableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on; SET LOCAL enable_seqscan = off"}
+	settleRelaxedBegin = txBegin{"BEGIN", "SET LOCAL synchronous_commit = off", "SET LOCAL enable_seqscan = off"}
+	settleDurableBegin = txBegin{"BEGIN", "SET LOCAL synchronous_commit = on", "SET LOCAL enable_seqscan = off"}
 )

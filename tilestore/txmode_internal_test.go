@@ -26,12 +26,37 @@ func TestTransactionsRunWithTheirCommitMode(t *testing.T) {
 		}
 	}
 	pool.Reset() // new sessions pick up the database defaults
-	settings := func(opts pgx.TxOptions) (commit, isolation, seqscan string) {
+	const q = `SELECT current_setting('synchronous_commit'), current_setting('transaction_isolation'), current_setting('enable_seqscan')`
+	// settings begins a transaction the way the store does (pipelined:
+	// its BEGIN queued ahead of the first statement, as claims without a
+	// stream and settlements do) and reads its settings.
+	settings := func(opts pgx.TxOptions, begin txBegin) (commit, isolation, seqscan string) {
 		t.Helper()
-		if err := pgx.BeginTxFunc(ctx, pool, opts, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('transaction_isolation'),
-				current_setting('enable_seqscan')`).Scan(&commit, &isolation, &seqscan)
-		}); err != nil {
+		if begin == nil {
+			if err := pgx.BeginTxFunc(ctx, pool, opts, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, q).Scan(&commit, &isolation, &seqscan)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return commit, isolation, seqscan
+		}
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		b := &pgx.Batch{}
+		begin.queue(b)
+		b.Queue(q)
+		b.Queue("COMMIT")
+		br := conn.SendBatch(ctx, b)
+		if err := begin.read(br); err != nil {
+			t.Fatal(err)
+		}
+		if err := br.QueryRow().Scan(&commit, &isolation, &seqscan); err != nil {
+			t.Fatal(err)
+		}
+		if err := br.Close(); err != nil {
 			t.Fatal(err)
 		}
 		return commit, isolation, seqscan
@@ -39,16 +64,18 @@ func TestTransactionsRunWithTheirCommitMode(t *testing.T) {
 	cases := []struct {
 		name                       string
 		opts                       pgx.TxOptions
+		begin                      txBegin
 		commit, isolation, seqscan string
 	}{
-		{"durableTx (inTx)", durableTx, "on", "repeatable read", "on"},
-		{"claimTx", claimTx, "on", "read committed", "on"},
-		{"settleRelaxedTx", settleRelaxedTx, "off", "repeatable read", "off"},
-		{"settleDurableTx", settleDurableTx, "on", "repeatable read", "off"},
+		{"durableTx (inTx)", durableTx, nil, "on", "repeatable read", "on"},
+		{"claimTx (a claim with a stream)", claimTx, nil, "on", "read committed", "on"},
+		{"claimBegin (a claim without a stream)", pgx.TxOptions{}, claimBegin, "on", "read committed", "on"},
+		{"settleRelaxedBegin", pgx.TxOptions{}, settleRelaxedBegin, "off", "repeatable read", "off"},
+		{"settleDurableBegin", pgx.TxOptions{}, settleDurableBegin, "on", "repeatable read", "off"},
 	}
 	for range 3 { // alternate, on whatever connections the pool hands out
 		for _, c := range cases {
-			commit, isolation, seqscan := settings(c.opts)
+			commit, isolation, seqscan := settings(c.opts, c.begin)
 			if commit != c.commit || isolation != c.isolation || seqscan != c.seqscan {
 				t.Fatalf("%s ran with synchronous_commit=%s, isolation %s, enable_seqscan=%s; want %s, %s, %s",
 					c.name, commit, isolation, seqscan, c.commit, c.isolation, c.seqscan)

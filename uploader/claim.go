@@ -228,11 +228,11 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	// other had locked (SKIP LOCKED still visits each), which costs the
 	// database time per tile (BenchmarkJournalPerTile measures it). The
 	// turn ends at the pick, before the journal's writes and the commit's
-	// wait for the disk. It begins once the claim's transaction has a
-	// connection and has begun (Claim.At): a turn does not wait for those.
-	// One claim at a time gets its connection and begins while another
-	// holds the turn (next): more would hold the pool's connections idle
-	// in their transactions, which the settlements and the lease renewal
+	// wait for the disk. It begins once the claim has a connection
+	// (Claim.At), and its transaction begins in the same round trip as its
+	// statement: a turn waits for neither. One claim at a time gets its
+	// connection while another holds the turn (next): more would hold the
+	// pool's connections idle, which the settlements and the lease renewal
 	// need. Other processes' claims still pass each other by SKIP LOCKED.
 	if cur.drained() {
 		return false, nil // a claim from the first tile found nothing, and nothing was freed since
