@@ -288,10 +288,10 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 
 // claimPipelined is a claim without a stream, on a pooled connection of
 // its own: its transaction's BEGIN goes in one round trip with the claim's
-// statement, and its COMMIT in one with the journal's writes. Two round
-// trips instead of four, and the turn (Claim.At) spans one: the BEGIN is
-// not a round trip the next claim's turn waits for. What is durable when
-// is the same: the COMMIT returns once the batch's journal is on disk.
+// statement, and its COMMIT in one with the journal's writes: two round
+// trips, and the turn (Claim.At) spans one, since the BEGIN is not a
+// round trip the next claim's turn waits for. The COMMIT returns once the
+// batch's journal is on disk.
 func (s *Store) claimPipelined(ctx context.Context, c Claim) (Claimed, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -445,7 +445,8 @@ func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream
 	return out, nil
 }
 
-// collectTiles scans a claim's rows, at most limit of them.
+// collectTiles scans a claim's rows (the statement's LIMIT bounds them;
+// limit sizes the slice).
 func collectTiles(rows pgx.Rows, limit int) ([]Tile, error) {
 	return pgx.AppendRows(make([]Tile, 0, min(limit, 1024)), rows, func(r pgx.CollectableRow) (Tile, error) { return scanTile(r) })
 }

@@ -206,9 +206,9 @@ func rollbackLeft(ctx context.Context, conn *pgx.Conn) {
 	_, _ = conn.Exec(rctx, "ROLLBACK")
 }
 
-// The commit mode is set by the BEGIN itself (one simple-protocol round
-// trip for all its statements), not by a separate SET LOCAL per
-// transaction.
+// The commit mode is set with the BEGIN (txBegin): in its one
+// simple-protocol round trip, or queued ahead of the transaction's first
+// statement in its pipeline, never in a round trip of its own.
 var (
 	durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
 	// A claim relies on READ COMMITTED's recheck of a row another claim

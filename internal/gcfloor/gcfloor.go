@@ -6,7 +6,7 @@
 // last collection left live, and at 4 MiB at the least. A process whose
 // live heap is a few megabytes but that allocates quickly (upload-pending
 // with small tiles: each batch's rows, body and answer are garbage once it
-// is settled) then collects dozens of times a second, and each collection
+// is settled) then collects every few megabytes allocated, and each collection
 // costs the same fixed work whatever it frees. Keep raises the percent
 // after each collection so that the next comes after at least the floor
 // has been allocated, up to maxPercent of the live heap; a heap of at

@@ -3,6 +3,7 @@ package gcfloor
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -26,11 +27,12 @@ func TestPercentGivesASmallHeapTheFloorAndALargeOneGosDefault(t *testing.T) {
 	}
 }
 
-// currentPercent reads the GC percent without changing it.
+// currentPercent reads the GC percent without changing it (setting it
+// to read it would race with Keep's hook).
 func currentPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
 }
 
 // TestKeepFollowsTheLiveHeapAfterEachCollectionUntilStopped runs in the

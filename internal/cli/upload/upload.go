@@ -32,8 +32,9 @@ import (
 )
 
 // gcFloor is how much upload-pending's heap may grow between garbage
-// collections at the least (gcfloor.Keep): a few batches' worth of
-// garbage, and well within its memory budget.
+// collections (gcfloor.Keep): a few batches' worth of garbage. A heap
+// that small grows by at most four times what is live (and Go's least
+// heap at that percent); one of gcFloor or more, by Go's default.
 const gcFloor = 32 << 20
 
 // Options are upload-pending's dependencies, then its flags.
@@ -105,13 +106,16 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			if err != nil {
 				return exitcode.UsageError(err)
 			}
-			// A run's garbage is per batch (rows, body, answer) while
-			// what stays live is small with small tiles: collecting at
-			// Go's 4 MiB minimum would cost more CPU than the upload.
-			defer gcfloor.Keep(gcFloor, os.Getenv)()
 			run := uploadRun
 			if runF != nil {
 				run = runF
+			} else {
+				// A run's garbage is per batch (rows, body, answer)
+				// while what stays live is small with small tiles:
+				// collected every 4 MiB (Go's least heap), the
+				// collections' fixed cost is a large share of the
+				// process's CPU.
+				defer gcfloor.Keep(gcFloor, os.Getenv)()
 			}
 			err = run(cmd.Context(), opts)
 			if perr := stopProfile(); perr != nil && err == nil {
