@@ -39,3 +39,31 @@ func TestMemoryStoreAdmitSealAllocatesNothingPerOperation(t *testing.T) {
 		t.Fatalf("admit+seal of a new ID: %v allocations per operation on average, want none", allocs)
 	}
 }
+
+// Through a Table, an admission and its seal allocate the Ticket and
+// nothing else per operation when the context cannot be cancelled.
+func TestTableBeginSealAllocatesOnlyTheTicket(t *testing.T) {
+	const runs = 4096
+	table := optable.NewTable(optable.NewMemoryStore(), optable.TableOptions{})
+	ctx := context.Background()
+	reqs := make([]optable.Request, runs+1) // AllocsPerRun runs once more to warm up
+	for i := range reqs {
+		reqs[i] = optable.Request{Scope: "s", OpID: "op-" + strconv.Itoa(i), Method: "m", Fingerprint: "f"}
+	}
+	out := optable.Outcome{Status: 200, Body: []byte("{}")}
+	next := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		r := reqs[next]
+		next++
+		tk, err := table.Begin(ctx, r)
+		if err != nil || !tk.Owner() {
+			t.Fatalf("begin %s: %v", r.OpID, err)
+		}
+		if _, err := tk.Seal(ctx, out); err != nil {
+			t.Fatalf("seal %s: %v", r.OpID, err)
+		}
+	})
+	if allocs != 1 {
+		t.Fatalf("begin+seal of a new ID: %v allocations per operation on average, want 1 (the ticket)", allocs)
+	}
+}
