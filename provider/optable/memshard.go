@@ -10,7 +10,8 @@ import (
 // once per call, also to pick the shard) to the slot of its record: a map
 // of plain integers and chunks of many records are far less for the Go
 // garbage collector to trace than a map of pointers to one allocation per
-// record, and an admission allocates nothing but, now and then, a chunk.
+// record, and an admission allocates nothing of its own (now and then a
+// chunk, or a larger index).
 // Keys whose hashes collide are chained through their slots.
 //
 // A slot is never reused. Its out is written once, when its record is
@@ -30,8 +31,8 @@ type memShard struct {
 }
 
 // memChunkLen is the slots per chunk: a chunk is one allocation of about
-// 13 KiB, small enough that a store holding a few records in each shard
-// stays small.
+// 13 KiB, rare per admission, and a nearly empty store (a chunk in each
+// shard) stays under a megabyte.
 const memChunkLen = 64
 
 type memChunk [memChunkLen]memSlot
