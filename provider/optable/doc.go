@@ -42,8 +42,8 @@
 //     minted before the window with no record left is also ErrExpired,
 //     never admitted as new.
 //
-// Stores: MemoryStore keeps records for the life of the process (sharded
-// maps; duplicates wait on channels). PGStore keeps them in
+// Stores: MemoryStore keeps records for the life of the process (by value
+// in sharded arenas indexed by hash; duplicates wait on channels). PGStore keeps them in
 // operation_records (EnsureSchema); admit and every transition are one
 // statement and one synchronous commit, so a persist operation is never
 // reported Sealed before its outcome is durable; duplicates wait by

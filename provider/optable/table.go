@@ -114,8 +114,12 @@ func (t *Table) Begin(ctx context.Context, r Request) (*Ticket, error) {
 	// it and still report the cancellation (pgx does), which would leave a
 	// live record nobody owns in a process that lives on
 	// (TestAnAdmissionAClientLeftDuringIsOwnedNotOrphaned). Waiting for a
-	// live duplicate still ends with ctx.
-	actx := context.WithoutCancel(ctx)
+	// live duplicate still ends with ctx. A context without a Done channel
+	// is never cancelled already, and is used as it is.
+	actx := ctx
+	if ctx.Done() != nil {
+		actx = context.WithoutCancel(ctx)
+	}
 	token := newToken()
 	for round := 0; round < maxBeginRounds; round++ {
 		now := t.now()
