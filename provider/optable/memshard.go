@@ -218,7 +218,11 @@ func (sh *memShard) collect(cutoff time.Time) int {
 			i = next
 		}
 	}
-	if sh.dead >= memChunkLen && sh.dead >= sh.used-sh.dead {
+	// Dead slots keep their outcomes (a Record handed out may point at
+	// them) until a compaction drops their chunks: one runs once they
+	// outnumber the live ones, or once nothing is live, so that a store
+	// whose traffic stopped keeps no expired answer.
+	if sh.dead > 0 && (sh.dead == sh.used || sh.dead >= memChunkLen && sh.dead >= sh.used-sh.dead) {
 		sh.compact()
 	}
 	return n

@@ -134,3 +134,26 @@ func TestMemShardHandedOutOutcomeNeverChanges(t *testing.T) {
 		}
 	}
 }
+
+// A shard whose records have all expired holds none of their outcomes
+// once collected, however few they were: a provider whose traffic stops
+// does not keep the last few thousand answers' bodies for good.
+func TestMemShardKeepsNoOutcomeOnceEveryRecordIsCollected(t *testing.T) {
+	f := newShardFixture(t)
+	for i := range 10 {
+		id := "op-" + strconv.Itoa(i)
+		f.admit(uint64(i), id)
+		f.finish(uint64(i), id, 1, StateSealed, body(id))
+	}
+	if n := f.sh.collect(f.now.Add(2 * time.Hour)); n != 10 {
+		t.Fatalf("collected %d records, want 10", n)
+	}
+	if len(f.sh.chunks) != 0 || f.sh.used != 0 || len(f.sh.index) != 0 {
+		t.Fatalf("after every record was collected the shard keeps %d chunks, %d slots, %d index entries; want none",
+			len(f.sh.chunks), f.sh.used, len(f.sh.index))
+	}
+	f.admit(3, "op-3")
+	if _, err := f.get(3, "op-3"); err != nil {
+		t.Fatalf("a key admitted again after the collection: %v", err)
+	}
+}
