@@ -40,13 +40,15 @@ WITH pick AS (
      ORDER BY r.tile_id, r.op_id
        FOR UPDATE OF r, t
 ), per AS (
-    SELECT tile_id, count(*)::int AS n,
-           (array_agg(reason ORDER BY rejected_at DESC, op_id DESC))[1] AS reason,
-           (array_agg(message ORDER BY rejected_at DESC, op_id DESC))[1] AS message,
-           max(rejected_at) AS rejected_at,
-           min(old_status) AS old_status,
-           bool_or(reason = $4) AS final
-      FROM unc GROUP BY tile_id
+    SELECT tile_id, (count(*) OVER w)::int AS n,
+           first_value(reason) OVER w AS reason,
+           first_value(message) OVER w AS message,
+           first_value(rejected_at) OVER w AS rejected_at,
+           min(old_status) OVER w AS old_status,
+           bool_or(reason = $4) OVER w AS final,
+           row_number() OVER w AS i
+      FROM unc
+    WINDOW w AS (PARTITION BY tile_id ORDER BY rejected_at DESC, op_id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ), mark AS (
     UPDATE upload_rejections r SET counted_at = now()
       FROM unc WHERE r.op_id = unc.op_id AND r.tile_id = unc.tile_id AND r.counted_at IS NULL
@@ -60,7 +62,7 @@ WITH pick AS (
                                 THEN 'upload_giveup' ELSE t.voting_status END,
            gave_up_at = CASE WHEN (t.upload_attempts + per.n - t.budget_base >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
                              THEN now() ELSE t.gave_up_at END
-      FROM per WHERE t.tile_id = per.tile_id
+      FROM per WHERE t.tile_id = per.tile_id AND per.i = 1
     RETURNING t.tile_id, t.flight_id, t.upload_attempts, per.n,
               t.voting_status = 'upload_giveup' AND per.old_status IN ('pending', 'trusted') AS gave_up,
               coalesce(t.last_rejection_reason, '') AS reason, coalesce(t.last_rejection_message, '') AS message,
@@ -129,8 +131,17 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	if !found {
 		return CountResult{Attempts: map[string]int{}}, nil
 	}
+	// The commit waits for the disk only when a tile gave up, which the
+	// caller reports once this returns (and beforeCommit may have written
+	// a durable record of): a count lost in a crash without give-ups is
+	// made again from the same rejections, which were committed durably
+	// (SettleBatch, ClaimBatch), and its increments and counted marks are
+	// lost together. Postgres flushes the WAL in order, so any later
+	// synchronous commit (SyncJournal at the end of a run, the next
+	// give-up) makes such a count durable too, and a crash never keeps a
+	// later commit that read it without keeping it.
 	var res CountResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, countTx, func(tx pgx.Tx) error {
 		res = CountResult{Attempts: map[string]int{}}
 		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit, ReasonTooLarge, after)
 		if err != nil {
@@ -155,10 +166,16 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 		if err != nil {
 			return err
 		}
-		if len(res.GaveUp) > 0 && beforeCommit != nil {
+		if len(res.GaveUp) == 0 {
+			return nil
+		}
+		if beforeCommit != nil {
 			if err := beforeCommit(ctx, res.GaveUp); err != nil {
 				return fmt.Errorf("before commit (nothing was counted): %w", err)
 			}
+		}
+		if _, err := tx.Exec(ctx, countDurable); err != nil {
+			return fmt.Errorf("make the commit of %d give-ups wait for the disk: %w", len(res.GaveUp), err)
 		}
 		return nil
 	})
