@@ -10,12 +10,16 @@ import (
 
 // countRejectionsSQL does all of CountRejectionsUpTo's writes in one
 // statement. pick takes the first $3 tiles (all when NULL) after $5, in
-// tile_id order, with uncounted rejections; the bound is on both tables so
-// that both index scans start at the cursor (a merge join walking
-// tiles_pkey from the first tile made chunked counting quadratic). unc
+// tile_id order, with uncounted rejections: it reads the partial index of
+// uncounted rejections from the cursor on and checks each one's flight
+// through its tile's primary key, so that it costs what the chunk holds
+// (a join with tiles could hash every tile of the flight, or walk
+// tiles_pkey from the first tile, for each chunk). unc
 // locks the flight's uncounted rejections and their tiles in tile_id
 // order, so a concurrent count waits and then finds nothing left to count;
-// per sums them per tile and picks the newest one's reason; mark sets
+// per sums them per tile and takes the newest one's reason, message and
+// time, all from one sort of unc (an ordered aggregate sorts each tile's
+// rows again for each aggregate); mark sets
 // counted_at (its rows are unc's, locked and still uncounted: saying so
 // lets it find them through the partial index of uncounted rejections,
 // where a hash join read the whole table per chunk); upd adds the counts
@@ -29,8 +33,9 @@ import (
 const countRejectionsSQL = `
 WITH pick AS (
     SELECT DISTINCT r.tile_id
-      FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
-     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $5 AND t.tile_id > $5
+      FROM upload_rejections r
+     WHERE r.counted_at IS NULL AND r.tile_id > $5
+       AND (SELECT t.flight_id FROM tiles t WHERE t.tile_id = r.tile_id) = $1
      ORDER BY r.tile_id
      LIMIT $3
 ), unc AS (
