@@ -93,7 +93,9 @@ const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN
 // rejection among those counted, to upload_giveup, all in one transaction.
 // maxTiles 0 means all the flight's tiles. It counted every tile there was
 // after after when len(result.Attempts) < maxTiles; otherwise result.Last
-// is the after of the next chunk.
+// is the after of the next chunk. The give-ups it returns are durable; a
+// count without give-ups may be lost in a crash, and is then made again
+// from the same rejections by the next call.
 //
 // If any tile gave up and beforeCommit is not nil, it is called inside the
 // transaction, before commit, with the give-ups (tile_id order); if it

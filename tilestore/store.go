@@ -212,8 +212,9 @@ func rollbackLeft(ctx context.Context, conn *pgx.Conn) {
 var (
 	durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
 	// A count of rejections begins without waiting for the disk and
-	// waits only when it gives a tile up (countDurable; see
-	// CountRejectionsUpTo).
+	// waits only when it gives a tile up (see CountRejectionsUpTo):
+	// countDurable, in a round trip of its own before that commit, which
+	// waits for the disk anyway.
 	countTx      = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 	countDurable = "SET LOCAL synchronous_commit = on"
 	// A claim relies on READ COMMITTED's recheck of a row another claim
