@@ -10,12 +10,16 @@ import (
 
 // countRejectionsSQL does all of CountRejectionsUpTo's writes in one
 // statement. pick takes the first $3 tiles (all when NULL) after $5, in
-// tile_id order, with uncounted rejections; the bound is on both tables so
-// that both index scans start at the cursor (a merge join walking
-// tiles_pkey from the first tile made chunked counting quadratic). unc
+// tile_id order, with uncounted rejections: it reads the partial index of
+// uncounted rejections from the cursor on and checks each one's flight
+// through its tile's primary key, so that it costs what the chunk holds
+// (a join with tiles could hash every tile of the flight, or walk
+// tiles_pkey from the first tile, for each chunk). unc
 // locks the flight's uncounted rejections and their tiles in tile_id
 // order, so a concurrent count waits and then finds nothing left to count;
-// per sums them per tile and picks the newest one's reason; mark sets
+// per sums them per tile and takes the newest one's reason, message and
+// time, all from one sort of unc (an ordered aggregate sorts each tile's
+// rows again for each aggregate); mark sets
 // counted_at (its rows are unc's, locked and still uncounted: saying so
 // lets it find them through the partial index of uncounted rejections,
 // where a hash join read the whole table per chunk); upd adds the counts
@@ -29,8 +33,9 @@ import (
 const countRejectionsSQL = `
 WITH pick AS (
     SELECT DISTINCT r.tile_id
-      FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
-     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $5 AND t.tile_id > $5
+      FROM upload_rejections r
+     WHERE r.counted_at IS NULL AND r.tile_id > $5
+       AND (SELECT t.flight_id FROM tiles t WHERE t.tile_id = r.tile_id) = $1
      ORDER BY r.tile_id
      LIMIT $3
 ), unc AS (
@@ -40,13 +45,15 @@ WITH pick AS (
      ORDER BY r.tile_id, r.op_id
        FOR UPDATE OF r, t
 ), per AS (
-    SELECT tile_id, count(*)::int AS n,
-           (array_agg(reason ORDER BY rejected_at DESC, op_id DESC))[1] AS reason,
-           (array_agg(message ORDER BY rejected_at DESC, op_id DESC))[1] AS message,
-           max(rejected_at) AS rejected_at,
-           min(old_status) AS old_status,
-           bool_or(reason = $4) AS final
-      FROM unc GROUP BY tile_id
+    SELECT tile_id, (count(*) OVER w)::int AS n,
+           first_value(reason) OVER w AS reason,
+           first_value(message) OVER w AS message,
+           first_value(rejected_at) OVER w AS rejected_at,
+           min(old_status) OVER w AS old_status,
+           bool_or(reason = $4) OVER w AS final,
+           row_number() OVER w AS i
+      FROM unc
+    WINDOW w AS (PARTITION BY tile_id ORDER BY rejected_at DESC, op_id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ), mark AS (
     UPDATE upload_rejections r SET counted_at = now()
       FROM unc WHERE r.op_id = unc.op_id AND r.tile_id = unc.tile_id AND r.counted_at IS NULL
@@ -60,7 +67,7 @@ WITH pick AS (
                                 THEN 'upload_giveup' ELSE t.voting_status END,
            gave_up_at = CASE WHEN (t.upload_attempts + per.n - t.budget_base >= $2 OR per.final) AND t.voting_status IN ('pending', 'trusted')
                              THEN now() ELSE t.gave_up_at END
-      FROM per WHERE t.tile_id = per.tile_id
+      FROM per WHERE t.tile_id = per.tile_id AND per.i = 1
     RETURNING t.tile_id, t.flight_id, t.upload_attempts, per.n,
               t.voting_status = 'upload_giveup' AND per.old_status IN ('pending', 'trusted') AS gave_up,
               coalesce(t.last_rejection_reason, '') AS reason, coalesce(t.last_rejection_message, '') AS message,
@@ -86,7 +93,9 @@ const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN
 // rejection among those counted, to upload_giveup, all in one transaction.
 // maxTiles 0 means all the flight's tiles. It counted every tile there was
 // after after when len(result.Attempts) < maxTiles; otherwise result.Last
-// is the after of the next chunk.
+// is the after of the next chunk. The give-ups it returns are durable; a
+// count without give-ups may be lost in a crash, and is then made again
+// from the same rejections by the next call.
 //
 // If any tile gave up and beforeCommit is not nil, it is called inside the
 // transaction, before commit, with the give-ups (tile_id order); if it
@@ -129,8 +138,17 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	if !found {
 		return CountResult{Attempts: map[string]int{}}, nil
 	}
+	// The commit waits for the disk only when a tile gave up, which the
+	// caller reports once this returns (and beforeCommit may have written
+	// a durable record of): a count lost in a crash without give-ups is
+	// made again from the same rejections, which were committed durably
+	// (SettleBatch, ClaimBatch), and its increments and counted marks are
+	// lost together. Postgres flushes the WAL in order, so any later
+	// synchronous commit (SyncJournal at the end of a run, the next
+	// give-up) makes such a count durable too, and a crash never keeps a
+	// later commit that read it without keeping it.
 	var res CountResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, countTx, func(tx pgx.Tx) error {
 		res = CountResult{Attempts: map[string]int{}}
 		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit, ReasonTooLarge, after)
 		if err != nil {
@@ -155,10 +173,16 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 		if err != nil {
 			return err
 		}
-		if len(res.GaveUp) > 0 && beforeCommit != nil {
+		if len(res.GaveUp) == 0 {
+			return nil
+		}
+		if beforeCommit != nil {
 			if err := beforeCommit(ctx, res.GaveUp); err != nil {
 				return fmt.Errorf("before commit (nothing was counted): %w", err)
 			}
+		}
+		if _, err := tx.Exec(ctx, countDurable); err != nil {
+			return fmt.Errorf("make the commit of %d give-ups wait for the disk: %w", len(res.GaveUp), err)
 		}
 		return nil
 	})

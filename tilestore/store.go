@@ -211,6 +211,12 @@ func rollbackLeft(ctx context.Context, conn *pgx.Conn) {
 // statement in its pipeline, never in a round trip of its own.
 var (
 	durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
+	// A count of rejections begins without waiting for the disk and
+	// waits only when it gives a tile up (see CountRejectionsUpTo):
+	// countDurable, in a round trip of its own before that commit, which
+	// waits for the disk anyway.
+	countTx      = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
+	countDurable = "SET LOCAL synchronous_commit = on"
 	// A claim relies on READ COMMITTED's recheck of a row another claim
 	// marked meanwhile (claimSQL): it says so, whatever the server's
 	// default isolation (under which a claim racing another failed with a

@@ -68,6 +68,7 @@ func TestTransactionsRunWithTheirCommitMode(t *testing.T) {
 		commit, isolation, seqscan string
 	}{
 		{"durableTx (inTx)", durableTx, nil, "on", "repeatable read", "on"},
+		{"countTx (a count of rejections)", countTx, nil, "off", "repeatable read", "on"},
 		{"claimTx (a claim with a stream)", claimTx, nil, "on", "read committed", "on"},
 		{"claimBegin (a claim without a stream)", pgx.TxOptions{}, claimBegin, "on", "read committed", "on"},
 		{"settleRelaxedBegin", pgx.TxOptions{}, settleRelaxedBegin, "off", "repeatable read", "off"},
