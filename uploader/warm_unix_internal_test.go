@@ -13,20 +13,8 @@ import (
 // connections that sent nothing) is not handed out: peerOpen looks into
 // it, which only unix systems let it do.
 func TestWarmDialerHandsOutNoConnectionItsPeerClosed(t *testing.T) {
-	a := newAcceptor(t)
-	d := newWarmDialer(nil, time.Now)
-	ctx := context.Background()
-	addr := a.ln.Addr().String()
-	d.ahead(3)
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	eventually(t, "2 dialed ahead", func() bool { _, parked := d.counts(); return parked == 2 && a.accepted() == 3 })
-	a.closeAll() // the provider closes connections that sent nothing
-	time.Sleep(50 * time.Millisecond)
-	got, err := d.DialContext(ctx, "tcp", addr)
+	a, d, addr := twoParkedClosedByThePeer(t)
+	got, err := d.DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +40,18 @@ func TestWarmDialerHandsOutNoConnectionItsPeerClosed(t *testing.T) {
 // A parked connection its peer closed is closed and replaced on the next
 // ahead, before the transport's next dial would find it closed.
 func TestWarmDialerReplacesAParkedConnectionItsPeerClosedOnTheNextAhead(t *testing.T) {
+	a, d, _ := twoParkedClosedByThePeer(t)
+	d.ahead(3)
+	eventually(t, "2 more dialed to replace them", func() bool { return a.accepted() == 5 })
+	eventually(t, "3 open, 2 of them parked", func() bool { open, parked := d.counts(); return open == 3 && parked == 2 })
+}
+
+// twoParkedClosedByThePeer is a dialer asked for 3 connections ahead, one
+// of them taken (open until the test ends) and 2 parked, whose peer has
+// then closed all of them (a provider that closes connections that sent
+// nothing).
+func twoParkedClosedByThePeer(t *testing.T) (*acceptor, *warmDialer, string) {
+	t.Helper()
 	a := newAcceptor(t)
 	d := newWarmDialer(nil, time.Now)
 	addr := a.ln.Addr().String()
@@ -60,11 +60,9 @@ func TestWarmDialerReplacesAParkedConnectionItsPeerClosedOnTheNextAhead(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	eventually(t, "2 dialed ahead", func() bool { _, parked := d.counts(); return parked == 2 && a.accepted() == 3 })
-	a.closeAll() // the provider closes connections that sent nothing
-	time.Sleep(50 * time.Millisecond)
-	d.ahead(3)
-	eventually(t, "2 more dialed to replace them", func() bool { return a.accepted() == 5 })
-	eventually(t, "3 open, 2 of them parked", func() bool { open, parked := d.counts(); return open == 3 && parked == 2 })
+	a.closeAll()
+	time.Sleep(50 * time.Millisecond) // for the peer's close to arrive
+	return a, d, addr
 }
