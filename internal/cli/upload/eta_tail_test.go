@@ -9,10 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tilectl/tilectl/bwlimit"
 	"github.com/tilectl/tilectl/internal/metricsfile"
 	"github.com/tilectl/tilectl/internal/sockmeter"
-	"github.com/tilectl/tilectl/retrydecorator"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -169,11 +167,7 @@ func TestTheETAFollowsTheQueueDrainingAtTheEnd(t *testing.T) {
 		batches: tiles / perBatch, body: body, now: time.Unix(1_700_000_000, 0)}
 	b.t0 = b.now
 	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return b.now })
-	tt, err := bwlimit.Parse("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sent := unlimitedSent(t)
 	p.countWire(sent, b)
 	type look struct {
 		at   time.Time
@@ -229,11 +223,7 @@ func TestOnceAllIsAcknowledgedTheETAKeepsThePathsRate(t *testing.T) {
 	body := int64(perBatch * (size + wireOverheadPerTile))
 	whole := tiles / perBatch * body
 	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	tt, err := bwlimit.Parse("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: queue/rate*time.Second + fixed, held: map[string]int64{}}
 	p.countWire(sent, sock)
 	sent.n.Add(whole)

@@ -206,11 +206,7 @@ func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) 
 	now := time.Unix(1_700_000_000, 0)
 	const tiles, size = 100, 10_000
 	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	tt, err := bwlimit.Parse("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: -1}
 	p.countWire(sent, sock)
 	whole := int64(tiles * (size + wireOverheadPerTile))
@@ -248,11 +244,7 @@ func TestTheStatusLineShowsNoNumberThatIsNotKnown(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	var logs bytes.Buffer
 	p := newProgress("F", -1, 0, nil, true, zerolog.New(&logs), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	tt, err := bwlimit.Parse("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: -1}
 	p.countWire(sent, sock)
 	check := func(when string, want, wantNot []string, wantLog string) {
@@ -343,11 +335,7 @@ func TestRejectedAndDeferredTilesAreNotLeftToDeliver(t *testing.T) {
 			all += 10 // ten tiles whose batch waits past the deadline
 		}
 		p := newProgress("F", all, int64(all*size), nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-		tt, err := bwlimit.Parse("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+		sent := unlimitedSent(t)
 		sock := &fakeSockets{lag: time.Second}
 		p.countWire(sent, sock)
 		if deferred {
@@ -380,11 +368,7 @@ func TestARetryCountsTheRejectedTilesToDeliverAgain(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	const tiles, size = 100, 10_000
 	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	tt, err := bwlimit.Parse("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: time.Second}
 	p.countWire(sent, sock)
 	settleAll(p, sock, sent, &now, tiles, size) // 415 kB/s acknowledged
@@ -417,11 +401,7 @@ func TestAnAnsweredBatchIsDeliveredUntilItSettles(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	const tiles, size = 10, 10_000
 	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	tt, err := bwlimit.Parse("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: 2 * time.Second, held: map[string]int64{}}
 	p.countWire(sent, sock)
 	body := int64(tiles * (size + wireOverheadPerTile))
@@ -468,11 +448,7 @@ func TestAStallWithBytesLeftNeverShowsTheETAAtZero(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	const tiles, size = 100, 10_000
 	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	tt, err := bwlimit.Parse("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
+	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: 500 * time.Millisecond}
 	p.countWire(sent, sock)
 	whole := int64(tiles * (size + wireOverheadPerTile))
@@ -494,4 +470,15 @@ func TestAStallWithBytesLeftNeverShowsTheETAAtZero(t *testing.T) {
 			t.Fatalf("%s into a stall with %d bytes left, the ETA shows %s", now.Sub(start.Add(7*time.Second)), whole-delivered, eta)
 		}
 	}
+}
+
+// unlimitedSent is the count of bytes handed to the connections with no
+// bandwidth limit, as a run without --bwlimit has it.
+func unlimitedSent(t *testing.T) *sentCounter {
+	t.Helper()
+	tt, err := bwlimit.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sentCounter{limit: bwlimit.New(tt, retrydecorator.SystemClock{})}
 }
