@@ -112,33 +112,17 @@ func TestTheBacklogIsWhatThePeerHasNotAcknowledged(t *testing.T) {
 // known.
 func TestTheAnswerLagRunsFromTheLastByteAcknowledgedToTheAnswer(t *testing.T) {
 	const think = 300 * time.Millisecond
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := io.Copy(io.Discard, r.Body)
-		if n >= 64<<10 {
-			time.Sleep(think)
-		}
-		w.Write([]byte("ok"))
-	}))
-	t.Cleanup(srv.Close)
+	srv := thinkingServer(t, think)
 	m := New(nil, nil)
 	if _, ok := m.AnswerLag(); ok {
 		t.Fatal("an answer lag before any answer")
 	}
 	c := meteredClient(t, m, nil)
-	post := func(size int) {
-		t.Helper()
-		resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, size)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	post(100)
+	postBody(t, c, srv.URL, 100)
 	if lag, ok := m.AnswerLag(); !ok || lag >= think/2 {
 		t.Fatalf("after a 100 B request answered at once, the lag is %s (known %v), want under %s", lag, ok, think/2)
 	}
-	post(64 << 10)
+	postBody(t, c, srv.URL, 64<<10)
 	lag, ok := m.AnswerLag()
 	// A loaded machine looks late at what is acknowledged, which shortens
 	// the lag, and answers late, which lengthens it: within a half.
@@ -154,31 +138,15 @@ func TestTheAnswerLagRunsFromTheLastByteAcknowledgedToTheAnswer(t *testing.T) {
 // after the body was sent. A small request's answer is not one.
 func TestAnAnswerKeepsWhatWasAcknowledgedWhenItsBodyWas(t *testing.T) {
 	const think = 300 * time.Millisecond
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := io.Copy(io.Discard, r.Body)
-		if n >= 64<<10 {
-			time.Sleep(think)
-		}
-		w.Write([]byte("ok"))
-	}))
-	t.Cleanup(srv.Close)
+	srv := thinkingServer(t, think)
 	m := New(nil, nil)
 	c := meteredClient(t, m, nil)
-	post := func(size int) {
-		t.Helper()
-		resp, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, size)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	post(100)
+	postBody(t, c, srv.URL, 100)
 	if a := m.Answers(); len(a) != 0 {
 		t.Fatalf("answers %v after a 100 B request, want none", a)
 	}
 	sent := time.Now()
-	post(64 << 10)
+	postBody(t, c, srv.URL, 64<<10)
 	a := m.Answers()
 	now, _ := m.Acked()
 	if len(a) != 1 {
@@ -387,4 +355,30 @@ func TestARequestOnAConnectionUnderAnotherLayerGetsItsLag(t *testing.T) {
 	if _, ok := m.AnswerLag(); !ok {
 		t.Fatal("no answer lag for a request on a layered connection")
 	}
+}
+
+// thinkingServer reads each request's body and answers it, think later
+// when the body was 64 KiB or more.
+func thinkingServer(t *testing.T, think time.Duration) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		if n >= 64<<10 {
+			time.Sleep(think)
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// postBody posts size bytes to url through c and reads the answer.
+func postBody(t *testing.T, c *http.Client, url string, size int) {
+	t.Helper()
+	resp, err := c.Post(url, "application/octet-stream", bytes.NewReader(make([]byte, size)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 }
