@@ -157,8 +157,8 @@ func (b *bottleneck) Answers() []sockmeter.Answer {
 // acknowledged than the earlier ones' did: with no batch left to start,
 // the queue is not kept full and drains. From a quarter done on until
 // half a second before the last answer, the ETA is within a fifth of the
-// time really left (the product's target), where the answers' median lag
-// would show twice the time left and more in the last seconds.
+// time really left (the product's target); the answers' lags it logs
+// show what an ETA from the median lag would have added.
 func TestTheETAFollowsTheQueueDrainingAtTheEnd(t *testing.T) {
 	t.Parallel()
 	const tiles, size, perBatch = 304, 16 << 10, 16

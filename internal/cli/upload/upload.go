@@ -32,9 +32,9 @@ import (
 )
 
 // gcFloor is how much upload-pending's heap may grow between garbage
-// collections (gcfloor.Keep): a few batches' worth of garbage. A heap
-// that small grows by at most four times what is live (and Go's least
-// heap at that percent); one of gcFloor or more, by Go's default.
+// collections (gcfloor.Keep): a few batches' worth of garbage. gcfloor
+// caps the percent (a heap that small grows by at most four times what
+// is live); a heap of gcFloor or more grows by Go's default.
 const gcFloor = 32 << 20
 
 // Options are upload-pending's dependencies, then its flags.
@@ -111,10 +111,8 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 				run = runF
 			} else {
 				// A run's garbage is per batch (rows, body, answer)
-				// while what stays live is small with small tiles:
-				// collected every 4 MiB (Go's least heap), the
-				// collections' fixed cost is a large share of the
-				// process's CPU.
+				// while what stays live is small with small tiles,
+				// which Go would collect every 4 MiB (its least heap).
 				defer gcfloor.Keep(gcFloor, os.Getenv)()
 			}
 			err = run(cmd.Context(), opts)
