@@ -214,6 +214,10 @@ type slope struct {
 	// rates is the rate found at each look over the last slopeWindow,
 	// oldest first (n in bytes per second), for typical.
 	rates []slopeSample
+	// bps and ok are the rate of the samples as they are (rate), found
+	// when the last one was taken.
+	bps float64
+	ok  bool
 }
 
 type slopeSample struct {
@@ -238,8 +242,9 @@ func (s *slope) observe(now time.Time, n int64) {
 		cut++
 	}
 	s.samples = s.samples[cut:]
-	if bps, ok := s.rateLocked(); ok {
-		s.rates = append(s.rates, slopeSample{now, int64(bps)})
+	s.bps, s.ok = s.rateLocked()
+	if s.ok {
+		s.rates = append(s.rates, slopeSample{now, int64(s.bps)})
 	}
 	for len(s.rates) > 0 && s.rates[0].at.Before(now.Add(-slopeWindow)) {
 		s.rates = s.rates[1:]
@@ -265,11 +270,12 @@ func (s *slope) typical() (bytesPerSec float64, ok bool) {
 }
 
 // rate is the count's bytes per second over the window, its ramp left
-// out; ok is false until it is known (see slopeWindow).
+// out, as the last look found it; ok is false until it is known (see
+// slopeWindow).
 func (s *slope) rate() (bytesPerSec float64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.rateLocked()
+	return s.bps, s.ok
 }
 
 func (s *slope) rateLocked() (float64, bool) {
