@@ -509,7 +509,7 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 		return 0, false
 	}
 	if len(answers) > 0 && rateOK {
-		raw := answerEnd(answers, acked, left, rate).Sub(now).Seconds()
+		raw := answerEnd(now, answers, acked, left, rate)
 		if ok && bps > 0 {
 			raw = max(raw, float64(left)/bps)
 		}
@@ -521,18 +521,16 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 	return p.meter.blendAt(now, float64(left)/bps+lag.Seconds()), true
 }
 
-// answerEnd is when the run ends by answers (at least one): for each,
-// its time plus the bytes acknowledged since its body was (acked is the
-// count now) and the left still to deliver, at bps; the median of them.
-func answerEnd(answers []sockmeter.Answer, acked, left int64, bps float64) time.Time {
-	ends := make([]time.Time, 0, len(answers))
+// answerEnd is how many seconds after now the run ends by answers (at
+// least one): for each, its time plus the bytes acknowledged since its
+// body was (acked is the count now) and the left still to deliver, at
+// bps; the median of them.
+func answerEnd(now time.Time, answers []sockmeter.Answer, acked, left int64, bps float64) float64 {
+	ends := make([]float64, 0, len(answers))
 	for _, a := range answers {
-		behind := float64(max(acked-a.Acked, 0)+left) / bps
-		ends = append(ends, a.At.Add(time.Duration(behind*float64(time.Second))))
+		ends = append(ends, a.At.Sub(now).Seconds()+float64(max(acked-a.Acked, 0)+left)/bps)
 	}
-	slices.SortFunc(ends, time.Time.Compare)
-	k := len(ends)
-	return ends[(k-1)/2].Add(ends[k/2].Sub(ends[(k-1)/2]) / 2)
+	return median(ends)
 }
 
 // trustedMoves is how often the count of body bytes must have moved
