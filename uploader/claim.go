@@ -45,18 +45,18 @@ func (u *Client) gateFor(req Request) gate {
 	return u.adaptive
 }
 
-// sendPending runs workers that each take a slot of the call's gate,
-// claim the flight's next batch from the store (SELECT ... FOR UPDATE SKIP
-// LOCKED, so workers of this and of other processes take different tiles),
-// verify its blobs, send it and settle it, until nothing is left to claim.
+// sendPending runs workers that each take a slot of the call's gate g
+// (gateFor), claim the flight's next batch from the store (SELECT ... FOR
+// UPDATE SKIP LOCKED, so workers of this and of other processes take
+// different tiles), verify its blobs, send it and settle it, until
+// nothing is left to claim.
 // A worker is started when the gate's limit rises above the workers there
 // are, while the call is not drained (a claim from the first tile found
 // nothing and nothing was freed since; a batch's end or a claim's
 // committed leftovers free tiles, and workers start again): an adaptive
 // limit that grows gets the workers to fill it, and no more claims run
 // than slots.
-func (u *Client) sendPending(ctx context.Context, req Request, lim limits, rep *runReport, claims *claimState, due *dueBatches) error {
-	g := u.gateFor(req)
+func (u *Client) sendPending(ctx context.Context, req Request, g gate, lim limits, rep *runReport, claims *claimState, due *dueBatches) error {
 	rep.setGate(g)
 	// stop ends claiming on the first run-level error; batches already
 	// claimed finish (they are journaled) but no new one is claimed.

@@ -80,13 +80,14 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	if err := u.ConfirmFlightState(ctx, req.FlightID); err != nil {
 		return finish(err)
 	}
+	g := u.gateFor(req)
 	if !req.DryRun {
 		// The connections of the first batches open while the provider
 		// is asked its limits: its answer finds them ready, not one
 		// handshake away. Over HTTPS they open once that answer shows
 		// HTTP/1.x (none for HTTP/2, whose one connection carries every
 		// request): the dialer keeps what is asked here until then.
-		u.warm.ahead(u.gateFor(req).Ahead())
+		u.warm.ahead(g.Ahead())
 	}
 	caps, err := u.capabilities(ctx, rep)
 	if err != nil {
@@ -106,7 +107,6 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	// The limit's first round is counted in bytes where it is still to
 	// be measured: the connections of the batches it now allows open
 	// while the run claims its first batches.
-	g := u.gateFor(req)
 	g.ExpectBatchBytes(lim.batchBytes(page))
 	u.warm.ahead(g.Ahead())
 	if u.clientID != "" {
@@ -150,7 +150,7 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	dead := last.dead
 	announced := false
 	for first := true; ; first = false {
-		if err := u.pass(lctx, req, lim, rep, claims, dead, first, &warned, due); err != nil {
+		if err := u.pass(lctx, req, g, lim, rep, claims, dead, first, &warned, due); err != nil {
 			return finishDue(err)
 		}
 		// The flight is done only when no other run holds any of it:
@@ -171,7 +171,7 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 // ones, and those of the dead runs), looks up the tiles an earlier batch
 // left unclear, and sends what is pending and not held by another run.
 // Batches that wait for the provider's advised time go to due.
-func (u *Client) pass(ctx context.Context, req Request, lim limits, rep *runReport, claims *claimState, dead []string, first bool, warned *sync.WaitGroup, due *dueBatches) error {
+func (u *Client) pass(ctx context.Context, req Request, g gate, lim limits, rep *runReport, claims *claimState, dead []string, first bool, warned *sync.WaitGroup, due *dueBatches) error {
 	settled, err := u.settleOpen(ctx, req.FlightID, dead, rep, claims, req.Settling, due)
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func (u *Client) pass(ctx context.Context, req Request, lim limits, rep *runRepo
 			}
 		})
 	}
-	return u.sendPending(ctx, req, lim, rep, claims, due)
+	return u.sendPending(ctx, req, g, lim, rep, claims, due)
 }
 
 // dryRun pages and sizes as a real run would and reports the batches and
