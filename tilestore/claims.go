@@ -293,16 +293,12 @@ func (s *Store) ClaimBatch(ctx context.Context, c Claim) (Claimed, error) {
 // round trip the next claim's turn waits for. The COMMIT returns once the
 // batch's journal is on disk.
 func (s *Store) claimPipelined(ctx context.Context, c Claim) (Claimed, error) {
-	conn, err := s.pool.Acquire(ctx)
+	var out Claimed
+	err := s.onConn(ctx, func(conn *pgx.Conn) (err error) {
+		out, err = s.claimIn(ctx, conn, c, Stream{}, true)
+		return err
+	})
 	if err != nil {
-		return Claimed{}, err
-	}
-	// A connection not back to idle (rollback failed) is closed by the
-	// pool, never reused inside a transaction.
-	defer conn.Release()
-	out, err := s.claimIn(ctx, conn.Conn(), c, Stream{}, true)
-	if err != nil {
-		rollbackLeft(ctx, conn.Conn())
 		return Claimed{}, err
 	}
 	return out, nil
@@ -352,19 +348,13 @@ func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream
 	}
 	var cands []Tile
 	if pipelined {
-		b := &pgx.Batch{}
-		claimBegin.queue(b)
-		b.Queue(claimMarkSQL[order], args...)
-		br := q.SendBatch(ctx, b)
-		if err = claimBegin.read(br); err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
+		err = claimBegin.first(ctx, q, func(br pgx.BatchResults) error {
+			rows, err := br.Query()
+			if err == nil {
 				cands, err = collectTiles(rows, c.Limit)
 			}
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+			return err
+		}, claimMarkSQL[order], args...)
 	} else {
 		var rows pgx.Rows
 		if rows, err = q.Query(ctx, claimMarkSQL[order], args...); err == nil {

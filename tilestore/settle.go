@@ -106,13 +106,9 @@ func (s *Store) SettleBatch(ctx context.Context, st Settlement) error {
 	}
 	// The transaction's BEGIN goes in the round trip of its first read,
 	// and its COMMIT in that of its writes: two round trips.
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("settle batch %s: %w", st.OpID, err)
-	}
-	defer conn.Release()
-	if err := settleOn(ctx, conn.Conn(), begin, st, rejIDs, reasons, messages); err != nil {
-		rollbackLeft(ctx, conn.Conn())
+	if err := s.onConn(ctx, func(conn *pgx.Conn) error {
+		return settleOn(ctx, conn, begin, st, rejIDs, reasons, messages)
+	}); err != nil {
 		return fmt.Errorf("settle batch %s: %w", st.OpID, err)
 	}
 	return nil
@@ -123,17 +119,9 @@ func settleOn(ctx context.Context, conn *pgx.Conn, begin txBegin, st Settlement,
 	var state string
 	var members []string
 	var stream *int64
-	r := &pgx.Batch{}
-	begin.queue(r)
-	r.Queue(`SELECT state, tile_ids, client_stream FROM upload_batches WHERE op_id = $1 FOR UPDATE`, st.OpID)
-	br := conn.SendBatch(ctx, r)
-	err := begin.read(br)
-	if err == nil {
-		err = br.QueryRow().Scan(&state, &members, &stream)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	err := begin.first(ctx, conn, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&state, &members, &stream)
+	}, `SELECT state, tile_ids, client_stream FROM upload_batches WHERE op_id = $1 FOR UPDATE`, st.OpID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrBatchNotFound
 	}

@@ -193,6 +193,43 @@ func (b txBegin) read(br pgx.BatchResults) error {
 	return nil
 }
 
+// first begins the transaction on q in the round trip of its first
+// statement, sql, whose result read takes.
+func (b txBegin) first(ctx context.Context, q interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, read func(pgx.BatchResults) error, sql string, args ...any) error {
+	w := &pgx.Batch{}
+	b.queue(w)
+	w.Queue(sql, args...)
+	br := q.SendBatch(ctx, w)
+	err := b.read(br)
+	if err == nil {
+		err = read(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// onConn runs fn, a pipelined transaction (txBegin.first ... COMMIT), on
+// a pooled connection of its own, and rolls back what a failed fn left
+// open (rollbackLeft).
+func (s *Store) onConn(ctx context.Context, fn func(*pgx.Conn) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection not back to idle (rollback failed) is closed by the
+	// pool, never reused inside a transaction.
+	defer conn.Release()
+	if err := fn(conn.Conn()); err != nil {
+		rollbackLeft(ctx, conn.Conn())
+		return err
+	}
+	return nil
+}
+
 // rollbackLeft rolls back the transaction a failed pipelined transaction
 // (txBegin.queue) left open, if any, so that its connection goes back to
 // the pool clean; the pool closes a connection it gets back in a
