@@ -55,6 +55,7 @@ func Keep(floor uint64, getenv func(string) string) (stop func()) {
 		return func() {}
 	}
 	h := &hook{floor: floor, last: maxPercent}
+	h.sample[0].Name = "/gc/heap/live:bytes"
 	h.before = debug.SetGCPercent(maxPercent) // the live heap is not known before the first collection
 	h.arm()
 	return h.stop
@@ -90,7 +91,6 @@ func (h *hook) collected() {
 	if h.stopped {
 		return
 	}
-	h.sample[0].Name = "/gc/heap/live:bytes"
 	metrics.Read(h.sample[:])
 	if h.sample[0].Value.Kind() == metrics.KindUint64 {
 		if p := percent(h.sample[0].Value.Uint64(), h.floor); p != h.last {
