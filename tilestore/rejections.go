@@ -9,39 +9,52 @@ import (
 )
 
 // countRejectionsSQL does all of CountRejectionsUpTo's writes in one
-// statement. pick takes the first $3 tiles (all when NULL) after $5, in
-// tile_id order, with uncounted rejections: it reads the partial index of
-// uncounted rejections from the cursor on and checks each one's flight
-// through its tile's primary key, so that it costs what the chunk holds
-// (a join with tiles could hash every tile of the flight, or walk
-// tiles_pkey from the first tile, for each chunk). unc
-// locks the flight's uncounted rejections and their tiles in tile_id
-// order, so a concurrent count waits and then finds nothing left to count;
-// per sums them per tile and takes the newest one's reason, message and
-// time, all from one sort of unc (an ordered aggregate sorts each tile's
-// rows again for each aggregate); mark sets
+// statement. unc locks the flight's uncounted rejections after $5 and
+// their tiles in tile_id order, so a concurrent count waits and then finds
+// nothing left to count. It reads the partial index of uncounted
+// rejections from the cursor on and checks each one's flight through its
+// tile's primary key, so that it costs what the chunk holds (a join with
+// tiles could hash every tile of the flight, or walk tiles_pkey from the
+// first tile, for each chunk). With a limit ($3, NULL for all) the chunk
+// ends at the $3rd tile with uncounted rejections of the flight (tile_id
+// order): the initplan finds that tile the same way, and unc reads the
+// index range up to it (a list of the chunk's tiles would have unc look
+// each one up again). per sums them per tile and takes the newest one's
+// reason, message and time, all from one sort of unc (an ordered
+// aggregate sorts each tile's rows again for each aggregate); mark sets
 // counted_at (its rows are unc's, locked and still uncounted: saying so
 // lets it find them through the partial index of uncounted rejections,
 // where a hash join read the whole table per chunk); upd adds the counts
 // and moves uploadable tiles that reached the budget ($2), or were
-// rejected too_large ($4), to upload_giveup. generation names the give-up:
-// a tile leaves upload_giveup only by a requeue, which counts requeues up
-// and never resets it, so requeues + 1 numbers each of the tile's give-ups
-// (its first is 1) and the FDR key built from it is new for each.
-// old_status is read under the lock, so "gave up now" is exact: the status
-// changed in this statement.
+// rejected too_large ($4), to upload_giveup.
+// generation names the give-up: a tile leaves upload_giveup only by a
+// requeue, which counts requeues up and never resets it, so requeues + 1
+// numbers each of the tile's give-ups (its first is 1) and the FDR key
+// built from it is new for each. old_status is read under the lock, so
+// "gave up now" is exact: the status changed in this statement.
+//
+// mark and upd find their rows by key, not by the ctid unc read: a row
+// another transaction changed while the count waited for its lock is
+// locked in its newest version, which this statement's snapshot does not
+// see, so a write by ctid would skip it
+// (TestCountRejectionsCountsRowsChangedWhileItWaited). The mark is never a
+// HOT update: upload_rejections_uncounted_idx, which every reader of
+// uncounted rejections needs, has counted_at in its predicate, so each
+// marked row gets a new entry in the table's other indexes.
 const countRejectionsSQL = `
-WITH pick AS (
-    SELECT DISTINCT r.tile_id
-      FROM upload_rejections r
-     WHERE r.counted_at IS NULL AND r.tile_id > $5
-       AND (SELECT t.flight_id FROM tiles t WHERE t.tile_id = r.tile_id) = $1
-     ORDER BY r.tile_id
-     LIMIT $3
-), unc AS (
-    SELECT r.op_id, r.tile_id, r.reason, r.message, r.rejected_at, t.voting_status AS old_status
+WITH unc AS (
+    SELECT r.op_id, r.tile_id, r.reason, r.message, r.rejected_at,
+           t.voting_status AS old_status
       FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
-     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id IN (SELECT tile_id FROM pick)
+     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $5
+       AND ($3::int IS NULL OR r.tile_id <= (
+            SELECT max(p.tile_id) FROM (
+                SELECT DISTINCT q.tile_id
+                  FROM upload_rejections q
+                 WHERE q.counted_at IS NULL AND q.tile_id > $5
+                   AND (SELECT f.flight_id FROM tiles f WHERE f.tile_id = q.tile_id) = $1
+                 ORDER BY q.tile_id
+                 LIMIT $3) p))
      ORDER BY r.tile_id, r.op_id
        FOR UPDATE OF r, t
 ), per AS (
