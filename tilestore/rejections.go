@@ -8,17 +8,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// countRejectionsSQL does all of CountRejectionsUpTo's writes in one
-// statement. unc locks the flight's uncounted rejections after $5 and
+// countRejectionsSQLFor does all of CountRejectionsUpTo's writes in one
+// statement. unc locks the flight's uncounted rejections after $4 and
 // their tiles in tile_id order, so a concurrent count waits and then finds
 // nothing left to count. It reads the partial index of uncounted
 // rejections from the cursor on and checks each one's flight through its
 // tile's primary key, so that it costs what the chunk holds (a join with
 // tiles could hash every tile of the flight, or walk tiles_pkey from the
-// first tile, for each chunk). With a limit ($3, NULL for all) the chunk
-// ends at the $3rd tile with uncounted rejections of the flight (tile_id
-// order): the initplan finds that tile the same way, and unc reads the
-// index range up to it (a list of the chunk's tiles would have unc look
+// first tile, for each chunk). A chunk ends at the $5th tile with
+// uncounted rejections of the flight (tile_id order): an initplan finds
+// that tile the same way, and unc reads the index range up to it (a list of the chunk's tiles would have unc look
 // each one up again). per sums them per tile and takes the newest one's
 // reason, message and time, all from one sort of unc (an ordered
 // aggregate sorts each tile's rows again for each aggregate); mark sets
@@ -26,7 +25,7 @@ import (
 // lets it find them through the partial index of uncounted rejections,
 // where a hash join read the whole table per chunk); upd adds the counts
 // and moves uploadable tiles that reached the budget ($2), or were
-// rejected too_large ($4), to upload_giveup.
+// rejected too_large ($3), to upload_giveup.
 // generation names the give-up: a tile leaves upload_giveup only by a
 // requeue, which counts requeues up and never resets it, so requeues + 1
 // numbers each of the tile's give-ups (its first is 1) and the FDR key
@@ -41,20 +40,30 @@ import (
 // HOT update: upload_rejections_uncounted_idx, which every reader of
 // uncounted rejections needs, has counted_at in its predicate, so each
 // marked row gets a new entry in the table's other indexes.
-const countRejectionsSQL = `
-WITH unc AS (
-    SELECT r.op_id, r.tile_id, r.reason, r.message, r.rejected_at,
-           t.voting_status AS old_status
-      FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
-     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $5
-       AND ($3::int IS NULL OR r.tile_id <= (
+// countRejectionsSQL is the statement for every tile after the cursor
+// (chunk false) or for a chunk of $5 tiles. They are two texts, not one
+// with "$5 IS NULL OR", because a generic plan of that cannot bound the
+// index scan: every chunk would read to the end of the flight.
+var countRejectionsSQL = map[bool]string{false: countRejectionsSQLFor(false), true: countRejectionsSQLFor(true)}
+
+func countRejectionsSQLFor(chunk bool) string {
+	bound := ""
+	if chunk {
+		bound = `
+       AND r.tile_id <= (
             SELECT max(p.tile_id) FROM (
                 SELECT DISTINCT q.tile_id
                   FROM upload_rejections q
-                 WHERE q.counted_at IS NULL AND q.tile_id > $5
+                 WHERE q.counted_at IS NULL AND q.tile_id > $4
                    AND (SELECT f.flight_id FROM tiles f WHERE f.tile_id = q.tile_id) = $1
                  ORDER BY q.tile_id
-                 LIMIT $3) p))
+                 LIMIT $5) p)`
+	}
+	return `
+WITH unc AS (
+    SELECT r.op_id, r.tile_id, r.reason, r.message, r.rejected_at, t.voting_status AS old_status
+      FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
+     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $4` + bound + `
      ORDER BY r.tile_id, r.op_id
        FOR UPDATE OF r, t
 ), per AS (
@@ -63,7 +72,7 @@ WITH unc AS (
            first_value(message) OVER w AS message,
            first_value(rejected_at) OVER w AS rejected_at,
            min(old_status) OVER w AS old_status,
-           bool_or(reason = $4) OVER w AS final,
+           bool_or(reason = $3) OVER w AS final,
            row_number() OVER w AS i
       FROM unc
     WINDOW w AS (PARTITION BY tile_id ORDER BY rejected_at DESC, op_id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
@@ -87,6 +96,7 @@ WITH unc AS (
               t.gave_up_at, t.requeues + 1 AS generation
 )
 SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up_at, generation FROM upd ORDER BY tile_id`
+}
 
 // ReasonTooLarge is the rejection reason of a tile over the provider's
 // limits. Retrying the same bytes can never help, so counting such a
@@ -135,9 +145,9 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	if maxTiles < 0 {
 		return CountResult{}, fmt.Errorf("count rejections of flight %s: max tiles must be 0 (all) or more, got %d", flightID, maxTiles)
 	}
-	var limit *int
+	args := []any{flightID, maxAttempts, ReasonTooLarge, after}
 	if maxTiles > 0 {
-		limit = &maxTiles
+		args = append(args, maxTiles)
 	}
 	// The common case, nothing to count, costs one read and no
 	// transaction (the decorator counts before every inner call, and after
@@ -163,7 +173,7 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	var res CountResult
 	err := pgx.BeginTxFunc(ctx, s.pool, countTx, func(tx pgx.Tx) error {
 		res = CountResult{Attempts: map[string]int{}}
-		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit, ReasonTooLarge, after)
+		rows, err := tx.Query(ctx, countRejectionsSQL[maxTiles > 0], args...)
 		if err != nil {
 			return err
 		}
