@@ -104,6 +104,16 @@ SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up
 // requeue` brings it back once the provider raises its limits.
 const ReasonTooLarge = "too_large"
 
+// ReasonProtocolError is the rejection reason the client records for a
+// tile an answer did not clearly settle (see uploader.ReasonProtocolError):
+// the only unclear reason. Such a tile awaits a lookup before it travels
+// under a new key (AmbiguousPending, Claim.LookedUp). The claims and
+// AmbiguousPending read these rejections through
+// upload_rejections_unclear_idx, which holds only them, so the SQL names
+// the reason itself: a partial index serves only a condition its
+// predicate is proved from when the statement is planned.
+const ReasonProtocolError = "protocol_error"
+
 // uncountedExistSQL reads the partial index of uncounted rejections after
 // the cursor $2.
 const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
