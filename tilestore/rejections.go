@@ -39,7 +39,8 @@ import (
 // (TestCountRejectionsCountsRowsChangedWhileItWaited). The mark is never a
 // HOT update: upload_rejections_uncounted_idx, which every reader of
 // uncounted rejections needs, has counted_at in its predicate, so each
-// marked row gets a new entry in the table's other indexes.
+// marked row gets a new entry in the primary key (and, a protocol_error
+// rejection, in upload_rejections_unclear_idx: 0017).
 // countRejectionsSQL is the statement for every tile after the cursor
 // (chunk false) or for a chunk of $5 tiles. They are two texts, not one
 // with "$5 IS NULL OR", because a generic plan of that cannot bound the
