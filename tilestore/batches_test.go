@@ -126,7 +126,7 @@ func TestClaimBatchRefusesTilesOfAnotherOpenBatchUntilItFails(t *testing.T) {
 	}
 	// A failed batch's tiles are free, once looked up (the provider may
 	// have stored them under op-1).
-	_, asOf, err := s.AmbiguousPending(ctx, "F1", nil)
+	_, asOf, err := s.AmbiguousPending(ctx, "F1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,16 +55,16 @@ func (o Order) Less(a, b Cursor) bool {
 }
 
 // claimOrderSQL is the cursor condition and the ORDER BY of a claim in o:
-// $8 is the cursor's tile ID, $10 its zoom. Each is served by its own
+// $7 is the cursor's tile ID, $9 its zoom. Each is served by its own
 // partial index, whose leading columns they match: tiles_pending_idx
 // (flight_id, tile_id) and tiles_claim_zoom_idx (flight_id, z, tile_id),
 // so a claim reads the index from its cursor on, in order, and stops
 // after its limit. The zero cursor's zoom is -1, before every tile.
 func (o Order) claimOrderSQL() (cursor, orderBy string) {
 	if o == OrderID {
-		return `t.tile_id > $8`, `t.tile_id`
+		return `t.tile_id > $7`, `t.tile_id`
 	}
-	return `(t.z, t.tile_id) > ($10::smallint, $8::text)`, `t.z, t.tile_id`
+	return `(t.z, t.tile_id) > ($9::smallint, $7::text)`, `t.z, t.tile_id`
 }
 
 // lastTaken is the place, in the claim's order, of the last candidate that

@@ -221,7 +221,7 @@ func TestAFailedLowerZoomTileIsClaimedBeforeFurtherHigherZoomTiles(t *testing.T)
 	}
 	// The run's lookup finds them not held: its next claim from the first
 	// tile takes them before any further zoom-2 tile.
-	amb, asOf, err := s.AmbiguousPending(ctx, "FF", nil)
+	amb, asOf, err := s.AmbiguousPending(ctx, "FF")
 	if err != nil || len(amb) != 3 {
 		t.Fatalf("awaiting a lookup: %d tiles, %v; want the failed batch's 3", len(amb), err)
 	}
@@ -266,7 +266,7 @@ func TestAClaimInZoomOrderReadsTheZoomOrderIndex(t *testing.T) {
 			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
 				return err
 			}
-			args := []any{"FP", 20, 5, []string{}, []string{}, []string{}, time.Now(), "FP-0", "op"}
+			args := []any{"FP", 20, 5, []string{}, []string{}, time.Now(), "FP-0", "op"}
 			if c.order == tilestore.OrderZoom {
 				args = append(args, 2)
 			}
@@ -312,10 +312,10 @@ func TestTheClaimsGenericPlanReadsTheOrdersIndex(t *testing.T) {
 		after string // the cursor's condition in the index scan
 		args  string // the claim's values, as SQL literals
 	}{
-		{tilestore.OrderZoom, "tiles_claim_zoom_idx", "ROW(z, tile_id) > ROW($10, $8)",
-			"'FG', 64, 5, '{}'::text[], '{}'::text[], '{}'::text[], now(), 'FG-0', 'op-z', 2"},
-		{tilestore.OrderID, "", "tile_id > $8",
-			"'FG', 64, 5, '{}'::text[], '{}'::text[], '{}'::text[], now(), 'FG-0', 'op-i'"},
+		{tilestore.OrderZoom, "tiles_claim_zoom_idx", "ROW(z, tile_id) > ROW($9, $7)",
+			"'FG', 64, 5, '{}'::text[], '{}'::text[], now(), 'FG-0', 'op-z', 2"},
+		{tilestore.OrderID, "", "tile_id > $7",
+			"'FG', 64, 5, '{}'::text[], '{}'::text[], now(), 'FG-0', 'op-i'"},
 	} {
 		conn, err := s.Pool().Acquire(ctx)
 		if err != nil {

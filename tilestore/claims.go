@@ -78,12 +78,9 @@ type Claim struct {
 	// Exclude names tiles the caller does not want now (those it saw
 	// rejected in this pass: they wait for the decorator's count).
 	Exclude []string
-	// UnclearReasons are the rejection reasons that settle nothing clear
-	// for a tile (as for AmbiguousPending). A tile awaiting a lookup (a
-	// member of a failed batch of the flight, or rejected with one of
-	// these) is never claimed unless it is in LookedUp.
-	UnclearReasons []string
-	// LookedUp names the tiles awaiting a lookup that the caller itself
+	// LookedUp names the tiles awaiting a lookup (members of a failed
+	// batch of the flight, or rejected with ReasonProtocolError: nothing
+	// clear was settled for them) that the caller itself
 	// asked the provider about and found not held: only these may travel
 	// under a new key. Whichever run's batch failed, no other tile that
 	// awaits a lookup is claimed.
@@ -162,12 +159,13 @@ type Claimed struct {
 // small partial index). SKIP LOCKED lets concurrent claims take different
 // tiles without waiting; a tile another claim took and committed meanwhile
 // fails the recheck of open_op_id on its new version. Tiles awaiting a
-// lookup ($5 the unclear reasons) are left out unless the caller found
-// them not held ($6). The set is read once per claim (a hashed subplan)
-// through two small indexes (migration 0009): the flight's failed batches
-// and the unclear rejections, so with none a claim pays two empty index
-// probes, and the candidates are still read in the claim's order, from
-// after the caller's cursor ($8, $10), through the partial index that
+// lookup (members of a failed batch of the flight, or rejected with
+// ReasonProtocolError) are left out unless the caller found them not held
+// ($5). The set is read once per claim (a hashed subplan) through two
+// small indexes: the flight's failed batches (0009) and the unclear
+// rejections (0017), so with none a claim pays two empty index probes,
+// and the candidates are still read in the claim's order, from
+// after the caller's cursor ($7, $9), through the partial index that
 // serves that order.
 //
 // What the order promises. A claim takes the first tiles, in (z, tile_id)
@@ -202,15 +200,15 @@ func claimSQL(o Order) string {
 	return `SELECT t.ctid FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
 	  AND NOT t.tile_id = ANY($4::text[])
-	  AND ((t.tile_id = ANY($6::text[])
+	  AND ((t.tile_id = ANY($5::text[])
 	        AND NOT EXISTS (SELECT 1 FROM upload_batches b WHERE b.flight_id = $1 AND b.state = 'failed'
-	                          AND b.settled_at >= $7 AND t.tile_id = ANY(b.tile_ids))
+	                          AND b.settled_at >= $6 AND t.tile_id = ANY(b.tile_ids))
 	        AND NOT EXISTS (SELECT 1 FROM upload_rejections r WHERE r.tile_id = t.tile_id
-	                          AND r.reason = ANY($5::text[]) AND r.rejected_at >= $7))
+	                          AND r.reason = '` + ReasonProtocolError + `' AND r.rejected_at >= $6))
 	       OR t.tile_id NOT IN (
 	        SELECT unnest(b.tile_ids) FROM upload_batches b WHERE b.flight_id = $1 AND b.state = 'failed'
 	        UNION ALL
-	        SELECT r.tile_id FROM upload_rejections r WHERE r.reason = ANY($5::text[])))
+	        SELECT r.tile_id FROM upload_rejections r WHERE r.reason = '` + ReasonProtocolError + `'))
 	  AND ` + cursor + `
 	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base + (SELECT count(*) FROM upload_rejections r
 	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
@@ -219,7 +217,7 @@ func claimSQL(o Order) string {
 }
 
 // claimMarkSQL locks claimSQL's candidates and marks them as members of
-// the batch being formed ($9) in the same statement: one pass over the
+// the batch being formed ($8) in the same statement: one pass over the
 // rows, instead of a lock and then an update that finds each row again
 // through the primary key. The candidates Pick leaves out are unmarked
 // before the commit. The marked rows come back in the claim's order.
@@ -228,7 +226,7 @@ var claimMarkSQL = map[Order]string{OrderZoom: claimMarkSQLFor(OrderZoom), Order
 func claimMarkSQLFor(o Order) string {
 	_, orderBy := o.claimOrderSQL()
 	return `WITH c AS (` + claimSQL(o) + `),
-	marked AS (UPDATE tiles t SET open_op_id = $9 WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM c)) RETURNING ` + tileColumns + `)
+	marked AS (UPDATE tiles t SET open_op_id = $8 WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM c)) RETURNING ` + tileColumns + `)
 	SELECT ` + tileColumns + ` FROM marked t ORDER BY ` + orderBy
 }
 
@@ -323,10 +321,7 @@ func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream
 	if exclude == nil {
 		exclude = []string{}
 	}
-	unclear, lookedUp := c.UnclearReasons, c.LookedUp
-	if unclear == nil {
-		unclear = []string{}
-	}
+	lookedUp := c.LookedUp
 	if lookedUp == nil {
 		lookedUp = []string{}
 	}
@@ -338,7 +333,7 @@ func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream
 	if c.At != nil {
 		after = c.At()
 	}
-	args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, unclear, lookedUp, c.LookedUpAt, after.ID, c.OpID}
+	args := []any{c.FlightID, c.Limit, c.MaxAttempts, exclude, lookedUp, c.LookedUpAt, after.ID, c.OpID}
 	if order == OrderZoom {
 		afterZ := -1 // before zoom 0: the zero cursor
 		if !after.IsZero() {

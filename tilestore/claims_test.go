@@ -205,7 +205,7 @@ func TestSettlingOrFailingABatchFreesItsTilesForTheNextClaim(t *testing.T) {
 	// The rejected tile (one uncounted rejection) is left out at a budget
 	// of 1, and when the caller excludes it; it is free below its budget.
 	// The failed batch's tiles go again only once a lookup found them not held.
-	_, asOf, err := s.AmbiguousPending(ctx, "FS", nil)
+	_, asOf, err := s.AmbiguousPending(ctx, "FS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaiting := append(append([]string{}, ca.Batch.TileIDs...), unclear)
-	cb := mustClaim(t, ctx, b, tilestore.Claim{FlightID: "FL", Limit: 10, UnclearReasons: []string{"protocol_error"}, OpID: "op-b", Pick: pickAll("op-b")})
+	cb := mustClaim(t, ctx, b, tilestore.Claim{FlightID: "FL", Limit: 10, OpID: "op-b", Pick: pickAll("op-b")})
 	for _, id := range cb.Batch.TileIDs {
 		if slices.Contains(awaiting, id) {
 			t.Fatalf("run B claimed %v, including tile %s, which awaits a lookup (A's failed batch %v, unclear rejection %s)",
@@ -260,11 +260,11 @@ func TestATileAwaitingLookUpIsNeverClaimedByAnotherRun(t *testing.T) {
 	// Once B's own lookup said "send" for one of them, that one (and only
 	// that one) is claimable.
 	sendable := ca.Batch.TileIDs[1]
-	_, asOf, err := b.AmbiguousPending(ctx, "FL", []string{"protocol_error"})
+	_, asOf, err := b.AmbiguousPending(ctx, "FL")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 10, UnclearReasons: []string{"protocol_error"},
+	cl, err := b.ClaimBatch(ctx, tilestore.Claim{FlightID: "FL", Limit: 10,
 		LookedUp: []string{sendable}, LookedUpAt: asOf, OpID: "op-b2", Pick: pickAll("op-b2")})
 	if err != nil {
 		t.Fatal(err)
@@ -351,11 +351,11 @@ func TestALookUpOlderThanTheTilesLatestFailureDoesNotLetItBeClaimed(t *testing.T
 		t.Fatal(err)
 	}
 	// Both runs read the tile as awaiting a lookup; both are told "send".
-	amb, asOfB, err := b.AmbiguousPending(ctx, "FR", nil)
+	amb, asOfB, err := b.AmbiguousPending(ctx, "FR")
 	if err != nil || len(amb) != 1 || amb[0].ID != tile {
 		t.Fatalf("ambiguous = %v, %v; want [%s]", amb, err, tile)
 	}
-	_, asOfA, err := a.AmbiguousPending(ctx, "FR", nil)
+	_, asOfA, err := a.AmbiguousPending(ctx, "FR")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestALookUpOlderThanTheTilesLatestFailureDoesNotLetItBeClaimed(t *testing.T
 		t.Fatalf("run A's claim after its lookup = %v, %v; want [%s]", again.Batch.TileIDs, err, tile)
 	}
 	// While op-2 is open nobody looks the tile up: op-2 may still store it.
-	if amb, _, err := b.AmbiguousPending(ctx, "FR", nil); err != nil || len(amb) != 0 {
+	if amb, _, err := b.AmbiguousPending(ctx, "FR"); err != nil || len(amb) != 0 {
 		t.Fatalf("ambiguous while op-2 is open = %v, %v; want none", amb, err)
 	}
 	if err := a.FailBatch(ctx, "op-2", 422, "key expired"); err != nil {
@@ -375,7 +375,7 @@ func TestALookUpOlderThanTheTilesLatestFailureDoesNotLetItBeClaimed(t *testing.T
 		t.Fatalf("run B claimed %v with a lookup older than the tile's latest failure", stale.Batch.TileIDs)
 	}
 	// A fresh lookup lets it go.
-	_, asOfB2, err := b.AmbiguousPending(ctx, "FR", nil)
+	_, asOfB2, err := b.AmbiguousPending(ctx, "FR")
 	if err != nil {
 		t.Fatal(err)
 	}

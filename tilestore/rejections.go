@@ -8,40 +8,63 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// countRejectionsSQL does all of CountRejectionsUpTo's writes in one
-// statement. pick takes the first $3 tiles (all when NULL) after $5, in
-// tile_id order, with uncounted rejections: it reads the partial index of
-// uncounted rejections from the cursor on and checks each one's flight
-// through its tile's primary key, so that it costs what the chunk holds
-// (a join with tiles could hash every tile of the flight, or walk
-// tiles_pkey from the first tile, for each chunk). unc
-// locks the flight's uncounted rejections and their tiles in tile_id
-// order, so a concurrent count waits and then finds nothing left to count;
-// per sums them per tile and takes the newest one's reason, message and
-// time, all from one sort of unc (an ordered aggregate sorts each tile's
-// rows again for each aggregate); mark sets
+// countRejectionsSQLFor does all of CountRejectionsUpTo's writes in one
+// statement. unc locks the flight's uncounted rejections after $4 and
+// their tiles in tile_id order, so a concurrent count waits and then finds
+// nothing left to count. It reads the partial index of uncounted
+// rejections from the cursor on and checks each one's flight through its
+// tile's primary key, so that it costs what the chunk holds (a join with
+// tiles could hash every tile of the flight, or walk tiles_pkey from the
+// first tile, for each chunk). A chunk ends at the $5th tile with
+// uncounted rejections of the flight (tile_id order): an initplan finds
+// that tile the same way, and unc reads the index range up to it (a list of the chunk's tiles would have unc look
+// each one up again). per sums them per tile and takes the newest one's
+// reason, message and time, all from one sort of unc (an ordered
+// aggregate sorts each tile's rows again for each aggregate); mark sets
 // counted_at (its rows are unc's, locked and still uncounted: saying so
 // lets it find them through the partial index of uncounted rejections,
 // where a hash join read the whole table per chunk); upd adds the counts
 // and moves uploadable tiles that reached the budget ($2), or were
-// rejected too_large ($4), to upload_giveup. generation names the give-up:
-// a tile leaves upload_giveup only by a requeue, which counts requeues up
-// and never resets it, so requeues + 1 numbers each of the tile's give-ups
-// (its first is 1) and the FDR key built from it is new for each.
-// old_status is read under the lock, so "gave up now" is exact: the status
-// changed in this statement.
-const countRejectionsSQL = `
-WITH pick AS (
-    SELECT DISTINCT r.tile_id
-      FROM upload_rejections r
-     WHERE r.counted_at IS NULL AND r.tile_id > $5
-       AND (SELECT t.flight_id FROM tiles t WHERE t.tile_id = r.tile_id) = $1
-     ORDER BY r.tile_id
-     LIMIT $3
-), unc AS (
+// rejected too_large ($3), to upload_giveup.
+// generation names the give-up: a tile leaves upload_giveup only by a
+// requeue, which counts requeues up and never resets it, so requeues + 1
+// numbers each of the tile's give-ups (its first is 1) and the FDR key
+// built from it is new for each. old_status is read under the lock, so
+// "gave up now" is exact: the status changed in this statement.
+//
+// mark and upd find their rows by key, not by the ctid unc read: a row
+// another transaction changed while the count waited for its lock is
+// locked in its newest version, which this statement's snapshot does not
+// see, so a write by ctid would skip it
+// (TestCountRejectionsCountsRowsChangedWhileItWaited). The mark is never a
+// HOT update: upload_rejections_uncounted_idx, which every reader of
+// uncounted rejections needs, has counted_at in its predicate, so each
+// marked row gets a new entry in the primary key (and, a protocol_error
+// rejection, in upload_rejections_unclear_idx: 0017).
+// countRejectionsSQL is the statement for every tile after the cursor
+// (chunk false) or for a chunk of $5 tiles. They are two texts, not one
+// with "$5 IS NULL OR", because a generic plan of that cannot bound the
+// index scan: every chunk would read to the end of the flight.
+var countRejectionsSQL = map[bool]string{false: countRejectionsSQLFor(false), true: countRejectionsSQLFor(true)}
+
+func countRejectionsSQLFor(chunk bool) string {
+	bound := ""
+	if chunk {
+		bound = `
+       AND r.tile_id <= (
+            SELECT max(p.tile_id) FROM (
+                SELECT DISTINCT q.tile_id
+                  FROM upload_rejections q
+                 WHERE q.counted_at IS NULL AND q.tile_id > $4
+                   AND (SELECT f.flight_id FROM tiles f WHERE f.tile_id = q.tile_id) = $1
+                 ORDER BY q.tile_id
+                 LIMIT $5) p)`
+	}
+	return `
+WITH unc AS (
     SELECT r.op_id, r.tile_id, r.reason, r.message, r.rejected_at, t.voting_status AS old_status
       FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
-     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id IN (SELECT tile_id FROM pick)
+     WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $4` + bound + `
      ORDER BY r.tile_id, r.op_id
        FOR UPDATE OF r, t
 ), per AS (
@@ -50,7 +73,7 @@ WITH pick AS (
            first_value(message) OVER w AS message,
            first_value(rejected_at) OVER w AS rejected_at,
            min(old_status) OVER w AS old_status,
-           bool_or(reason = $4) OVER w AS final,
+           bool_or(reason = $3) OVER w AS final,
            row_number() OVER w AS i
       FROM unc
     WINDOW w AS (PARTITION BY tile_id ORDER BY rejected_at DESC, op_id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
@@ -74,12 +97,23 @@ WITH pick AS (
               t.gave_up_at, t.requeues + 1 AS generation
 )
 SELECT tile_id, flight_id, upload_attempts, n, gave_up, reason, message, gave_up_at, generation FROM upd ORDER BY tile_id`
+}
 
 // ReasonTooLarge is the rejection reason of a tile over the provider's
 // limits. Retrying the same bytes can never help, so counting such a
 // rejection gives the tile up at once, whatever its attempts; `tiles
 // requeue` brings it back once the provider raises its limits.
 const ReasonTooLarge = "too_large"
+
+// ReasonProtocolError is the rejection reason the client records for a
+// tile an answer did not clearly settle (see uploader.ReasonProtocolError):
+// the only unclear reason. Such a tile awaits a lookup before it travels
+// under a new key (AmbiguousPending, Claim.LookedUp). The claims and
+// AmbiguousPending read these rejections through
+// upload_rejections_unclear_idx, which holds only them, so the SQL names
+// the reason itself: a partial index serves only a condition its
+// predicate is proved from when the statement is planned.
+const ReasonProtocolError = "protocol_error"
 
 // uncountedExistSQL reads the partial index of uncounted rejections after
 // the cursor $2.
@@ -122,9 +156,9 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	if maxTiles < 0 {
 		return CountResult{}, fmt.Errorf("count rejections of flight %s: max tiles must be 0 (all) or more, got %d", flightID, maxTiles)
 	}
-	var limit *int
+	args := []any{flightID, maxAttempts, ReasonTooLarge, after}
 	if maxTiles > 0 {
-		limit = &maxTiles
+		args = append(args, maxTiles)
 	}
 	// The common case, nothing to count, costs one read and no
 	// transaction (the decorator counts before every inner call, and after
@@ -150,7 +184,7 @@ func (s *Store) CountRejectionsUpTo(ctx context.Context, flightID string, maxAtt
 	var res CountResult
 	err := pgx.BeginTxFunc(ctx, s.pool, countTx, func(tx pgx.Tx) error {
 		res = CountResult{Attempts: map[string]int{}}
-		rows, err := tx.Query(ctx, countRejectionsSQL, flightID, maxAttempts, limit, ReasonTooLarge, after)
+		rows, err := tx.Query(ctx, countRejectionsSQL[maxTiles > 0], args...)
 		if err != nil {
 			return err
 		}

@@ -258,3 +258,65 @@ func TestCountRejectionsNumbersEachGiveUpAfterARequeue(t *testing.T) {
 		}
 	}
 }
+
+// TestCountRejectionsCountsRowsChangedWhileItWaited: another transaction
+// writes a tile and a rejection the count is about to lock (a claim
+// marking the tile, a settlement), and commits while the count waits for
+// them. The count locks their newest versions, which its snapshot does
+// not see, and must still add each rejection to its tile and mark it, both
+// or neither.
+func TestCountRejectionsCountsRowsChangedWhileItWaited(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	ids := seedFlight(t, s, "F1", 3)
+	reject(t, s, "op-1", "bad_tile", ids...)
+
+	writer, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(ctx)
+	var writerPID int
+	if err := writer.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&writerPID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Exec(ctx, `UPDATE tiles SET open_op_id = open_op_id WHERE tile_id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Exec(ctx, `UPDATE upload_rejections SET message = message WHERE tile_id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		res tilestore.CountResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := s.CountRejectionsUpTo(ctx, "F1", 100, 0, "", nil)
+		done <- result{res, err}
+	}()
+	// Commit only once the count waits for the writer's rows.
+	for waiting := false; !waiting; {
+		if err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE $1 = ANY(pg_blocking_pids(pid)))`, writerPID).Scan(&waiting); err != nil {
+			t.Fatalf("wait for the count to wait for the writer: %v", err)
+		}
+	}
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.res.Counted != len(ids) {
+		t.Fatalf("count counted %d rejections, want %d: %v", r.res.Counted, len(ids), r.err)
+	}
+	for _, id := range ids {
+		if a := readTile(t, s, id).Attempts; a != 1 {
+			t.Errorf("tile %s attempts = %d, want 1", id, a)
+		}
+	}
+	if n := countRows(t, s, `SELECT count(*) FROM upload_rejections WHERE counted_at IS NULL`); n != 0 {
+		t.Errorf("%d rejections left uncounted, want 0", n)
+	}
+}

@@ -241,7 +241,7 @@ func TestSyncRaisesTheNumberOnlyWhileNoBatchIsOpenAndNeverLowersIt(t *testing.T)
 	if got := mustStream(t, s, "drone-7").LastCommitted; got != 4 {
 		t.Fatalf("after a committed batch failed: last committed %d, want 4", got)
 	}
-	amb, _, err := s.AmbiguousPending(testCtx(t), "SS", nil)
+	amb, _, err := s.AmbiguousPending(testCtx(t), "SS")
 	if err != nil || len(amb) != 2 {
 		t.Fatalf("tiles awaiting a lookup: %d (%v), want the batch's 2", len(amb), err)
 	}

@@ -278,7 +278,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 		MaxAttempts: maxAttempts, Exclude: claims.skippedIDs(), Order: cur.order, At: takeTurn, Stream: u.stream.Load(),
 		// A tile awaiting a lookup goes only if this call's lookup said
 		// send, and no run sent it again after that lookup's read.
-		UnclearReasons: []string{ReasonProtocolError}, LookedUp: lookedUp, LookedUpAt: lookedUpAt,
+		LookedUp: lookedUp, LookedUpAt: lookedUpAt,
 		Sending: true,
 		Pick: func(cands []tilestore.Tile) (tilestore.Batch, []tilestore.Rejection) {
 			// Checked again under the rows' locks: a tile another worker

@@ -43,7 +43,7 @@ type Store interface {
 	FailBatch(ctx context.Context, opID string, httpStatus int, detail string) error
 	DeferBatch(ctx context.Context, opID string, wait time.Duration) (time.Time, error)
 	AtBudget(ctx context.Context, flightID string, maxAttempts int) ([]string, error)
-	AmbiguousPending(ctx context.Context, flightID string, unclearReasons []string) ([]tilestore.Tile, time.Time, error)
+	AmbiguousPending(ctx context.Context, flightID string) ([]tilestore.Tile, time.Time, error)
 	MarkUploaded(ctx context.Context, ids []string) (int, error)
 }
 

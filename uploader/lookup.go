@@ -41,7 +41,7 @@ const (
 // and asked about again by the next, with how many it held. 401 and 403
 // end the run.
 func (u *Client) lookUpAmbiguous(ctx context.Context, flightID string, workers int, rep *runReport, claims *claimState) (unclear []string, held int, err error) {
-	tiles, asOf, err := u.store.AmbiguousPending(ctx, flightID, []string{ReasonProtocolError})
+	tiles, asOf, err := u.store.AmbiguousPending(ctx, flightID)
 	if err != nil || len(tiles) == 0 {
 		return nil, 0, err
 	}

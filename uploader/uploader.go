@@ -129,7 +129,7 @@ const (
 // did not clearly answer and the provider, asked, does not hold (404
 // TILE_NOT_FOUND, or other bytes). A bad cached blob is not a rejection at all: see
 // LocalFailure.
-const ReasonProtocolError = "protocol_error"
+const ReasonProtocolError = tilestore.ReasonProtocolError
 
 // PerTileStatus is one tile's result. Reports list rejected tiles only;
 // accepted and duplicate tiles are counted, so a report stays small however
