@@ -17,13 +17,13 @@ import (
 // tiles could hash every tile of the flight, or walk tiles_pkey from the
 // first tile, for each chunk). A chunk ends at the $5th tile with
 // uncounted rejections of the flight (tile_id order): an initplan finds
-// that tile the same way, and unc reads the index range up to it (a list of the chunk's tiles would have unc look
-// each one up again). per sums them per tile and takes the newest one's
+// that tile the same way, and unc reads the index range up to it, each
+// rejection once. per sums them per tile and takes the newest one's
 // reason, message and time, all from one sort of unc (an ordered
 // aggregate sorts each tile's rows again for each aggregate); mark sets
 // counted_at (its rows are unc's, locked and still uncounted: saying so
-// lets it find them through the partial index of uncounted rejections,
-// where a hash join read the whole table per chunk); upd adds the counts
+// lets it find them through the partial index of uncounted rejections
+// instead of joining the whole table per chunk); upd adds the counts
 // and moves uploadable tiles that reached the budget ($2), or were
 // rejected too_large ($3), to upload_giveup.
 // generation names the give-up: a tile leaves upload_giveup only by a
@@ -40,7 +40,7 @@ import (
 // HOT update: upload_rejections_uncounted_idx, which every reader of
 // uncounted rejections needs, has counted_at in its predicate, so each
 // marked row gets a new entry in the primary key (and, a protocol_error
-// rejection, in upload_rejections_unclear_idx: 0017).
+// rejection, in upload_rejections_unclear_idx).
 // countRejectionsSQL is the statement for every tile after the cursor
 // (chunk false) or for a chunk of $5 tiles. They are two texts, not one
 // with "$5 IS NULL OR", because a generic plan of that cannot bound the
