@@ -188,9 +188,9 @@ func (m *rateMeter) blendLocked(raw float64) time.Duration {
 // than slopeSpread (the run's first round trips, each carrying more than
 // the one before). It is known once the steps after the ramp span
 // slopeMinSpan in at least slopeMinSteps, or sooner, once its latest
-// slopeStableSteps agree within slopeSpread and span slopeStableSpan:
-// on a long fat link the whole run lasts a few seconds, and its rate is
-// plain as soon as the ramp ends.
+// steps (at least slopeStableSteps of them) span slopeStableSpan and
+// agree within slopeSpread: on a long fat link the whole run lasts a few
+// seconds, and its rate is plain as soon as the ramp ends.
 const (
 	slopeWindow      = 5 * time.Second
 	slopeMinSpan     = time.Second
@@ -201,6 +201,18 @@ const (
 	slopeSpread      = 0.2
 )
 
+// The settled bodies' count (progress.settledRate) moves only as answers
+// come back, each a round trip after its body crossed the link: no
+// buffer fills it at once, and its steps agree as soon as the bodies
+// cross at the link's rate, over settledStableSpan. It moves a batch at
+// a time, though: a step counts toward agreeing only with
+// settledMinBatches settled in it, as one or two batches a step make
+// lumps (one, none, one), and two lumps that agree are no rate.
+const (
+	settledStableSpan = 300 * time.Millisecond
+	settledMinBatches = 4
+)
+
 // slope is the rate of a count that only grows, over the last
 // slopeWindow: the median of the rates between successive looks, so that
 // a step (a new connection's buffers filling at once) is not taken for
@@ -208,6 +220,15 @@ const (
 // first step is before it. Once known, it stays known. It is safe for
 // concurrent use.
 type slope struct {
+	// stableSpan is how long the latest steps that agree must span for
+	// the rate to be known (0: slopeStableSpan); with stableOnly, that is
+	// the only way it is known (not slopeMinSpan of steps alone).
+	stableSpan time.Duration
+	stableOnly bool
+	// minEvents is how many events (observeEvents) each step must count
+	// to take part in agreeing; 0: any.
+	minEvents int64
+
 	mu      sync.Mutex
 	samples []slopeSample // oldest first; the first may be older than the window
 	known   bool
@@ -221,12 +242,17 @@ type slope struct {
 }
 
 type slopeSample struct {
-	at time.Time
-	n  int64
+	at     time.Time
+	n      int64
+	events int64
 }
 
 // observe takes the count n at now.
-func (s *slope) observe(now time.Time, n int64) {
+func (s *slope) observe(now time.Time, n int64) { s.observeEvents(now, n, 0) }
+
+// observeEvents takes the count n at now, moved by events events so far
+// (the batches settled, for a count of settled bodies).
+func (s *slope) observeEvents(now time.Time, n, events int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n <= 0 {
@@ -235,7 +261,7 @@ func (s *slope) observe(now time.Time, n int64) {
 	if k := len(s.samples); k > 0 && now.Sub(s.samples[k-1].at) < slopeMinStep {
 		return // a second look at the same moment (the rate, then the ETA)
 	}
-	s.samples = append(s.samples, slopeSample{now, n})
+	s.samples = append(s.samples, slopeSample{at: now, n: n, events: events})
 	// Keep one look at or before the window's start, as its anchor.
 	cut := 0
 	for cut+1 < len(s.samples) && !s.samples[cut+1].at.After(now.Add(-slopeWindow)) {
@@ -244,7 +270,7 @@ func (s *slope) observe(now time.Time, n int64) {
 	s.samples = s.samples[cut:]
 	s.bps, s.ok = s.rateLocked()
 	if s.ok {
-		s.rates = append(s.rates, slopeSample{now, int64(s.bps)})
+		s.rates = append(s.rates, slopeSample{at: now, n: int64(s.bps)})
 	}
 	for len(s.rates) > 0 && s.rates[0].at.Before(now.Add(-slopeWindow)) {
 		s.rates = s.rates[1:]
@@ -295,16 +321,34 @@ func (s *slope) rateLocked() (float64, bool) {
 	span := s.samples[len(s.samples)-1].at.Sub(s.samples[first].at)
 	k := len(rates)
 	if !s.known {
-		spanned := k >= slopeMinSteps && span >= slopeMinSpan
-		last := len(s.samples) - 1
-		stable := k >= slopeStableSteps && agree(rates[k-slopeStableSteps:]) &&
-			s.samples[last].at.Sub(s.samples[last-slopeStableSteps].at) >= slopeStableSpan
-		if !spanned && !stable {
+		spanned := !s.stableOnly && k >= slopeMinSteps && span >= slopeMinSpan
+		if !spanned && !s.stableLocked(rates) {
 			return 0, false
 		}
 		s.known = true
 	}
 	return median(rates), true
+}
+
+// stableLocked reports whether the latest of rates (the steps after the
+// ramp, the last ending at the last look) agree: the fewest of them that
+// span the stable span, and at least slopeStableSteps, each counting
+// minEvents.
+func (s *slope) stableLocked(rates []float64) bool {
+	span := s.stableSpan
+	if span <= 0 {
+		span = slopeStableSpan
+	}
+	last := len(s.samples) - 1
+	for j := 1; j <= len(rates); j++ {
+		if s.samples[last-j+1].events-s.samples[last-j].events < s.minEvents {
+			return false
+		}
+		if j >= slopeStableSteps && s.samples[last].at.Sub(s.samples[last-j].at) >= span {
+			return agree(rates[len(rates)-j:])
+		}
+	}
+	return false
 }
 
 // median is the median of r (not empty), which it sorts.
