@@ -199,17 +199,26 @@ const (
 	slopeStableSteps = 2
 	slopeStableSpan  = 400 * time.Millisecond
 	slopeSpread      = 0.2
+	// slopeJitter is how early a look's timer may tick: looks
+	// slopeMinStep apart, and steps that span a span, count as such
+	// within it.
+	slopeJitter = slopeMinStep / 10
 )
 
 // The settled bodies' count (progress.settledRate) moves only as answers
 // come back, each a round trip after its body crossed the link: no
 // buffer fills it at once, and its steps agree as soon as the bodies
-// cross at the link's rate, over settledStableSpan. It moves a batch at
-// a time, though: a step counts toward agreeing only with
-// settledMinBatches settled in it, as one or two batches a step make
-// lumps (one, none, one), and two lumps that agree are no rate.
+// cross at the link's rate, over settledStableSpan. Its rate is known
+// once they do and, over the same steps, the bytes acknowledged did not
+// run ahead of it by more than slopeSpread: while they do, the path's
+// queue is still filling, and the first answers, of the bodies the
+// connections' buffers took at once, come back with gaps (a ramp that
+// may look steady for a step or two). It moves a batch at a time,
+// though: a step counts toward agreeing only with settledMinBatches
+// settled in it, as one or two batches a step make lumps (one, none,
+// one), and two lumps that agree are no rate.
 const (
-	settledStableSpan = 300 * time.Millisecond
+	settledStableSpan = 200 * time.Millisecond
 	settledMinBatches = 4
 )
 
@@ -225,9 +234,13 @@ type slope struct {
 	// the only way it is known (not slopeMinSpan of steps alone).
 	stableSpan time.Duration
 	stableOnly bool
-	// minEvents is how many events (observeEvents) each step must count
-	// to take part in agreeing; 0: any.
-	minEvents int64
+	// from, for a slope known only by agreeing steps, is where the first
+	// steps that agreed start: those before were the ramp's.
+	from time.Time
+	// minBatches, for a count of settled bodies (observeSettled), is
+	// how many batches each step must settle to take part in agreeing,
+	// the bytes acknowledged not running ahead of it; 0: any count.
+	minBatches int64
 
 	mu      sync.Mutex
 	samples []slopeSample // oldest first; the first may be older than the window
@@ -242,26 +255,30 @@ type slope struct {
 }
 
 type slopeSample struct {
-	at     time.Time
-	n      int64
-	events int64
+	at time.Time
+	n  int64
+	// For a count of settled bodies: the batches settled and the bytes
+	// acknowledged then.
+	batches, acked int64
 }
 
 // observe takes the count n at now.
-func (s *slope) observe(now time.Time, n int64) { s.observeEvents(now, n, 0) }
+func (s *slope) observe(now time.Time, n int64) { s.observeSettled(now, n, 0, 0) }
 
-// observeEvents takes the count n at now, moved by events events so far
-// (the batches settled, for a count of settled bodies).
-func (s *slope) observeEvents(now time.Time, n, events int64) {
+// observeSettled takes n, the bodies of the batches settled so far, at
+// now: batches of them, with acked bytes acknowledged then.
+func (s *slope) observeSettled(now time.Time, n, batches, acked int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n <= 0 {
 		return
 	}
-	if k := len(s.samples); k > 0 && now.Sub(s.samples[k-1].at) < slopeMinStep {
-		return // a second look at the same moment (the rate, then the ETA)
+	if k := len(s.samples); k > 0 && now.Sub(s.samples[k-1].at) < slopeMinStep-slopeJitter {
+		// A second look at the same moment (the rate, then the ETA), or
+		// a line's between two looks every slopeMinStep.
+		return
 	}
-	s.samples = append(s.samples, slopeSample{at: now, n: n, events: events})
+	s.samples = append(s.samples, slopeSample{at: now, n: n, batches: batches, acked: acked})
 	// Keep one look at or before the window's start, as its anchor.
 	cut := 0
 	for cut+1 < len(s.samples) && !s.samples[cut+1].at.After(now.Add(-slopeWindow)) {
@@ -317,38 +334,48 @@ func (s *slope) rateLocked() (float64, bool) {
 	for first+1 < len(rates) && rates[first] < (1-slopeSpread)*rates[first+1] {
 		first++
 	}
+	for first+1 < len(rates) && s.samples[first].at.Before(s.from) {
+		first++
+	}
 	rates = rates[first:]
 	span := s.samples[len(s.samples)-1].at.Sub(s.samples[first].at)
 	k := len(rates)
 	if !s.known {
 		spanned := !s.stableOnly && k >= slopeMinSteps && span >= slopeMinSpan
-		if !spanned && !s.stableLocked(rates) {
+		j, stable := s.stableLocked(rates)
+		if !spanned && !stable {
 			return 0, false
 		}
 		s.known = true
+		if s.stableOnly {
+			s.from = s.samples[len(s.samples)-1-j].at
+			rates = rates[k-j:]
+		}
 	}
 	return median(rates), true
 }
 
-// stableLocked reports whether the latest of rates (the steps after the
-// ramp, the last ending at the last look) agree: the fewest of them that
-// span the stable span, and at least slopeStableSteps, each counting
-// minEvents.
-func (s *slope) stableLocked(rates []float64) bool {
+// stableLocked reports whether the latest j of rates (the steps after
+// the ramp, the last ending at the last look) agree: the fewest of them
+// that span the stable span, and at least slopeStableSteps, each
+// settling minBatches and the bytes acknowledged over them not ahead.
+func (s *slope) stableLocked(rates []float64) (j int, ok bool) {
 	span := s.stableSpan
 	if span <= 0 {
 		span = slopeStableSpan
 	}
 	last := len(s.samples) - 1
 	for j := 1; j <= len(rates); j++ {
-		if s.samples[last-j+1].events-s.samples[last-j].events < s.minEvents {
-			return false
+		a, b := s.samples[last-j], s.samples[last]
+		if s.samples[last-j+1].batches-a.batches < s.minBatches {
+			return 0, false
 		}
-		if j >= slopeStableSteps && s.samples[last].at.Sub(s.samples[last-j].at) >= span {
-			return agree(rates[len(rates)-j:])
+		if j >= slopeStableSteps && b.at.Sub(a.at) >= span-slopeJitter {
+			ahead := s.minBatches > 0 && float64(b.n-a.n) < (1-slopeSpread)*float64(b.acked-a.acked)
+			return j, !ahead && agree(rates[len(rates)-j:])
 		}
 	}
-	return false
+	return 0, false
 }
 
 // median is the median of r (not empty), which it sorts.

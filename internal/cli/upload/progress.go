@@ -45,12 +45,12 @@ type progress struct {
 	deliveredRate slope
 	// settledRate is the rate of the bodies of settled batches, looked
 	// at with deliveredRate: known only once its steps agree over
-	// settledStableSpan with settledMinBatches settled in each, never
-	// from a long enough span of them alone, as where batches settle
-	// seldom that count moves in lumps, and the median of lumpy steps is
-	// no rate (deliveryRate).
+	// settledStableSpan with settledMinBatches settled in each and the
+	// bytes acknowledged not ahead of them, never from a long enough
+	// span of them alone, as where batches settle seldom that count moves
+	// in lumps, and the median of lumpy steps is no rate (deliveryRate).
 	settledRate slope
-	// batches is how many batches have settled (settledRate's events).
+	// batches is how many batches have settled.
 	batches atomic.Int64
 	// limiter is the run's bandwidth limit, shown while one is set.
 	limiter atomic.Pointer[bwlimit.Limiter]
@@ -125,7 +125,7 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	ticker func(time.Duration) (<-chan time.Time, func()), every time.Duration, m *metricsfile.Metrics, now func() time.Time) *progress {
 	p := &progress{flightID: flightID, metrics: m, log: log, quiet: quiet,
 		status: status, now: now, started: now(), done: make(chan struct{}), stop: func() {}}
-	p.settledRate.stableSpan, p.settledRate.stableOnly, p.settledRate.minEvents = settledStableSpan, true, settledMinBatches
+	p.settledRate.stableSpan, p.settledRate.stableOnly, p.settledRate.minBatches = settledStableSpan, true, settledMinBatches
 	p.meter = newRateMeter(p.started)
 	if tiles >= 0 {
 		p.setTotal(tiles, bytes)
@@ -324,7 +324,7 @@ func (p *progress) measure(now time.Time) (bps float64, src rateSource, ok bool)
 	if acked, ok := p.acked(w); ok {
 		p.deliveredRate.observe(now, acked)
 		p.settleMu.RLock()
-		p.settledRate.observeEvents(now, p.delivered.Load(), p.batches.Load())
+		p.settledRate.observeSettled(now, p.delivered.Load(), p.batches.Load(), acked)
 		p.settleMu.RUnlock()
 		bps, ok := p.deliveryRate()
 		return bps, rateAcked, ok
