@@ -209,11 +209,11 @@ const (
 // come back, each a round trip after its body crossed the link: no
 // buffer fills it at once, and its steps agree as soon as the bodies
 // cross at the link's rate, over settledStableSpan. Its rate is known
-// once they do and, over the same steps, the bytes acknowledged did not
-// run ahead of it by more than slopeSpread: while they do, the path's
-// queue is still filling, and the first answers, of the bodies the
-// connections' buffers took at once, come back with gaps (a ramp that
-// may look steady for a step or two). It moves a batch at a time,
+// once they do and, over the latest step, the bytes acknowledged did
+// not run ahead of it by more than slopeSpread: while they do, the
+// path's queue is still filling, and the first answers, of the bodies
+// the connections' buffers took at once, come back with gaps (a ramp
+// that may look steady for a step or two). It moves a batch at a time,
 // though: a step counts toward agreeing only with settledMinBatches
 // settled in it, as one or two batches a step make lumps (one, none,
 // one), and two lumps that agree are no rate.
@@ -239,7 +239,8 @@ type slope struct {
 	from time.Time
 	// minBatches, for a count of settled bodies (observeSettled), is
 	// how many batches each step must settle to take part in agreeing,
-	// the bytes acknowledged not running ahead of it; 0: any count.
+	// the bytes acknowledged over the last not running ahead of it; 0:
+	// any count.
 	minBatches int64
 
 	mu      sync.Mutex
@@ -358,7 +359,8 @@ func (s *slope) rateLocked() (float64, bool) {
 // stableLocked reports whether the latest j of rates (the steps after
 // the ramp, the last ending at the last look) agree: the fewest of them
 // that span the stable span, and at least slopeStableSteps, each
-// settling minBatches and the bytes acknowledged over them not ahead.
+// settling minBatches, and the bytes acknowledged over the last not
+// ahead.
 func (s *slope) stableLocked(rates []float64) (j int, ok bool) {
 	span := s.stableSpan
 	if span <= 0 {
@@ -371,7 +373,8 @@ func (s *slope) stableLocked(rates []float64) (j int, ok bool) {
 			return 0, false
 		}
 		if j >= slopeStableSteps && b.at.Sub(a.at) >= span-slopeJitter {
-			ahead := s.minBatches > 0 && float64(b.n-a.n) < (1-slopeSpread)*float64(b.acked-a.acked)
+			prev := s.samples[last-1]
+			ahead := s.minBatches > 0 && float64(b.n-prev.n) < (1-slopeSpread)*float64(b.acked-prev.acked)
 			return j, !ahead && agree(rates[len(rates)-j:])
 		}
 	}
