@@ -120,3 +120,50 @@ func TestTheETAIsKnownFromAQuarterDoneOnALongFatLink(t *testing.T) {
 		t.Fatalf("%d lines from a quarter done on, over a run of %s: the shape is not the long fat link's", checked, end)
 	}
 }
+
+// The settled bodies' rate is the link's: not two steps of the first
+// answers that agree while the bytes acknowledged still run ahead of
+// them (the path's queue filling), nor a batch settling every other look
+// (lumps); once the queue is full and the answers come at the link's
+// rate, two steps over settledStableSpan make it known, at that rate
+// alone.
+func TestTheSettledRateIsTheLinksOnceTheQueueIsFull(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	newSettled := func() *slope {
+		return &slope{stableSpan: settledStableSpan, stableOnly: true, minBatches: settledMinBatches}
+	}
+	const body = 67_072
+	s := newSettled()
+	var n, batches, acked int64
+	for i := 1; i <= 8; i++ {
+		now := start.Add(time.Duration(i) * slopeMinStep)
+		step, ahead := int64(1_800_000), int64(3_200_000) // 18 MB/s answered, 32 MB/s acknowledged
+		if i > 4 {
+			step, ahead = 2_500_000, 2_500_000 // 25 MB/s both
+		}
+		n, batches, acked = n+step, batches+step/body, acked+ahead
+		s.observeSettled(now, n, batches, acked)
+		bps, ok := s.rate()
+		switch {
+		case i <= 5 && ok:
+			t.Fatalf("after %d looks, the queue filling until the 4th, a rate %.0f B/s", i, bps)
+		case i >= 6 && (!ok || math.Abs(bps/25e6-1) > 0.02):
+			t.Fatalf("after %d looks, two steps at 25 MB/s, the rate is %.0f B/s (known %v)", i, bps, ok)
+		}
+	}
+
+	lumps := newSettled()
+	n, batches, acked = 0, 0, 0
+	for i := 1; i <= 30; i++ {
+		now := start.Add(time.Duration(i) * slopeMinStep)
+		acked += 130_000
+		if i%2 == 0 {
+			n, batches = n+2*130_000, batches+1
+		}
+		lumps.observeSettled(now, n, batches, acked)
+		if bps, ok := lumps.rate(); ok {
+			t.Fatalf("a batch settling every other look: a rate %.0f B/s after %d looks", bps, i)
+		}
+	}
+}
