@@ -3,6 +3,7 @@ package tilestore_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -292,11 +293,16 @@ func TestAClaimInZoomOrderReadsTheZoomOrderIndex(t *testing.T) {
 	}
 }
 
+// markByKey matches a claim's plan whose mark reads tiles_pkey with the
+// candidates' keys.
+var markByKey = regexp.MustCompile(`(?s)Update on tiles .*Index Scan using tiles_pkey on tiles \w+ [^\n]*\n\s+Index Cond: \(tile_id = ANY \(\$\d+\)\)`)
+
 // The claim's statement runs on a plan made once per connection, without
 // its values (claimTx): that plan still reads the flight's candidates in
 // the claim's order from the cursor on, through the index that holds them
-// in that order (one sort, of the few rows marked), and is not compiled
-// (JIT), on a table of several flights.
+// in that order (one sort, of the few rows marked), finds the candidates
+// it marks again through the primary key (claimMarkSQL marks by key), and
+// is not compiled (JIT), on a table of several flights.
 func TestTheClaimsGenericPlanReadsTheOrdersIndex(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -350,6 +356,10 @@ func TestTheClaimsGenericPlanReadsTheOrdersIndex(t *testing.T) {
 				!strings.Contains(plan, c.after) || strings.Contains(plan, "JIT") {
 				t.Errorf("order %s: the claim's generic plan does not read %s in order from the cursor, or is compiled:\n%s",
 					c.order, c.index, plan)
+			}
+			if !markByKey.MatchString(plan) {
+				t.Errorf("order %s: the claim's generic plan does not find the candidates it marks through tiles_pkey:\n%s",
+					c.order, plan)
 			}
 			return nil
 		}()

@@ -197,7 +197,7 @@ type Claimed struct {
 //     claims it first in any case.
 func claimSQL(o Order) string {
 	cursor, orderBy := o.claimOrderSQL()
-	return `SELECT t.ctid FROM tiles t
+	return `SELECT t.tile_id FROM tiles t
 	WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted') AND t.open_op_id IS NULL
 	  AND NOT t.tile_id = ANY($4::text[])
 	  AND ((t.tile_id = ANY($5::text[])
@@ -217,16 +217,24 @@ func claimSQL(o Order) string {
 }
 
 // claimMarkSQL locks claimSQL's candidates and marks them as members of
-// the batch being formed ($8) in the same statement: one pass over the
-// rows, instead of a lock and then an update that finds each row again
-// through the primary key. The candidates Pick leaves out are unmarked
-// before the commit. The marked rows come back in the claim's order.
+// the batch being formed ($8) in the same statement (one round trip). The
+// candidates Pick leaves out are unmarked before the commit. The marked
+// rows come back in the claim's order.
+//
+// The mark finds the candidates again by key, through the primary key,
+// not by the ctid c read: a candidate another transaction changed and
+// committed after this statement's snapshot is locked in its newest
+// version, which the snapshot does not see, so a write by ctid would
+// skip it: locked and counted toward the limit, yet neither marked nor
+// returned (TestAClaimMarksEveryCandidateItLockedThatChangedMeanwhile).
+// By key, the update meets the version its snapshot sees and follows it
+// to the newest one, which this claim holds.
 var claimMarkSQL = map[Order]string{OrderZoom: claimMarkSQLFor(OrderZoom), OrderID: claimMarkSQLFor(OrderID)}
 
 func claimMarkSQLFor(o Order) string {
 	_, orderBy := o.claimOrderSQL()
 	return `WITH c AS (` + claimSQL(o) + `),
-	marked AS (UPDATE tiles t SET open_op_id = $8 WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM c)) RETURNING ` + tileColumns + `)
+	marked AS (UPDATE tiles t SET open_op_id = $8 WHERE t.tile_id = ANY(ARRAY(SELECT tile_id FROM c)) RETURNING ` + tileColumns + `)
 	SELECT ` + tileColumns + ` FROM marked t ORDER BY ` + orderBy
 }
 
