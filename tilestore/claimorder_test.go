@@ -271,15 +271,10 @@ func TestAClaimInZoomOrderReadsTheZoomOrderIndex(t *testing.T) {
 			if c.order == tilestore.OrderZoom {
 				args = append(args, 2)
 			}
-			rows, err := tx.Query(ctx, "EXPLAIN "+tilestore.ClaimMarkSQL(c.order), args...)
+			plan, err := explain(ctx, tx, tilestore.ClaimMarkSQL(c.order), args...)
 			if err != nil {
 				return err
 			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			plan := strings.Join(lines, "\n")
 			// One sort: of the few rows marked, never of the candidates.
 			if !strings.Contains(plan, "Index Scan using "+c.index) || strings.Count(plan, "Sort Key") != 1 ||
 				c.order == tilestore.OrderZoom && !strings.Contains(plan, "ROW(z, tile_id) > ROW(") {
@@ -343,15 +338,10 @@ func TestTheClaimsGenericPlanReadsTheOrdersIndex(t *testing.T) {
 			if _, err := tx.Exec(ctx, "PREPARE "+name+" AS "+tilestore.ClaimMarkSQL(c.order), pgx.QueryExecModeSimpleProtocol); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE) EXECUTE "+name+"("+c.args+")", pgx.QueryExecModeSimpleProtocol)
+			plan, err := explain(ctx, tx, "(ANALYZE) EXECUTE "+name+"("+c.args+")", pgx.QueryExecModeSimpleProtocol)
 			if err != nil {
 				return err
 			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			plan := strings.Join(lines, "\n")
 			if !strings.Contains(plan, "Index Scan using "+c.index) || strings.Count(plan, "Sort Key") != 1 ||
 				!strings.Contains(plan, c.after) || strings.Contains(plan, "JIT") {
 				t.Errorf("order %s: the claim's generic plan does not read %s in order from the cursor, or is compiled:\n%s",

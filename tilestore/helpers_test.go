@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/tilestore"
@@ -17,6 +20,20 @@ func newStore(t testing.TB) *tilestore.Store {
 	t.Helper()
 	pool, _ := pgtest.New(t)
 	return tilestore.NewStore(pool)
+}
+
+// explain returns the plan of q (what follows EXPLAIN: a statement, or
+// options and a statement) with args on tx, one line per row.
+func explain(ctx context.Context, tx pgx.Tx, q string, args ...any) (string, error) {
+	rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 func testCtx(t testing.TB) context.Context {

@@ -79,15 +79,10 @@ func TestPendingUploadsUsesThePartialIndex(t *testing.T) {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_bitmapscan = off"); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, "EXPLAIN "+tilestore.PendingUploadsSQL, "F1", "", 100)
+		plan, err := explain(ctx, tx, tilestore.PendingUploadsSQL, "F1", "", 100)
 		if err != nil {
 			return err
 		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		plan := strings.Join(lines, "\n")
 		if !strings.Contains(plan, "tiles_pending_idx") {
 			t.Errorf("plan does not use tiles_pending_idx:\n%s", plan)
 		}

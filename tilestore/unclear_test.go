@@ -48,15 +48,10 @@ func TestTheClaimsGenericPlanReadsUnclearRejectionsThroughTheirIndex(t *testing.
 			if order == tilestore.OrderZoom {
 				args += ", -1"
 			}
-			rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+name+"("+args+")", pgx.QueryExecModeSimpleProtocol)
+			plan, err := explain(ctx, tx, "EXECUTE "+name+"("+args+")", pgx.QueryExecModeSimpleProtocol)
 			if err != nil {
 				return err
 			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			plan := strings.Join(lines, "\n")
 			if !strings.Contains(plan, "upload_rejections_unclear_idx") || strings.Contains(plan, "Seq Scan on upload_rejections") {
 				t.Errorf("order %s: the claim's generic plan does not read unclear rejections through upload_rejections_unclear_idx:\n%s",
 					order, plan)
