@@ -370,7 +370,7 @@ func (s *slope) rateLocked() (float64, bool) {
 // the ramp, the last ending at the last look) agree: the fewest of them
 // that span the stable span, and at least slopeStableSteps, each
 // settling minBatches with the bytes acknowledged in it growing and not
-// ahead (settledStepLocked).
+// ahead (settledStep).
 func (s *slope) stableLocked(rates []float64) (j int, ok bool) {
 	last := len(s.samples) - 1
 	for i := 1; i <= len(rates); i++ {

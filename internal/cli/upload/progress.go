@@ -498,7 +498,7 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 }
 
 // deliveredETA is eta from the bytes acknowledged, at the look's rate bps
-// (known: ok), its typical rate of the look's count (look.slope):
+// (known: ok) and the typical rate of the count it is of (look.slope):
 // the run ends when what is still to deliver of whole has crossed the
 // path behind what is on its way, and the last answer has come back.
 // Each of the latest batches' answers in the flight tells that end:
