@@ -3,9 +3,7 @@ package upload
 import (
 	"bytes"
 	"context"
-	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -122,7 +120,7 @@ func TestProgressLogsOnEachTickWhenNotATerminal(t *testing.T) {
 	var logs bytes.Buffer
 	tick := make(chan time.Time)
 	p := newProgress("F1", 10, 1000, nil, false, zerolog.New(&logs),
-		logTicker(tick, 5*time.Second), 5*time.Second, metricsfile.New(), time.Now)
+		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, 5*time.Second, metricsfile.New(), time.Now)
 	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 3, Latency: time.Second})
 	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1})
 	tick <- time.Now() // received by the logging goroutine
@@ -139,7 +137,10 @@ func TestProgressDrawsTileCountsAndACountdownOnATerminal(t *testing.T) {
 	var errOut bytes.Buffer
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.Nop(),
-		terminalTicker(t, 5*time.Second),
+		func(time.Duration) (<-chan time.Time, func()) {
+			t.Fatal("log ticker used on a terminal")
+			return nil, nil
+		},
 		5*time.Second, metricsfile.New(), func() time.Time { return now })
 	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 4})
 	p.hooks().OnRetry(retrydecorator.RetryEvent{FlightID: "F1", Attempt: 1, Sleep: 4 * time.Second, Pending: 6, Rejected: 2})
@@ -160,7 +161,10 @@ func TestProgressShowsSettlingOpenBatchesInPlaceOnATerminal(t *testing.T) {
 	var errOut, logs bytes.Buffer
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	p := newProgress("F1", 10, 1000, iostreams.NewStatusLine(&errOut, func() int { return 200 }), false, zerolog.New(&logs),
-		terminalTicker(t, 5*time.Second),
+		func(time.Duration) (<-chan time.Time, func()) {
+			t.Fatal("log ticker used on a terminal")
+			return nil, nil
+		},
 		5*time.Second, metricsfile.New(), func() time.Time { return now })
 	p.settle(uploader.SettlingProgress{Open: 2})
 	if got := p.line(); !strings.Contains(got, "settling 2 open batches") {
@@ -241,7 +245,7 @@ func TestProgressShowsATotalNotYetCountedAsUnknownNotZero(t *testing.T) {
 	var logs bytes.Buffer
 	tick := make(chan time.Time)
 	p := newProgress("F1", -1, 0, nil, false, zerolog.New(&logs),
-		logTicker(tick, 5*time.Second), 5*time.Second, metricsfile.New(), time.Now)
+		func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }, 5*time.Second, metricsfile.New(), time.Now)
 	p.batch(uploader.BatchProgress{Tiles: 4, Bytes: 400, Uploaded: 4})
 	if got := p.line(); !strings.Contains(got, "4/? tiles") {
 		t.Errorf("status %q, want 4/? tiles before the count arrives", got)
@@ -282,109 +286,4 @@ func TestProgressShowsWhoseBatchesTheRunWaitsForAndUntilWhen(t *testing.T) {
 		t.Errorf("status %q, want uploading once the wait ended", got)
 	}
 	p.finish()
-}
-
-// terminalTicker is a ticker that never fires, for a progress on a
-// terminal: its lines are redrawn every redrawEvery, never logged every
-// the log's interval.
-func terminalTicker(t *testing.T, logEvery time.Duration) func(time.Duration) (<-chan time.Time, func()) {
-	t.Helper()
-	return func(d time.Duration) (<-chan time.Time, func()) {
-		if d == logEvery {
-			t.Errorf("a ticker every %s (the log's) on a terminal", d)
-		}
-		return make(chan time.Time), func() {}
-	}
-}
-
-// logTicker is a ticker that delivers tick to the lines logged every
-// logEvery and never fires otherwise (the looks at the rate's counts).
-func logTicker(tick chan time.Time, logEvery time.Duration) func(time.Duration) (<-chan time.Time, func()) {
-	return func(d time.Duration) (<-chan time.Time, func()) {
-		if d == logEvery {
-			return tick, func() {}
-		}
-		return make(chan time.Time), func() {}
-	}
-}
-
-// The progress takes every ticker from the run (Options.NewTicker): the
-// lines' (the log's interval off a terminal, redrawEvery on one) and the
-// looks at the rate's counts every slopeMinStep, which take those counts
-// at its ticks by the run's clock.
-func TestProgressTakesItsTickersFromTheRun(t *testing.T) {
-	for _, terminal := range []bool{false, true} {
-		start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-		// The looks run on the progress's goroutine: the clock and the
-		// count move under a lock, together.
-		sock := &movingSockets{fakeSockets: fakeSockets{lag: -1}, now: start}
-		asked := map[time.Duration]chan time.Time{}
-		ticker := func(d time.Duration) (<-chan time.Time, func()) {
-			c := make(chan time.Time)
-			asked[d] = c
-			return c, func() {}
-		}
-		var status *iostreams.StatusLine
-		lines := 5 * time.Second
-		if terminal {
-			var errOut bytes.Buffer
-			status, lines = iostreams.NewStatusLine(&errOut, func() int { return 200 }), redrawEvery
-		}
-		p := newProgress("F1", 10, 1000, status, false, zerolog.Nop(), ticker, 5*time.Second, metricsfile.New(), sock.clock)
-		_, linesAsked := asked[lines]
-		look := asked[slopeMinStep]
-		if len(asked) != 2 || !linesAsked || look == nil {
-			p.finish()
-			t.Fatalf("on a terminal %v: tickers asked every %v, want every %s and %s", terminal, keys(asked), lines, slopeMinStep)
-		}
-		sent := unlimitedSent(t)
-		p.countWire(sent, sock)
-		sent.n.Add(1 << 20)
-		for i := 1; i <= 8; i++ {
-			sock.move(start.Add(time.Duration(i)*slopeMinStep), int64(i)*100_000)
-			// The second tick is taken only once the first one's look is
-			// done (the second's, at the same moment, takes no step).
-			look <- time.Time{}
-			look <- time.Time{}
-		}
-		p.finish()
-		if bps, ok := p.deliveredRate.rate(); !ok || math.Abs(bps/1e6-1) > 0.05 {
-			t.Errorf("on a terminal %v: after 8 ticks of the looks' ticker, 100 kB acknowledged between two, the rate %.0f B/s (known %v), want 1 MB/s",
-				terminal, bps, ok)
-		}
-	}
-}
-
-// movingSockets is fakeSockets whose acknowledged count moves with a
-// clock, both under a lock.
-type movingSockets struct {
-	fakeSockets
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (m *movingSockets) move(now time.Time, acked int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.now, m.acked = now, acked
-}
-
-func (m *movingSockets) clock() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.now
-}
-
-func (m *movingSockets) Acked() (int64, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.acked, true
-}
-
-func keys[K comparable, V any](m map[K]V) []K {
-	var k []K
-	for x := range m {
-		k = append(k, x)
-	}
-	return k
 }

@@ -199,30 +199,24 @@ const (
 	slopeStableSteps = 2
 	slopeStableSpan  = 400 * time.Millisecond
 	slopeSpread      = 0.2
-	// slopeJitter is how much shorter than slopeMinStep a step may be
-	// and still count as one (and steps as spanning a span): a look
-	// comes at each tick and at each line, and a tick's look that came
-	// late, or a line's, may land shortly before the next tick's.
+	// slopeJitter is how early a look's timer may tick: looks
+	// slopeMinStep apart, and steps that span a span, count as such
+	// within it.
 	slopeJitter = slopeMinStep / 10
 )
 
 // The settled bodies' count (progress.settledRate) moves only as answers
 // come back, each a round trip after its body crossed the link: no
 // buffer fills it at once, and its steps agree as soon as the bodies
-// cross at the link's rate, over settledStableSpan. A step counts toward
-// agreeing only where the bytes acknowledged grew in it and did not run
-// ahead of the settled bodies by more than slopeSpread: while they do,
-// the path's queue is still filling, and the first answers, of the
-// bodies the connections' buffers took at once, come back with gaps (a
-// ramp that may look steady for a step or two); and where nothing is
-// acknowledged, what settles crossed no link in this run. It moves a
-// batch at a time, though: a step counts only with settledMinBatches
+// cross at the link's rate, over settledStableSpan. Its rate is known
+// once they do and, over the latest step, the bytes acknowledged did
+// not run ahead of it by more than slopeSpread: while they do, the
+// path's queue is still filling, and the first answers, of the bodies
+// the connections' buffers took at once, come back with gaps (a ramp
+// that may look steady for a step or two). It moves a batch at a time,
+// though: a step counts toward agreeing only with settledMinBatches
 // settled in it, as one or two batches a step make lumps (one, none,
-// one), and two lumps that agree are no rate. Once known, the rate
-// holds only while each step over the latest settledStableSpan still
-// settles settledMinBatches: where batches come to settle seldom (the
-// provider answers slower, the run's tail) it is unknown again until
-// its steps agree again.
+// one), and two lumps that agree are no rate.
 const (
 	settledStableSpan = 200 * time.Millisecond
 	settledMinBatches = 4
@@ -232,9 +226,8 @@ const (
 // slopeWindow: the median of the rates between successive looks, so that
 // a step (a new connection's buffers filling at once) is not taken for
 // the link's rate. Its first look is the first one above 0: the count's
-// first step is before it. Once known, it stays known, but for a count
-// of settled bodies (minBatches), which is known only while batches
-// settle often enough. It is safe for concurrent use.
+// first step is before it. Once known, it stays known. It is safe for
+// concurrent use.
 type slope struct {
 	// stableSpan is how long the latest steps that agree must span for
 	// the rate to be known (0: slopeStableSpan); with stableOnly, that is
@@ -245,9 +238,9 @@ type slope struct {
 	// steps that agreed start: those before were the ramp's.
 	from time.Time
 	// minBatches, for a count of settled bodies (observeSettled), is
-	// how many batches each step must settle to take part in agreeing
-	// (the bytes acknowledged in it growing, and not running ahead of
-	// it), and for the rate to stay known; 0: any count.
+	// how many batches each step must settle to take part in agreeing,
+	// the bytes acknowledged over the last not running ahead of it; 0:
+	// any count.
 	minBatches int64
 
 	mu      sync.Mutex
@@ -348,9 +341,6 @@ func (s *slope) rateLocked() (float64, bool) {
 	rates = rates[first:]
 	span := s.samples[len(s.samples)-1].at.Sub(s.samples[first].at)
 	k := len(rates)
-	if s.known && s.minBatches > 0 && !s.settlingLocked() {
-		s.known = false // batches settle seldom: lumps, no rate
-	}
 	if !s.known {
 		spanned := !s.stableOnly && k >= slopeMinSteps && span >= slopeMinSpan
 		j, stable := s.stableLocked(rates)
@@ -369,59 +359,26 @@ func (s *slope) rateLocked() (float64, bool) {
 // stableLocked reports whether the latest j of rates (the steps after
 // the ramp, the last ending at the last look) agree: the fewest of them
 // that span the stable span, and at least slopeStableSteps, each
-// settling minBatches with the bytes acknowledged in it growing and not
-// ahead (settledStep).
+// settling minBatches, and the bytes acknowledged over the last not
+// ahead.
 func (s *slope) stableLocked(rates []float64) (j int, ok bool) {
+	span := s.stableSpan
+	if span <= 0 {
+		span = slopeStableSpan
+	}
 	last := len(s.samples) - 1
-	for i := 1; i <= len(rates); i++ {
-		a, b := s.samples[last-i], s.samples[last-i+1]
-		if s.minBatches > 0 && !settledStep(a, b, s.minBatches, true) {
+	for j := 1; j <= len(rates); j++ {
+		a, b := s.samples[last-j], s.samples[last]
+		if s.samples[last-j+1].batches-a.batches < s.minBatches {
 			return 0, false
 		}
-		if i >= slopeStableSteps && s.samples[last].at.Sub(a.at) >= s.span()-slopeJitter {
-			return i, agree(rates[len(rates)-i:])
+		if j >= slopeStableSteps && b.at.Sub(a.at) >= span-slopeJitter {
+			prev := s.samples[last-1]
+			ahead := s.minBatches > 0 && float64(b.n-prev.n) < (1-slopeSpread)*float64(b.acked-prev.acked)
+			return j, !ahead && agree(rates[len(rates)-j:])
 		}
 	}
 	return 0, false
-}
-
-// settlingLocked reports whether the steps over the latest stable span
-// (at least slopeStableSteps of them) each settled minBatches: a settled
-// bodies' rate holds only while they do.
-func (s *slope) settlingLocked() bool {
-	last := len(s.samples) - 1
-	for i := 1; i <= last; i++ {
-		a, b := s.samples[last-i], s.samples[last-i+1]
-		if !settledStep(a, b, s.minBatches, false) {
-			return false
-		}
-		if i >= slopeStableSteps && s.samples[last].at.Sub(a.at) >= s.span()-slopeJitter {
-			return true
-		}
-	}
-	return false
-}
-
-// settledStep reports whether the step of settled bodies from a to b
-// settled minBatches and, with acked, the bytes acknowledged grew in it
-// and did not run ahead of the bodies by more than slopeSpread.
-func settledStep(a, b slopeSample, minBatches int64, acked bool) bool {
-	if b.batches-a.batches < minBatches {
-		return false
-	}
-	if !acked {
-		return true
-	}
-	grew := b.acked - a.acked
-	return grew > 0 && float64(b.n-a.n) >= (1-slopeSpread)*float64(grew)
-}
-
-// span is how long the latest steps that agree must span.
-func (s *slope) span() time.Duration {
-	if s.stableSpan <= 0 {
-		return slopeStableSpan
-	}
-	return s.stableSpan
 }
 
 // median is the median of r (not empty), which it sorts.

@@ -44,11 +44,7 @@ func checkETA(t *testing.T, r *cmdRig, bwlimit string, batch int) {
 	res := r.run(func(o *Options) {
 		o.FlightID = "ETA"
 		o.Clock = retrydecorator.SystemClock{}
-		o.NewTicker = func(d time.Duration) (<-chan time.Time, func()) {
-			if d == slopeMinStep { // the looks at the rate's counts, not a line
-				tk := time.NewTicker(d)
-				return tk.C, tk.Stop
-			}
+		o.NewTicker = func(time.Duration) (<-chan time.Time, func()) {
 			c := make(chan time.Time)
 			go func() {
 				for {

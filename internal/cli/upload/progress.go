@@ -43,22 +43,15 @@ type progress struct {
 	// deliveredRate is the rate of bytes acknowledged, where the sockets
 	// tell.
 	deliveredRate slope
-	// settledRate is the rate of the bodies of settled batches this run
-	// sent, looked at with deliveredRate: known only once its steps
-	// agree over settledStableSpan with settledMinBatches settled in
-	// each and the bytes acknowledged growing and not ahead of them, and
-	// only while batches keep settling that often; never from a long
-	// enough span of them alone, as where batches settle seldom that
-	// count moves in lumps, and the median of lumpy steps is no rate
-	// (deliverySlope).
+	// settledRate is the rate of the bodies of settled batches, looked
+	// at with deliveredRate: known only once its steps agree over
+	// settledStableSpan with settledMinBatches settled in each and the
+	// bytes acknowledged not ahead of them, never from a long enough
+	// span of them alone, as where batches settle seldom that count moves
+	// in lumps, and the median of lumpy steps is no rate (deliveryRate).
 	settledRate slope
-	// sentSettled and sentBatches are the bodies and the count of the
-	// settled batches whose body this run handed over, settledRate's
-	// count: not one settled before the first body went out, nor one
-	// answered as a replay (an earlier run's, settled from the
-	// provider's record with no body sent; or, seldom, this run's resend
-	// after a lost answer, which the count can do without).
-	sentSettled, sentBatches atomic.Int64
+	// batches is how many batches have settled.
+	batches atomic.Int64
 	// limiter is the run's bandwidth limit, shown while one is set.
 	limiter atomic.Pointer[bwlimit.Limiter]
 	// wire counts the body bytes sent, for the rate and the ETA; nil:
@@ -127,10 +120,7 @@ func (p *progress) setTotal(tiles int, bytes int64) {
 }
 
 // newProgress starts the display; tiles < 0 means the total is not known
-// yet (setTotal gives it). Off a terminal, progress is logged every every;
-// on one, the status line is redrawn every redrawEvery. ticker paces
-// those and the looks at the rate's counts (every slopeMinStep); it is
-// not used with quiet.
+// yet (setTotal gives it). Off a terminal, progress is logged every every.
 func newProgress(flightID string, tiles int, bytes int64, status *iostreams.StatusLine, quiet bool, log zerolog.Logger,
 	ticker func(time.Duration) (<-chan time.Time, func()), every time.Duration, m *metricsfile.Metrics, now func() time.Time) *progress {
 	p := &progress{flightID: flightID, metrics: m, log: log, quiet: quiet,
@@ -145,7 +135,8 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	}
 	var c <-chan time.Time
 	if status != nil {
-		c, p.stop = ticker(redrawEvery)
+		t := time.NewTicker(redrawEvery)
+		c, p.stop = t.C, t.Stop
 		p.redraw()
 	} else {
 		c, p.stop = ticker(every)
@@ -154,9 +145,10 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	// from the lines drawn or logged: on a long fat link the whole run
 	// lasts a couple of seconds, and its rate is plain a few steps after
 	// the settled bodies start to come back.
-	look, stopLooks := ticker(slopeMinStep)
+	lt := time.NewTicker(slopeMinStep)
 	stopLines := p.stop
-	p.stop = func() { stopLines(); stopLooks() }
+	look := lt.C
+	p.stop = func() { stopLines(); lt.Stop() }
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -321,53 +313,58 @@ const (
 // where the sockets tell; otherwise of those put on the wire, trusted once
 // the count has moved a few times after the run's first bodies filled
 // the connections' buffers; without a count of those, of settled batches.
-// rateOK is false while it is not known.
-func (p *progress) measure(now time.Time) rateLook {
+// ok is false while it is not known.
+func (p *progress) measure(now time.Time) (bps float64, src rateSource, ok bool) {
 	w := p.wire.Load()
 	if w == nil {
 		p.meter.observe(now, p.bytes.Load())
-		bps, ok := p.meter.rate()
-		return rateLook{bps: bps, rateOK: ok, src: rateSettled}
+		bps, ok = p.meter.rate()
+		return bps, rateSettled, ok
 	}
 	if acked, ok := p.acked(w); ok {
 		p.deliveredRate.observe(now, acked)
 		p.settleMu.RLock()
-		p.settledRate.observeSettled(now, p.sentSettled.Load(), p.sentBatches.Load(), acked)
+		p.settledRate.observeSettled(now, p.delivered.Load(), p.batches.Load(), acked)
 		p.settleMu.RUnlock()
-		sl := p.deliverySlope()
-		bps, ok := sl.rate()
-		return rateLook{bps: bps, rateOK: ok, src: rateAcked, slope: sl}
+		bps, ok := p.deliveryRate()
+		return bps, rateAcked, ok
 	}
 	p.meter.observe(now, w.c.sent()-w.base)
 	if p.meter.moves() < trustedMoves {
-		return rateLook{src: rateSent}
+		return 0, rateSent, false
 	}
-	bps, ok := p.meter.rate()
-	return rateLook{bps: bps, rateOK: ok, src: rateSent}
+	bps, ok = p.meter.rate()
+	return bps, rateSent, ok
 }
 
-// deliverySlope is the count whose rate is the rate the bodies cross
-// the path at, where the sockets tell what is acknowledged: the settled
-// bodies while their rate is known, otherwise the bytes acknowledged.
-// The acknowledged count runs ahead of the link while the path's queue
-// and the connections' buffers fill, for as long as a round trip or two,
-// faster than the link, and its median over the window keeps those
-// steps; the settled bodies come back at the rate they crossed the link
-// at from their first answers on. Where batches settle seldom, their
-// count does not agree over settledStableSpan (or no longer holds), and
-// the rate is the acknowledged one. measure chooses it once per look,
-// and the rate and the ETA of that look are both of it.
-func (p *progress) deliverySlope() *slope {
-	if _, ok := p.settledRate.rate(); ok {
-		return &p.settledRate
+// deliveryRate is the rate the bodies cross the path at, where the
+// sockets tell what is acknowledged: that of the settled bodies once it
+// is known, otherwise that of the bytes acknowledged. The acknowledged
+// count runs ahead of the link while the path's queue and the
+// connections' buffers fill, for as long as a round trip or two, faster
+// than the link, and its median over the window keeps those steps; the
+// settled bodies come back at the rate they crossed the link at from
+// their first answers on. Where batches settle seldom, their count never
+// agrees over settledStableSpan, and the rate is the acknowledged one.
+func (p *progress) deliveryRate() (float64, bool) {
+	if bps, ok := p.settledRate.rate(); ok {
+		return bps, true
 	}
-	return &p.deliveredRate
+	return p.deliveredRate.rate()
+}
+
+// typicalRate is slope.typical of the count deliveryRate is of.
+func (p *progress) typicalRate() (float64, bool) {
+	if _, ok := p.settledRate.rate(); ok {
+		return p.settledRate.typical()
+	}
+	return p.deliveredRate.typical()
 }
 
 // rate is measure's rate in bytes per second now.
 func (p *progress) rate() (float64, bool) {
-	look := p.measure(p.now())
-	return look.bps, look.rateOK
+	bps, _, ok := p.measure(p.now())
+	return bps, ok
 }
 
 // lookDelivered takes the counts the rate is of into it (measure), every
@@ -436,22 +433,18 @@ func (p *progress) eta() (time.Duration, bool) {
 type rateLook struct {
 	bps    float64
 	rateOK bool
-	src    rateSource
-	// slope, for rateAcked, is the count the rate is of (deliverySlope).
-	slope *slope
 }
 
 // glance measures once and returns the rate and the ETA from that look.
 func (p *progress) glance() (rateLook, time.Duration, bool) {
 	now := p.now()
-	look := p.measure(now)
-	eta, etaOK := p.etaFrom(now, look)
-	return look, eta, etaOK
+	bps, src, ok := p.measure(now)
+	eta, etaOK := p.etaFrom(now, bps, src, ok)
+	return rateLook{bps: bps, rateOK: ok}, eta, etaOK
 }
 
 // etaFrom is the ETA at now from the rate measure found then.
-func (p *progress) etaFrom(now time.Time, look rateLook) (time.Duration, bool) {
-	bps, src, ok := look.bps, look.src, look.rateOK
+func (p *progress) etaFrom(now time.Time, bps float64, src rateSource, ok bool) (time.Duration, bool) {
 	tot := p.total.Load()
 	if tot == nil {
 		return 0, false
@@ -466,7 +459,7 @@ func (p *progress) etaFrom(now time.Time, look rateLook) (time.Duration, bool) {
 	whole := tot.bytes + int64(tot.tiles)*wireOverheadPerTile
 	settled := p.bytes.Load() + p.tiles.Load()*wireOverheadPerTile
 	if src == rateAcked {
-		return p.deliveredETA(now, look, p.wholeToSend(tot), w)
+		return p.deliveredETA(now, bps, ok, p.wholeToSend(tot), w)
 	}
 	if !ok || bps <= 0 {
 		return 0, false
@@ -497,8 +490,7 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 	return max(whole, 0)
 }
 
-// deliveredETA is eta from the bytes acknowledged, at the look's rate bps
-// (known: ok) and the typical rate of the count it is of (look.slope):
+// deliveredETA is eta from the bytes acknowledged, at bps (known: ok):
 // the run ends when what is still to deliver of whole has crossed the
 // path behind what is on its way, and the last answer has come back.
 // Each of the latest batches' answers in the flight tells that end:
@@ -519,8 +511,7 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 // all acknowledged before its answer), it is what is still to deliver at
 // bps, plus the answer lag; once all is acknowledged, the lag counts
 // down from then.
-func (p *progress) deliveredETA(now time.Time, look rateLook, whole int64, w *wireCount) (time.Duration, bool) {
-	bps, ok := look.bps, look.rateOK
+func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64, w *wireCount) (time.Duration, bool) {
 	lag, lagOK := w.sockets.AnswerLag()
 	answers := slices.DeleteFunc(w.sockets.Answers(), func(a sockmeter.Answer) bool {
 		return a.At.Before(w.started) // another flight's
@@ -541,11 +532,11 @@ func (p *progress) deliveredETA(now time.Time, look rateLook, whole int64, w *wi
 		p.allDelivered, p.tailRate = time.Time{}, 0 // a resend: more to deliver again
 	case p.allDelivered.IsZero():
 		p.allDelivered = now
-		p.tailRate, _ = look.slope.typical()
+		p.tailRate, _ = p.typicalRate()
 	}
 	since, tailRate := now.Sub(p.allDelivered), p.tailRate
 	p.mu.Unlock()
-	rate, _ := look.slope.typical()
+	rate, _ := p.typicalRate()
 	if allAcked {
 		rate = tailRate
 	}
@@ -660,14 +651,9 @@ func (p *progress) batch(b uploader.BatchProgress) {
 	}
 	p.rejections.Add(int64(b.Rejected))
 	p.settleMu.Lock()
-	body := b.Bytes + int64(b.Tiles)*wireOverheadPerTile
-	p.delivered.Add(body)
-	w := p.wire.Load()
-	if w != nil && !b.Replayed && w.c.sent() != w.base {
-		p.sentSettled.Add(body)
-		p.sentBatches.Add(1)
-	}
-	if w != nil && w.sockets != nil {
+	p.delivered.Add(b.Bytes + int64(b.Tiles)*wireOverheadPerTile)
+	p.batches.Add(1)
+	if w := p.wire.Load(); w != nil && w.sockets != nil {
 		w.sockets.Settled(b.OpID)
 	}
 	p.settleMu.Unlock()

@@ -52,10 +52,8 @@ type Options struct {
 	// OpenFDR opens the flight data recorder for give-up records. Default:
 	// fdr.Open on config fdr_path with fdr_capacity_bytes.
 	OpenFDR func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error)
-	// NewTicker paces the progress: its log lines when stderr is not a
-	// terminal (every upload.progress_interval), the status line's
-	// redraws when it is (every 250 ms), and the looks at the counts the
-	// rate is of (every 100 ms). Default: a time.Ticker.
+	// NewTicker paces progress log lines when stderr is not a terminal.
+	// Default: a time.Ticker.
 	NewTicker func(d time.Duration) (c <-chan time.Time, stop func())
 	Version   string
 	// RunID names this run in its batch claims and the run history
