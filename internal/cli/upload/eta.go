@@ -188,9 +188,9 @@ func (m *rateMeter) blendLocked(raw float64) time.Duration {
 // than slopeSpread (the run's first round trips, each carrying more than
 // the one before). It is known once the steps after the ramp span
 // slopeMinSpan in at least slopeMinSteps, or sooner, once its latest
-// steps (at least slopeStableSteps of them) span slopeStableSpan and
-// agree within slopeSpread: on a long fat link the whole run lasts a few
-// seconds, and its rate is plain as soon as the ramp ends.
+// slopeStableSteps agree within slopeSpread and span slopeStableSpan:
+// on a long fat link the whole run lasts a few seconds, and its rate is
+// plain as soon as the ramp ends.
 const (
 	slopeWindow      = 5 * time.Second
 	slopeMinSpan     = time.Second
@@ -199,27 +199,6 @@ const (
 	slopeStableSteps = 2
 	slopeStableSpan  = 400 * time.Millisecond
 	slopeSpread      = 0.2
-	// slopeJitter is how early a look's timer may tick: looks
-	// slopeMinStep apart, and steps that span a span, count as such
-	// within it.
-	slopeJitter = slopeMinStep / 10
-)
-
-// The settled bodies' count (progress.settledRate) moves only as answers
-// come back, each a round trip after its body crossed the link: no
-// buffer fills it at once, and its steps agree as soon as the bodies
-// cross at the link's rate, over settledStableSpan. Its rate is known
-// once they do and, over the latest step, the bytes acknowledged did
-// not run ahead of it by more than slopeSpread: while they do, the
-// path's queue is still filling, and the first answers, of the bodies
-// the connections' buffers took at once, come back with gaps (a ramp
-// that may look steady for a step or two). It moves a batch at a time,
-// though: a step counts toward agreeing only with settledMinBatches
-// settled in it, as one or two batches a step make lumps (one, none,
-// one), and two lumps that agree are no rate.
-const (
-	settledStableSpan = 200 * time.Millisecond
-	settledMinBatches = 4
 )
 
 // slope is the rate of a count that only grows, over the last
@@ -229,20 +208,6 @@ const (
 // first step is before it. Once known, it stays known. It is safe for
 // concurrent use.
 type slope struct {
-	// stableSpan is how long the latest steps that agree must span for
-	// the rate to be known (0: slopeStableSpan); with stableOnly, that is
-	// the only way it is known (not slopeMinSpan of steps alone).
-	stableSpan time.Duration
-	stableOnly bool
-	// from, for a slope known only by agreeing steps, is where the first
-	// steps that agreed start: those before were the ramp's.
-	from time.Time
-	// minBatches, for a count of settled bodies (observeSettled), is
-	// how many batches each step must settle to take part in agreeing,
-	// the bytes acknowledged over the last not running ahead of it; 0:
-	// any count.
-	minBatches int64
-
 	mu      sync.Mutex
 	samples []slopeSample // oldest first; the first may be older than the window
 	known   bool
@@ -258,28 +223,19 @@ type slope struct {
 type slopeSample struct {
 	at time.Time
 	n  int64
-	// For a count of settled bodies: the batches settled and the bytes
-	// acknowledged then.
-	batches, acked int64
 }
 
 // observe takes the count n at now.
-func (s *slope) observe(now time.Time, n int64) { s.observeSettled(now, n, 0, 0) }
-
-// observeSettled takes n, the bodies of the batches settled so far, at
-// now: batches of them, with acked bytes acknowledged then.
-func (s *slope) observeSettled(now time.Time, n, batches, acked int64) {
+func (s *slope) observe(now time.Time, n int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n <= 0 {
 		return
 	}
-	if k := len(s.samples); k > 0 && now.Sub(s.samples[k-1].at) < slopeMinStep-slopeJitter {
-		// A second look at the same moment (the rate, then the ETA), or
-		// a line's between two looks every slopeMinStep.
-		return
+	if k := len(s.samples); k > 0 && now.Sub(s.samples[k-1].at) < slopeMinStep {
+		return // a second look at the same moment (the rate, then the ETA)
 	}
-	s.samples = append(s.samples, slopeSample{at: now, n: n, batches: batches, acked: acked})
+	s.samples = append(s.samples, slopeSample{now, n})
 	// Keep one look at or before the window's start, as its anchor.
 	cut := 0
 	for cut+1 < len(s.samples) && !s.samples[cut+1].at.After(now.Add(-slopeWindow)) {
@@ -288,7 +244,7 @@ func (s *slope) observeSettled(now time.Time, n, batches, acked int64) {
 	s.samples = s.samples[cut:]
 	s.bps, s.ok = s.rateLocked()
 	if s.ok {
-		s.rates = append(s.rates, slopeSample{at: now, n: int64(s.bps)})
+		s.rates = append(s.rates, slopeSample{now, int64(s.bps)})
 	}
 	for len(s.rates) > 0 && s.rates[0].at.Before(now.Add(-slopeWindow)) {
 		s.rates = s.rates[1:]
@@ -335,50 +291,20 @@ func (s *slope) rateLocked() (float64, bool) {
 	for first+1 < len(rates) && rates[first] < (1-slopeSpread)*rates[first+1] {
 		first++
 	}
-	for first+1 < len(rates) && s.samples[first].at.Before(s.from) {
-		first++
-	}
 	rates = rates[first:]
 	span := s.samples[len(s.samples)-1].at.Sub(s.samples[first].at)
 	k := len(rates)
 	if !s.known {
-		spanned := !s.stableOnly && k >= slopeMinSteps && span >= slopeMinSpan
-		j, stable := s.stableLocked(rates)
+		spanned := k >= slopeMinSteps && span >= slopeMinSpan
+		last := len(s.samples) - 1
+		stable := k >= slopeStableSteps && agree(rates[k-slopeStableSteps:]) &&
+			s.samples[last].at.Sub(s.samples[last-slopeStableSteps].at) >= slopeStableSpan
 		if !spanned && !stable {
 			return 0, false
 		}
 		s.known = true
-		if s.stableOnly {
-			s.from = s.samples[len(s.samples)-1-j].at
-			rates = rates[k-j:]
-		}
 	}
 	return median(rates), true
-}
-
-// stableLocked reports whether the latest j of rates (the steps after
-// the ramp, the last ending at the last look) agree: the fewest of them
-// that span the stable span, and at least slopeStableSteps, each
-// settling minBatches, and the bytes acknowledged over the last not
-// ahead.
-func (s *slope) stableLocked(rates []float64) (j int, ok bool) {
-	span := s.stableSpan
-	if span <= 0 {
-		span = slopeStableSpan
-	}
-	last := len(s.samples) - 1
-	for j := 1; j <= len(rates); j++ {
-		a, b := s.samples[last-j], s.samples[last]
-		if s.samples[last-j+1].batches-a.batches < s.minBatches {
-			return 0, false
-		}
-		if j >= slopeStableSteps && b.at.Sub(a.at) >= span-slopeJitter {
-			prev := s.samples[last-1]
-			ahead := s.minBatches > 0 && float64(b.n-prev.n) < (1-slopeSpread)*float64(b.acked-prev.acked)
-			return j, !ahead && agree(rates[len(rates)-j:])
-		}
-	}
-	return 0, false
 }
 
 // median is the median of r (not empty), which it sorts.

@@ -43,15 +43,6 @@ type progress struct {
 	// deliveredRate is the rate of bytes acknowledged, where the sockets
 	// tell.
 	deliveredRate slope
-	// settledRate is the rate of the bodies of settled batches, looked
-	// at with deliveredRate: known only once its steps agree over
-	// settledStableSpan with settledMinBatches settled in each and the
-	// bytes acknowledged not ahead of them, never from a long enough
-	// span of them alone, as where batches settle seldom that count moves
-	// in lumps, and the median of lumpy steps is no rate (deliveryRate).
-	settledRate slope
-	// batches is how many batches have settled.
-	batches atomic.Int64
 	// limiter is the run's bandwidth limit, shown while one is set.
 	limiter atomic.Pointer[bwlimit.Limiter]
 	// wire counts the body bytes sent, for the rate and the ETA; nil:
@@ -125,7 +116,6 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	ticker func(time.Duration) (<-chan time.Time, func()), every time.Duration, m *metricsfile.Metrics, now func() time.Time) *progress {
 	p := &progress{flightID: flightID, metrics: m, log: log, quiet: quiet,
 		status: status, now: now, started: now(), done: make(chan struct{}), stop: func() {}}
-	p.settledRate.stableSpan, p.settledRate.stableOnly, p.settledRate.minBatches = settledStableSpan, true, settledMinBatches
 	p.meter = newRateMeter(p.started)
 	if tiles >= 0 {
 		p.setTotal(tiles, bytes)
@@ -133,22 +123,20 @@ func newProgress(flightID string, tiles int, bytes int64, status *iostreams.Stat
 	if quiet {
 		return p
 	}
-	var c <-chan time.Time
+	var c, look <-chan time.Time
 	if status != nil {
 		t := time.NewTicker(redrawEvery)
 		c, p.stop = t.C, t.Stop
 		p.redraw()
 	} else {
 		c, p.stop = ticker(every)
+		// The acknowledged bytes are looked at as often as a terminal's
+		// line is redrawn, whatever the log's interval, so that their
+		// rate is known as soon.
+		lt := time.NewTicker(redrawEvery)
+		stopLog := p.stop
+		look, p.stop = lt.C, func() { stopLog(); lt.Stop() }
 	}
-	// The counts the rate is of are looked at every slopeMinStep, apart
-	// from the lines drawn or logged: on a long fat link the whole run
-	// lasts a couple of seconds, and its rate is plain a few steps after
-	// the settled bodies start to come back.
-	lt := time.NewTicker(slopeMinStep)
-	stopLines := p.stop
-	look := lt.C
-	p.stop = func() { stopLines(); lt.Stop() }
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -323,10 +311,7 @@ func (p *progress) measure(now time.Time) (bps float64, src rateSource, ok bool)
 	}
 	if acked, ok := p.acked(w); ok {
 		p.deliveredRate.observe(now, acked)
-		p.settleMu.RLock()
-		p.settledRate.observeSettled(now, p.delivered.Load(), p.batches.Load(), acked)
-		p.settleMu.RUnlock()
-		bps, ok := p.deliveryRate()
+		bps, ok := p.deliveredRate.rate()
 		return bps, rateAcked, ok
 	}
 	p.meter.observe(now, w.c.sent()-w.base)
@@ -337,38 +322,14 @@ func (p *progress) measure(now time.Time) (bps float64, src rateSource, ok bool)
 	return bps, rateSent, ok
 }
 
-// deliveryRate is the rate the bodies cross the path at, where the
-// sockets tell what is acknowledged: that of the settled bodies once it
-// is known, otherwise that of the bytes acknowledged. The acknowledged
-// count runs ahead of the link while the path's queue and the
-// connections' buffers fill, for as long as a round trip or two, faster
-// than the link, and its median over the window keeps those steps; the
-// settled bodies come back at the rate they crossed the link at from
-// their first answers on. Where batches settle seldom, their count never
-// agrees over settledStableSpan, and the rate is the acknowledged one.
-func (p *progress) deliveryRate() (float64, bool) {
-	if bps, ok := p.settledRate.rate(); ok {
-		return bps, true
-	}
-	return p.deliveredRate.rate()
-}
-
-// typicalRate is slope.typical of the count deliveryRate is of.
-func (p *progress) typicalRate() (float64, bool) {
-	if _, ok := p.settledRate.rate(); ok {
-		return p.settledRate.typical()
-	}
-	return p.deliveredRate.typical()
-}
-
 // rate is measure's rate in bytes per second now.
 func (p *progress) rate() (float64, bool) {
 	bps, _, ok := p.measure(p.now())
 	return bps, ok
 }
 
-// lookDelivered takes the counts the rate is of into it (measure), every
-// slopeMinStep.
+// lookDelivered takes the count the rate is of into it (measure): off a
+// terminal it is looked at as often as a terminal's line is redrawn.
 func (p *progress) lookDelivered() { p.measure(p.now()) }
 
 // acked is the bytes the provider's side has acknowledged since the
@@ -532,11 +493,11 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 		p.allDelivered, p.tailRate = time.Time{}, 0 // a resend: more to deliver again
 	case p.allDelivered.IsZero():
 		p.allDelivered = now
-		p.tailRate, _ = p.typicalRate()
+		p.tailRate, _ = p.deliveredRate.typical()
 	}
 	since, tailRate := now.Sub(p.allDelivered), p.tailRate
 	p.mu.Unlock()
-	rate, _ := p.typicalRate()
+	rate, _ := p.deliveredRate.typical()
 	if allAcked {
 		rate = tailRate
 	}
@@ -652,7 +613,6 @@ func (p *progress) batch(b uploader.BatchProgress) {
 	p.rejections.Add(int64(b.Rejected))
 	p.settleMu.Lock()
 	p.delivered.Add(b.Bytes + int64(b.Tiles)*wireOverheadPerTile)
-	p.batches.Add(1)
 	if w := p.wire.Load(); w != nil && w.sockets != nil {
 		w.sockets.Settled(b.OpID)
 	}
