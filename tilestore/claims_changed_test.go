@@ -3,6 +3,7 @@ package tilestore_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,15 +88,7 @@ func TestAClaimMarksEveryCandidateItLockedThatChangedMeanwhile(t *testing.T) {
 	t.Cleanup(gated.Close)
 	claimer := tilestore.NewStore(gated)
 
-	writer, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Rollback(ctx)
-	var writerPID int
-	if err := writer.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&writerPID); err != nil {
-		t.Fatal(err)
-	}
+	writer, writerPID := openWriter(t, ctx, pool)
 	if _, err := writer.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, gateKey); err != nil {
 		t.Fatal(err)
 	}
@@ -125,18 +118,15 @@ func TestAClaimMarksEveryCandidateItLockedThatChangedMeanwhile(t *testing.T) {
 		done <- r
 	}()
 	// Commit only once the claim waits at the gate, inside its statement.
-	for waiting := false; !waiting; {
+	awaitBlockedBy(t, ctx, pool, writerPID, func() error {
 		select {
 		case r := <-done:
-			t.Fatalf("the claim ended (%d candidates, %v) without waiting at the gate: the test no longer opens the window it is about",
+			return fmt.Errorf("the claim ended (%d candidates, %v) without waiting at the gate: the test no longer opens the window it is about",
 				r.c.Candidates, r.err)
 		default:
+			return nil
 		}
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE $1 = ANY(pg_blocking_pids(pid)))`, writerPID).Scan(&waiting); err != nil {
-			t.Fatalf("wait for the claim to wait for the writer: %v", err)
-		}
-	}
+	})
 	if err := writer.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

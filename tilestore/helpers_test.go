@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tilectl/tilectl/internal/pgtest"
 	"github.com/tilectl/tilectl/tilestore"
@@ -20,6 +21,47 @@ func newStore(t testing.TB) *tilestore.Store {
 	t.Helper()
 	pool, _ := pgtest.New(t)
 	return tilestore.NewStore(pool)
+}
+
+// openWriter begins a transaction on pool that another statement is to
+// wait for, and returns it with its backend's PID; the test's end rolls
+// it back unless it was committed.
+func openWriter(t testing.TB, ctx context.Context, pool *pgxpool.Pool) (pgx.Tx, int) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.WithoutCancel(ctx)) })
+	var pid int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return tx, pid
+}
+
+// awaitBlockedBy returns once a session of the server waits for a lock
+// the backend pid holds. ended, when not nil, is asked between looks: an
+// error from it (the statement meant to wait finished first) fails the
+// test.
+func awaitBlockedBy(t testing.TB, ctx context.Context, pool *pgxpool.Pool, pid int, ended func() error) {
+	t.Helper()
+	for {
+		if ended != nil {
+			if err := ended(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE $1 = ANY(pg_blocking_pids(pid)))`, pid).Scan(&waiting); err != nil {
+			t.Fatalf("wait for a session to wait for backend %d: %v", pid, err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // explain returns the plan of q (what follows EXPLAIN: a statement, or

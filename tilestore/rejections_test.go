@@ -272,15 +272,7 @@ func TestCountRejectionsCountsRowsChangedWhileItWaited(t *testing.T) {
 	ids := seedFlight(t, s, "F1", 3)
 	reject(t, s, "op-1", "bad_tile", ids...)
 
-	writer, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Rollback(ctx)
-	var writerPID int
-	if err := writer.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&writerPID); err != nil {
-		t.Fatal(err)
-	}
+	writer, writerPID := openWriter(t, ctx, s.Pool())
 	if _, err := writer.Exec(ctx, `UPDATE tiles SET open_op_id = open_op_id WHERE tile_id = $1`, ids[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -298,12 +290,7 @@ func TestCountRejectionsCountsRowsChangedWhileItWaited(t *testing.T) {
 		done <- result{res, err}
 	}()
 	// Commit only once the count waits for the writer's rows.
-	for waiting := false; !waiting; {
-		if err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE $1 = ANY(pg_blocking_pids(pid)))`, writerPID).Scan(&waiting); err != nil {
-			t.Fatalf("wait for the count to wait for the writer: %v", err)
-		}
-	}
+	awaitBlockedBy(t, ctx, s.Pool(), writerPID, nil)
 	if err := writer.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
