@@ -3,8 +3,6 @@ package tilestore_test
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -20,44 +18,9 @@ func TestClaimsAndSettlementsCommitWithTheDurabilityTheirSafetyNeeds(t *testing.
 	s := newStore(t)
 	ctx := testCtx(t)
 	ids := seedFlight(t, s, "F1", 4)
-	pool := s.Pool()
-	var db string
-	if err := pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`CREATE TABLE journal_commits (what text NOT NULL, mode text NOT NULL)`,
-		`CREATE FUNCTION note_journal_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			INSERT INTO journal_commits VALUES (TG_ARGV[0], current_setting('synchronous_commit'));
-			RETURN NULL;
-		END $$`,
-		`CREATE CONSTRAINT TRIGGER note_claim AFTER INSERT ON upload_batches DEFERRABLE INITIALLY DEFERRED
-			FOR EACH ROW EXECUTE FUNCTION note_journal_commit('claim')`,
-		`CREATE CONSTRAINT TRIGGER note_settle AFTER UPDATE ON upload_batches DEFERRABLE INITIALLY DEFERRED
-			FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION note_journal_commit('settle')`,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// modeOf runs step and returns the one mode the commits it noted ran
-	// with.
-	modeOf := func(what string, step func()) string {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `TRUNCATE journal_commits`); err != nil {
-			t.Fatal(err)
-		}
-		step()
-		var modes []string
-		if err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT mode), '{}') FROM journal_commits WHERE what = $1`, what).Scan(&modes); err != nil {
-			t.Fatal(err)
-		}
-		if len(modes) != 1 {
-			t.Fatalf("%s: commits ran with synchronous_commit %v, want one setting", what, modes)
-		}
-		return modes[0]
-	}
+	modes := watchCommits(t, ctx, s.Pool(),
+		commitTrigger{"claim", "AFTER INSERT ON upload_batches", ""},
+		commitTrigger{"settle", "AFTER UPDATE ON upload_batches", "WHEN (OLD.state IS DISTINCT FROM NEW.state)"})
 	claim := func(op, id string) {
 		t.Helper()
 		c, err := s.ClaimBatch(ctx, tilestore.Claim{FlightID: "F1", Limit: 4, OpID: op,
@@ -82,21 +45,18 @@ func TestClaimsAndSettlementsCommitWithTheDurabilityTheirSafetyNeeds(t *testing.
 		}
 	}
 	for i, def := range []string{"on", "off"} {
-		if _, err := pool.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET synchronous_commit = `+def); err != nil {
-			t.Fatal(err)
-		}
-		pool.Reset() // new sessions pick up the database default
+		modes.serverDefault(def)
 		accepted, rejected := "ok-"+def, "rej-"+def
-		if mode := modeOf("claim", func() { claim(accepted, ids[2*i]) }); mode != "on" {
+		if mode := modes.of("claim", func() { claim(accepted, ids[2*i]) }); mode != "on" {
 			t.Errorf("server default %s: a claim committed with synchronous_commit=%s, want on", def, mode)
 		}
-		if mode := modeOf("settle", settle(tilestore.Settlement{OpID: accepted, Uploaded: []string{ids[2*i]}, HTTPStatus: 200})); mode != "off" {
+		if mode := modes.of("settle", settle(tilestore.Settlement{OpID: accepted, Uploaded: []string{ids[2*i]}, HTTPStatus: 200})); mode != "off" {
 			t.Errorf("server default %s: a settlement without rejections committed with synchronous_commit=%s, want off", def, mode)
 		}
 		claim(rejected, ids[2*i+1])
 		st := tilestore.Settlement{OpID: rejected, HTTPStatus: 200,
 			Rejections: []tilestore.Rejection{{OpID: rejected, TileID: ids[2*i+1], Reason: "bad_tile", Message: "bad"}}}
-		if mode := modeOf("settle", settle(st)); mode != "on" {
+		if mode := modes.of("settle", settle(st)); mode != "on" {
 			t.Errorf("server default %s: a settlement with rejections committed with synchronous_commit=%s, want on", def, mode)
 		}
 	}
