@@ -222,10 +222,8 @@ func TestOnceAllIsAcknowledgedTheETAKeepsThePathsRate(t *testing.T) {
 	const rate, queue, fixed = 1e6, 2e6, 500 * time.Millisecond
 	body := int64(perBatch * (size + wireOverheadPerTile))
 	whole := tiles / perBatch * body
-	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: queue/rate*time.Second + fixed, held: map[string]int64{}}
-	p.countWire(sent, sock)
+	p, sent := wiredProgress(t, tiles, size, &now, sock)
 	sent.n.Add(whole)
 	// A byte counted c crosses the link at c/rate plus the queue ahead of
 	// it: the link stays busy to the end.

@@ -205,10 +205,8 @@ func TestTheETAIsWhatIsNotAcknowledgedAtTheirRatePlusTheAnswerLag(t *testing.T) 
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	const tiles, size = 100, 10_000
-	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: -1}
-	p.countWire(sent, sock)
+	p, sent := wiredProgress(t, tiles, size, &now, sock)
 	whole := int64(tiles * (size + wireOverheadPerTile))
 	sent.n.Add(whole)
 	start := now
@@ -367,10 +365,8 @@ func TestARetryCountsTheRejectedTilesToDeliverAgain(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	const tiles, size = 100, 10_000
-	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: time.Second}
-	p.countWire(sent, sock)
+	p, sent := wiredProgress(t, tiles, size, &now, sock)
 	settleAll(p, sock, sent, &now, tiles, size) // 415 kB/s acknowledged
 	for range 4 {                               // the answer lag counts down
 		now = now.Add(250 * time.Millisecond)
@@ -400,10 +396,8 @@ func TestAnAnsweredBatchIsDeliveredUntilItSettles(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	const tiles, size = 10, 10_000
-	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: 2 * time.Second, held: map[string]int64{}}
-	p.countWire(sent, sock)
+	p, sent := wiredProgress(t, tiles, size, &now, sock)
 	body := int64(tiles * (size + wireOverheadPerTile))
 	sent.n.Add(body)
 	for i := int64(1); i <= 8; i++ {
@@ -447,10 +441,8 @@ func TestAStallWithBytesLeftNeverShowsTheETAAtZero(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	const tiles, size = 100, 10_000
-	p := newProgress("F", tiles, tiles*size, nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return now })
-	sent := unlimitedSent(t)
 	sock := &fakeSockets{lag: 500 * time.Millisecond}
-	p.countWire(sent, sock)
+	p, sent := wiredProgress(t, tiles, size, &now, sock)
 	whole := int64(tiles * (size + wireOverheadPerTile))
 	sent.n.Add(whole)
 	start := now
@@ -470,6 +462,17 @@ func TestAStallWithBytesLeftNeverShowsTheETAAtZero(t *testing.T) {
 			t.Fatalf("%s into a stall with %d bytes left, the ETA shows %s", now.Sub(start.Add(7*time.Second)), whole-delivered, eta)
 		}
 	}
+}
+
+// wiredProgress is the progress of a flight of tiles of size bytes on
+// the clock *now, counting the bodies handed to the connections (sent, no
+// bandwidth limit) and what sock says the connections carried.
+func wiredProgress(t *testing.T, tiles, size int, now *time.Time, sock sockets) (*progress, *sentCounter) {
+	t.Helper()
+	p := newProgress("F", tiles, int64(tiles*size), nil, true, zerolog.Nop(), nil, time.Second, metricsfile.New(), func() time.Time { return *now })
+	sent := unlimitedSent(t)
+	p.countWire(sent, sock)
+	return p, sent
 }
 
 // unlimitedSent is the count of bytes handed to the connections with no
