@@ -2,6 +2,7 @@ package uploader_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -84,6 +87,15 @@ func (o *outage) during() int {
 // with the breaker's defaults (5 failures in a row open it; cool-down 5 s,
 // doubling, capped at 60 s).
 //
+// A provider that is down is not hammered: from the breaker's opening to
+// its closing, the only batch requests that go are its probes, and those
+// the workers had been let through before it opened (a batch in flight, a
+// resend of a failure answered before then: one per worker at most). How
+// many fail before the fifth in a row opens it depends on when the
+// workers' answers are heard, so the test counts no requests; it checks
+// each one against the breaker's states, in the order they happened (a
+// timeline).
+//
 // It runs on the real clock (about 35 s, most of it waiting): a fake clock
 // that jumps on every Sleep would add up the waits of 16 workers waiting
 // side by side and end the outage early, which hides the hammering this
@@ -97,11 +109,10 @@ func TestBreakerKeepsAnOutageFromBeingHammeredAndTheRunResumes(t *testing.T) {
 	t.Cleanup(hs.Close)
 	c := providertest.NewClient(t, "fo")
 	c.AddTiles(t, "fo", 240, 512, 3)
-	var mu sync.Mutex
-	var events []uploader.BreakerEvent
-	breaker := uploader.BreakerOptions{OnChange: func(e uploader.BreakerEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }}
+	tl := newTimeline()
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
-		o.Now, o.Sleep, o.Breaker = time.Now, nil, breaker
+		o.Now, o.Sleep = time.Now, nil
+		o.Store, o.WrapTransport, o.Breaker = tl.claims(c.Store), tl.sends, uploader.BreakerOptions{OnChange: tl.breakerChanged}
 		// The breaker is under test, not the retry budget: every batch in
 		// flight when the outage starts is resent once it ends, and on a
 		// loaded machine a few more fail before the breaker opens. The
@@ -116,25 +127,177 @@ func TestBreakerKeepsAnOutageFromBeingHammeredAndTheRunResumes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("UploadPendingTiles through a 20 s outage: %v (report %+v)", err, rep)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	during := o.during()
-	t.Logf("requests reaching the provider during the 20 s outage: %d (16 batches in flight); breaker events: %d", during, len(events))
-	// The 16 batches in flight when it went down; the resends of the
-	// workers whose attempt failed before the fifth failure in a row
-	// opened the breaker (up to 4 on a loaded machine, where the failures
-	// of the 16 do not arrive at once); then the probes 5 s and 15 s after
-	// it opened (the next, 35 s after, finds the provider back).
-	if during > 16+4+2 {
-		t.Errorf("%d requests reached the provider during the outage, want at most 16 in flight + 4 resends before the breaker opened + 2 probes", during)
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	t.Logf("requests reaching the provider during the 20 s outage: %d; breaker: %s", o.during(), tl.states())
+	for _, s := range tl.batchSends {
+		if s.after == 0 {
+			t.Fatalf("batch %s went at %d, and the timeline saw neither its claim nor an earlier request of it: it cannot tell when the breaker let it go", s.opID, s.start)
+		}
+	}
+	for _, h := range tl.holds() {
+		early, probes, err := h.check(tl.batchSends)
+		t.Logf("held from %d to %d: %d batch requests caused before it began (in flight, or probes) and %d probes caused after went meanwhile",
+			h.open, h.close, early, probes)
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if ev := tl.events; len(ev) == 0 || ev[0].State != uploader.BreakerOpen || ev[len(ev)-1].State != uploader.BreakerClosed {
+		t.Fatalf("breaker states %s: want it to open, then close", tl.states())
 	}
 	if rep.Outcome != uploader.OutcomeSuccess || rep.Pending != 0 || rep.Uploaded() != 240 {
 		t.Fatalf("report %+v: want all 240 tiles uploaded once the provider recovered", rep)
 	}
-	if len(events) == 0 || events[0].State != uploader.BreakerOpen || events[len(events)-1].State != uploader.BreakerClosed {
-		t.Fatalf("breaker events %+v: want it to open, then close", events)
-	}
 	allUploadedOnce(t, c, p, "fo", 240)
+}
+
+// timeline stamps what a test sees of a run with one counter under one
+// lock, so a stamp taken after another happened after it, whichever
+// goroutines took them: the breaker's state changes (taken inside the
+// breaker's own lock, as it changes), the start of each batch claim, and
+// the start and end of each batch request on the client's side.
+type timeline struct {
+	mu         sync.Mutex
+	n          int
+	events     []uploader.BreakerEvent
+	eventAt    []int
+	claimedAt  map[string]int // op ID -> its claim's start
+	endedAt    map[string]int // op ID -> the end of its last request
+	batchSends []batchSend
+}
+
+// batchSend is one batch request: the breaker let it go after its cause
+// (the claim of its batch, or the end of its previous request: a worker
+// asks the breaker after that) and before it started. after is 0 when the
+// test saw no cause.
+type batchSend struct {
+	opID         string
+	after, start int
+}
+
+func newTimeline() *timeline {
+	return &timeline{claimedAt: map[string]int{}, endedAt: map[string]int{}}
+}
+
+func (tl *timeline) stamp() int { tl.n++; return tl.n }
+
+func (tl *timeline) breakerChanged(e uploader.BreakerEvent) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.events, tl.eventAt = append(tl.events, e), append(tl.eventAt, tl.stamp())
+}
+
+// claims wraps s so the start of every batch claim is stamped.
+func (tl *timeline) claims(s *tilestore.Store) uploader.Store { return &claimStamps{Store: s, tl: tl} }
+
+type claimStamps struct {
+	*tilestore.Store
+	tl *timeline
+}
+
+func (s *claimStamps) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
+	s.tl.mu.Lock()
+	at := s.tl.stamp()
+	s.tl.mu.Unlock()
+	cl, err := s.Store.ClaimBatch(ctx, c)
+	if err == nil && cl.Batch.OpID != "" {
+		s.tl.mu.Lock()
+		s.tl.claimedAt[cl.Batch.OpID] = at
+		s.tl.mu.Unlock()
+	}
+	return cl, err
+}
+
+// sends wraps the client's transport so every batch request (one with an
+// Idempotency-Key) is stamped as it starts and as it ends.
+func (tl *timeline) sends(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		opID := r.Header.Get(operation.HeaderIdempotencyKey)
+		if opID == "" {
+			return next.RoundTrip(r)
+		}
+		tl.mu.Lock()
+		after := max(tl.claimedAt[opID], tl.endedAt[opID])
+		tl.batchSends = append(tl.batchSends, batchSend{opID: opID, after: after, start: tl.stamp()})
+		tl.mu.Unlock()
+		resp, err := next.RoundTrip(r)
+		tl.mu.Lock()
+		tl.endedAt[opID] = tl.stamp()
+		tl.mu.Unlock()
+		return resp, err
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// hold is a span of the timeline from a breaker's opening (from closed)
+// to its closing (0: it never closed), with its half-open states: the
+// only moments it lets a request go, one probe each.
+type hold struct {
+	open, close int
+	halfOpen    []int
+}
+
+// holds reads the breaker's holds off the timeline; tl.mu is held.
+func (tl *timeline) holds() []hold {
+	var hs []hold
+	for i, e := range tl.events {
+		at := tl.eventAt[i]
+		switch {
+		case e.State == uploader.BreakerOpen && (len(hs) == 0 || hs[len(hs)-1].close != 0):
+			hs = append(hs, hold{open: at})
+		case e.State == uploader.BreakerHalfOpen:
+			hs[len(hs)-1].halfOpen = append(hs[len(hs)-1].halfOpen, at)
+		case e.State == uploader.BreakerClosed:
+			hs[len(hs)-1].close = at
+		}
+	}
+	return hs
+}
+
+// check fails unless every batch request that started within the hold,
+// caused after it began (so let go after it began), is one of its probes:
+// each is matched to a half-open state of its own between its cause and
+// its start. early counts the others that started within it: caused
+// before it began, each was let go before (at most one per worker) or is a
+// probe.
+func (h hold) check(sends []batchSend) (early, probes int, err error) {
+	used := make([]bool, len(h.halfOpen))
+	for _, s := range sends { // in the order they started
+		if s.start < h.open || (h.close != 0 && s.start > h.close) {
+			continue
+		}
+		if s.after < h.open {
+			early++
+			continue
+		}
+		probe := -1 // the first half-open state free for it: the sends come in the order they started
+		for i, at := range h.halfOpen {
+			if !used[i] && at > s.after && at < s.start {
+				probe = i
+				break
+			}
+		}
+		if probe < 0 {
+			return early, probes, fmt.Errorf("batch %s went at %d, while the breaker held requests back from %d to %d, caused at %d, after it began, and no probe of its own was let go in between (half-open at %v)",
+				s.opID, s.start, h.open, h.close, s.after, h.halfOpen)
+		}
+		used[probe] = true
+		probes++
+	}
+	return early, probes, nil
+}
+
+// states lists the breaker's states with their stamps; tl.mu is held.
+func (tl *timeline) states() string {
+	var b strings.Builder
+	for i, e := range tl.events {
+		fmt.Fprintf(&b, "%s@%d ", e.State, tl.eventAt[i])
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // dropAnswers runs the provider, then loses its answer: the batch is
