@@ -68,8 +68,9 @@ func BenchmarkEndToEndFaults20(b *testing.B) {
 // (tilectl, baseline, baseline, tilectl; TILECTL_BENCH_ROUNDS rounds, 2 at
 // least), so that a slow moment of the machine does not fall on one side
 // only, and reports the best of each side as its sub-benchmark's ns/op and
-// MB/s. The faults are drawn from one sequence over the whole run, so each
-// upload meets other faults; the best of several evens that out too.
+// MB/s. Each upload starts the provider's fault draws again from their
+// seed: the n-th batch request of either side meets the same fault, so a
+// fault that falls late, and its wait at the tail, falls on both.
 func benchEndToEnd(b *testing.B, faultRate float64) {
 	n := benchTiles()
 	const batch, workers = 64, 4
@@ -115,6 +116,7 @@ func benchEndToEnd(b *testing.B, faultRate float64) {
 	var best [2]time.Duration
 	measure := func(side int, upload func()) {
 		benchReset(b, c, p)
+		p.Server.RestartFaults()
 		t0 := time.Now()
 		upload()
 		if d := time.Since(t0); best[side] == 0 || d < best[side] {
