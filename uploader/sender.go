@@ -414,12 +414,15 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	}
 	d := v.wait
 	switch {
-	case v.kind == unclear && !ex.lostOnce:
-		// The provider had the request and its answer was lost: the
-		// contract asks for no wait before the same key goes again (a
-		// provider replays what it stored), so the first such resend
-		// goes at once. Another lost answer backs off, so that a path
-		// that breaks every answer is not hammered.
+	case v.kind == unclear && !v.timeout && !ex.lostOnce:
+		// The provider had the request and its answer was lost (a
+		// connection broken, a 2xx cut off): the contract sets no wait
+		// before the same key goes again (a provider replays what it
+		// stored), so the first such resend goes at once. Another lost
+		// answer backs off, so that a path that breaks every answer is
+		// not hammered. A timeout backs off from the first: an answer
+		// that did not come in time says the provider or the path is
+		// loaded, and every batch in flight may have met it at once.
 		ex.lostOnce = true
 		d = 0
 	case v.ownBackoff:

@@ -49,7 +49,7 @@ func TestABatchAdvisedToWaitHoldsNoWorkerWhileItWaits(t *testing.T) {
 }
 
 // A batch whose answer was lost (the connection closed after the provider
-// read it) is resent under its key at once: the contract asks for no wait
+// read it) is resent under its key at once: the contract sets no wait
 // before that resend, and the provider replays what it stored.
 func TestALostAnswerIsResentAtOnce(t *testing.T) {
 	t.Parallel()
@@ -77,5 +77,40 @@ func TestALostAnswerIsResentAtOnce(t *testing.T) {
 		if d > 0 {
 			t.Errorf("waited %v before resending a batch whose answer was lost; want no wait (waits %v)", d, sl.all())
 		}
+	}
+}
+
+// A batch whose answer did not come in time is not resent at once: a
+// provider too slow to answer is loaded, and every batch in flight may
+// have timed out with it. Its resend waits tilectl's backoff.
+func TestATimedOutBatchBacksOffBeforeItsResend(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		if b.Attempt == 1 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "ft")
+	c.AddTiles(t, "ft", 2, 256, 8)
+	u, sl := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.RequestTimeout = 300 * time.Millisecond })
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ft"})
+	if err != nil || rep.Uploaded() != 2 || rep.Resends != 1 {
+		t.Fatalf("report %+v, %v: want both tiles uploaded after one resend", rep, err)
+	}
+	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
+		t.Fatalf("%d batch requests: want the batch twice under one key", len(got))
+	}
+	var waited time.Duration
+	for _, d := range sl.all() {
+		waited += d
+	}
+	if waited < 500*time.Millisecond {
+		t.Errorf("waited %v in all before resending a batch that timed out (waits %v); want tilectl's backoff, at least 500ms", waited, sl.all())
 	}
 }
