@@ -127,7 +127,7 @@ func baselineSend(ctx context.Context, client *http.Client, baseURL, token, flig
 	resp, err := client.Do(req)
 	if err != nil {
 		// The outcome is unknown; the same key and body is the safe
-		// resend, and the contract asks for no wait before it.
+		// resend, and the contract sets no wait before it.
 		return 0, ctx.Err() == nil, err
 	}
 	body, rerr := io.ReadAll(resp.Body)

@@ -74,6 +74,6 @@ func TestBaselineUploadRetryingWaitsWhatTheAnswerSaysAndNoMore(t *testing.T) {
 		t.Errorf("the advised batch went again after %v, before its %v", d, after)
 	}
 	if d := again.at.Sub(lost.at); d >= after {
-		t.Errorf("a lost answer's batch went again after %v; the contract asks for no wait", d)
+		t.Errorf("a lost answer's batch went again after %v; the contract sets no wait", d)
 	}
 }
