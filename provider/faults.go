@@ -138,6 +138,16 @@ func (in *injector) draw(opID string) FaultKind {
 	return k
 }
 
+// restart draws again from the seed, the kinds' turn included: the
+// requests after it meet the faults the first requests met. The ledger's
+// counts and events stay totals.
+func (in *injector) restart() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.rng = rand.New(rand.NewSource(in.cfg.Seed))
+	in.drawn = 0
+}
+
 func (in *injector) busy() bool {
 	if in.cfg.TransientRejectRate <= 0 {
 		return false

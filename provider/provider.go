@@ -204,6 +204,12 @@ func (s *Server) collect(every time.Duration) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
+// RestartFaults starts the fault draws (FaultConfig) again from their
+// seed, so the requests after it meet the same faults, in the same order,
+// as the first requests the server saw: a benchmark's uploads are then
+// compared under the same faults.
+func (s *Server) RestartFaults() { s.faults.restart() }
+
 // Close stops the operation GC. The handler keeps working; call it once,
 // when the server is done.
 func (s *Server) Close() { s.stopGC() }

@@ -3,6 +3,7 @@ package provider_test
 import (
 	"math/rand"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,5 +126,28 @@ func TestMetricsNeedTheToken(t *testing.T) {
 	}
 	if a := do(t, http.MethodGet, p.URL+"/metrics", providertest.Token, "", nil, nil); a.Status != http.StatusOK {
 		t.Errorf("/metrics with the token: %d, want 200", a.Status)
+	}
+}
+
+// After RestartFaults the requests meet the faults the first requests met,
+// in the same order, so two uploads can be compared under the same faults.
+func TestRestartFaultsReplaysTheFaultsFromTheSeed(t *testing.T) {
+	t.Parallel()
+	p := providertest.Start(t, func(c *provider.Config) {
+		c.Faults = provider.FaultConfig{Rate: 0.5, Seed: 3, Kinds: []provider.FaultKind{
+			provider.FaultStatus429, provider.FaultStatus503, provider.FaultHTML502, provider.FaultProcessing409}}
+	})
+	rng := rand.New(rand.NewSource(8))
+	statuses := func() []int {
+		var out []int
+		for i := range 16 {
+			out = append(out, post(t, p, "f1", operation.NewID(), []rawTile{tileN(rng, i)}).Status)
+		}
+		return out
+	}
+	first := statuses()
+	p.Server.RestartFaults()
+	if again := statuses(); !slices.Equal(again, first) {
+		t.Fatalf("statuses after the restart %v, want the first ones again %v", again, first)
 	}
 }

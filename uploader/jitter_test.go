@@ -13,7 +13,8 @@ import (
 
 // transportWaits uploads one batch to a provider that breaks the
 // connection on the first five attempts, with decorrelated jitter drawn
-// from a source seeded with seed, and returns the waits before resends.
+// from a source seeded with seed, and returns the waits before resends:
+// none before the first (TestALostAnswerIsResentAtOnce), then the backoff.
 func transportWaits(t *testing.T, seed uint64) []time.Duration {
 	t.Helper()
 	_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
@@ -42,17 +43,17 @@ func transportWaits(t *testing.T, seed uint64) []time.Duration {
 func TestTransportResendWaitsUseDecorrelatedJitterFromTheInjectedSource(t *testing.T) {
 	t.Parallel()
 	a := transportWaits(t, 42)
-	if len(a) != 5 {
-		t.Fatalf("%d waits, want 5", len(a))
+	if len(a) != 5 || a[0] != 0 {
+		t.Fatalf("waits %v, want 5: none before the first resend, then four backing off", a)
 	}
 	prev := time.Duration(0)
 	exponential := true
-	for i, d := range a {
+	for i, d := range a[1:] {
 		hi := max(500*time.Millisecond, 3*prev)
 		if d < 500*time.Millisecond || d > min(hi, 30*time.Second) {
-			t.Errorf("wait %d = %v, outside decorrelated [500ms, %v]", i+1, d, hi)
+			t.Errorf("wait %d = %v, outside decorrelated [500ms, %v]", i+2, d, hi)
 		}
-		exponential = exponential && d == 500*time.Millisecond<<i
+		exponential = exponential && d == 500*time.Millisecond<<(i+1)
 		prev = d
 	}
 	if exponential {

@@ -87,6 +87,8 @@ type exchange struct {
 	resumed bool
 	// prevTransport is the last transport resend wait (decorrelated jitter).
 	prevTransport time.Duration
+	// lostOnce: an answer of this exchange was lost already (resend).
+	lostOnce bool
 	// advised, set for a batch, journals the provider's advised wait as
 	// the batch's not-before (Store.DeferBatch) before the batch waits for
 	// it; tiles is the batch's size, for the announcement.
@@ -411,7 +413,19 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 		return false
 	}
 	d := v.wait
-	if v.ownBackoff {
+	switch {
+	case v.kind == unclear && !v.timeout && !ex.lostOnce:
+		// The provider had the request and its answer was lost (a
+		// connection broken, a 2xx cut off): the contract sets no wait
+		// before the same key goes again (a provider replays what it
+		// stored), so the first such resend goes at once. Another lost
+		// answer backs off, so that a path that breaks every answer is
+		// not hammered. A timeout backs off from the first: an answer
+		// that did not come in time says the provider or the path is
+		// loaded, and every batch in flight may have met it at once.
+		ex.lostOnce = true
+		d = 0
+	case v.ownBackoff:
 		d = ex.transportWait()
 	}
 	journaled := false
@@ -420,10 +434,12 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 			return false
 		}
 		journaled = true
-		if v.kind == throttled && ex.seq.n == 0 {
-			// The batch waits apart (dueBatches), so its slot goes to
-			// another batch meanwhile. A sequenced batch waits here: the
-			// next number must not go before it.
+		if ex.seq.n == 0 {
+			// The batch waits apart (dueBatches) for the time the
+			// provider advised, whatever the answer (a throttle, a 409
+			// IDEMPOTENCY_PROCESSING), so its slot goes to another batch
+			// meanwhile. A sequenced batch waits here: the next number
+			// must not go before it.
 			ex.deferred = true
 			return false
 		}

@@ -1,0 +1,263 @@
+package providertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/tilestore"
+)
+
+// BaselineUploadRetrying is the least a client that follows
+// docs/provider-api.md does against a provider that fails some requests:
+// BaselineUpload's batches, bytes and workers, plus what the contract asks
+// of every client, and nothing else (no journal, no settlement):
+//
+//   - one Idempotency-Key per batch, sent again with each resend of it;
+//   - a batch that got no 200 is resent after the wait the contract asks
+//     for, counted from its answer (baselineWait): the answer's advice, or
+//     else the contract's table for its status; a broken connection or a
+//     cut-off answer asks for none, so its resend goes at once;
+//   - a waiting batch holds no worker: the workers go on with the other
+//     batches, and it goes again when its wait is over;
+//   - a tile a 200 does not name is looked up, never taken as stored.
+//
+// It returns nil once every batch was answered and every tile is held, or
+// the first error no resend can change.
+func BaselineUploadRetrying(ctx context.Context, client *http.Client, baseURL, token, flightID string,
+	blobs *tilestore.BlobStore, batches [][]tilestore.Tile, concurrency int) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type job struct {
+		tiles []tilestore.Tile
+		key   string
+		sends int
+	}
+	// The queue holds every batch at most once, so a wait that ends never
+	// blocks on it.
+	queue := make(chan *job, len(batches))
+	for _, b := range batches {
+		queue <- &job{tiles: b, key: operation.NewID()}
+	}
+	var mu sync.Mutex
+	var firstErr error
+	left := len(batches)
+	var timers []*time.Timer
+	finish := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		if left--; left == 0 {
+			close(queue)
+		}
+	}
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for j := range queue {
+				for {
+					if err := ctx.Err(); err != nil {
+						finish(err)
+						break
+					}
+					j.sends++
+					wait, again, err := baselineSend(ctx, client, baseURL, token, flightID, blobs, j.key, j.tiles, j.sends)
+					if !again {
+						finish(err)
+						break
+					}
+					if wait > 0 {
+						mu.Lock()
+						timers = append(timers, time.AfterFunc(wait, func() { queue <- j }))
+						mu.Unlock()
+						break
+					}
+					// No wait: the resend goes at once, from this worker.
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, t := range timers {
+		t.Stop()
+	}
+	return firstErr
+}
+
+// baselineSend posts one batch under key (its sends-th send) and says
+// whether to send it again, and after what wait; err is set when not.
+func baselineSend(ctx context.Context, client *http.Client, baseURL, token, flightID string,
+	blobs *tilestore.BlobStore, key string, tiles []tilestore.Tile, sends int) (wait time.Duration, again bool, err error) {
+	bt := make([]BatchTile, len(tiles))
+	for i, t := range tiles {
+		f, err := blobs.Open(t.BlobPath)
+		if err != nil {
+			return 0, false, err
+		}
+		defer f.Close()
+		bt[i] = BatchTile{ID: t.ID, Z: t.Z, X: t.X, Y: t.Y, ContentType: t.ContentType, Size: t.SizeBytes,
+			SHA256: t.SHA256, CapturedAt: t.CapturedAt.UTC().Format(time.RFC3339), Body: f}
+	}
+	var buf bytes.Buffer
+	contentType, err := WriteBatch(&buf, bt)
+	if err != nil {
+		return 0, false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/flights/"+url.PathEscape(flightID)+"/tiles:batch", &buf)
+	if err != nil {
+		return 0, false, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(operation.HeaderIdempotencyKey, key)
+	resp, err := client.Do(req)
+	if err != nil {
+		// The outcome is unknown; the same key and body is the safe
+		// resend, and the contract sets no wait before it.
+		return 0, ctx.Err() == nil, err
+	}
+	body, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if rerr != nil {
+		return 0, ctx.Err() == nil, rerr // cut off: as a broken connection
+	}
+	if resp.StatusCode == http.StatusOK {
+		return 0, false, baselineCheckHeld(ctx, client, baseURL, token, flightID, tiles, body)
+	}
+	wait, again = baselineWait(resp.StatusCode, resp.Header, body, sends, time.Now())
+	if !again {
+		return 0, false, fmt.Errorf("baseline batch %s: %d %s", key, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return wait, true, nil
+}
+
+// baselineWait is the wait the contract asks for before the next send of
+// a batch whose sends-th send was answered status ("Errors and retry
+// advice"): the retry extension (allowed, strategy, after, max_attempts)
+// or Retry-After on a 429 or 503 when the answer advises, else the table.
+// again is false when the contract forbids a resend.
+func baselineWait(status int, h http.Header, body []byte, sends int, now time.Time) (wait time.Duration, again bool) {
+	var code string
+	ext, hasExt := operation.RetryExtension{}, false
+	if eb, err := operation.ParseErrorBody(body); err == nil {
+		code = eb.Code()
+		ext, hasExt = eb.Retry()
+	}
+	strategy, base, maxAttempts := operation.StrategyExponential, time.Duration(0), 0
+	switch {
+	case status == http.StatusConflict && (code == operation.CodeIdempotencyProcessing || code == ""):
+		strategy, base = operation.StrategyFixed, time.Second
+	case status == http.StatusTooManyRequests:
+		strategy, base = operation.StrategyFixed, time.Minute
+	case status == http.StatusInternalServerError && code == operation.CodeIndeterminate:
+		base = time.Second
+	case status == http.StatusInternalServerError:
+		base, maxAttempts = time.Second, 3
+	case status == http.StatusBadGateway:
+		base = 2 * time.Second
+	case status == http.StatusGatewayTimeout:
+		strategy = operation.StrategyImmediate
+	case status >= 500:
+		base = time.Second
+	case !hasExt:
+		return 0, false
+	default:
+		strategy = operation.StrategyFixed // allowed by the answer on a status the table never resends
+	}
+	if hasExt {
+		if !ext.Allowed {
+			return 0, false
+		}
+		if ext.Strategy != "" {
+			strategy = ext.Strategy
+		}
+		if ext.After > 0 {
+			base = ext.After
+		}
+		if ext.MaxAttempts > 0 {
+			maxAttempts = ext.MaxAttempts
+		}
+	}
+	if maxAttempts > 0 && sends >= maxAttempts {
+		return 0, false
+	}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		if ra, ok := operation.ParseRetryAfter(h.Get("Retry-After"), now); ok && (!hasExt || ext.After == 0) {
+			strategy, base = operation.StrategyFixed, ra
+		}
+	}
+	switch strategy {
+	case operation.StrategyImmediate:
+		return 0, true
+	case operation.StrategyExponential:
+		return base << min(sends-1, 20), true
+	}
+	return base, true
+}
+
+// baselineCheckHeld reads a 200's results: a tile it does not name exactly
+// once as accepted or duplicate is looked up, and must be held.
+func baselineCheckHeld(ctx context.Context, client *http.Client, baseURL, token, flightID string, tiles []tilestore.Tile, body []byte) error {
+	var ans struct {
+		Results []struct {
+			TileID string `json:"tile_id"`
+			Status string `json:"status"`
+		} `json:"results"`
+	}
+	_ = json.Unmarshal(body, &ans) // an unreadable answer names no tile
+	named := make(map[string]int, len(ans.Results))
+	for _, r := range ans.Results {
+		if r.Status == "accepted" || r.Status == "duplicate" {
+			named[r.TileID]++
+		} else {
+			named[r.TileID] += 2 // rejected, or an unknown status: not stored
+		}
+	}
+	for _, t := range tiles {
+		if named[t.ID] == 1 {
+			continue
+		}
+		if err := baselineLookUp(ctx, client, baseURL, token, flightID, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errNotHeld: a tile the provider does not hold after its batch's 200.
+var errNotHeld = errors.New("not held by the provider")
+
+func baselineLookUp(ctx context.Context, client *http.Client, baseURL, token, flightID string, t tilestore.Tile) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		baseURL+"/v1/flights/"+url.PathEscape(flightID)+"/tiles/"+url.PathEscape(t.ID), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("baseline lookup of tile %s: %w", t.ID, err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		SHA256 string `json:"sha256"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&got) != nil || got.SHA256 != t.SHA256 {
+		return fmt.Errorf("baseline: tile %s (lookup answered %d): %w", t.ID, resp.StatusCode, errNotHeld)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package uploader_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tilectl/tilectl/operation"
+	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/uploader"
+)
+
+// A batch answered 409 IDEMPOTENCY_PROCESSING with the advice to come back
+// in 300 ms waits for it apart, as a throttled one does: with one worker,
+// the next batch goes meanwhile, and the first goes again after it, under
+// its key, once the advised time has come.
+func TestABatchAdvisedToWaitHoldsNoWorkerWhileItWaits(t *testing.T) {
+	t.Parallel()
+	const after = 300 * time.Millisecond
+	var advised atomic.Bool
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if b.Attempt == 1 && advised.CompareAndSwap(false, true) {
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: after, Strategy: operation.StrategyFixed}, nil)
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fw")
+	c.AddTiles(t, "fw", 2, 256, 6)
+	u, _ := newUploader(t, hs.URL, c, nil)
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw", BatchSize: 1, Concurrency: 1})
+	if err != nil || rep.Uploaded() != 2 {
+		t.Fatalf("report %+v, %v: want both tiles uploaded", rep, err)
+	}
+	got := f.received()
+	if len(got) != 3 {
+		t.Fatalf("%d batch requests, want 3 (the advised one twice)", len(got))
+	}
+	first, other, again := got[0], got[1], got[2]
+	if other.Key == first.Key || again.Key != first.Key {
+		t.Fatalf("requests %s, %s, %s: want the other batch between the advised one's two sends", first.Key, other.Key, again.Key)
+	}
+	if d := again.At.Sub(first.At); d < after {
+		t.Errorf("resent %v after the 409, before the advised %v", d, after)
+	}
+}
+
+// A batch whose answer was lost (the connection closed after the provider
+// read it) is resent under its key at once: the contract sets no wait
+// before that resend, and the provider replays what it stored.
+func TestALostAnswerIsResentAtOnce(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if b.Attempt == 1 {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fl")
+	c.AddTiles(t, "fl", 2, 256, 7)
+	u, sl := newUploader(t, hs.URL, c, nil)
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fl"})
+	if err != nil || rep.Uploaded() != 2 || rep.Resends != 1 {
+		t.Fatalf("report %+v, %v: want both tiles uploaded after one resend", rep, err)
+	}
+	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
+		t.Fatalf("%d batch requests: want the batch twice under one key", len(got))
+	}
+	for _, d := range sl.all() {
+		if d > 0 {
+			t.Errorf("waited %v before resending a batch whose answer was lost; want no wait (waits %v)", d, sl.all())
+		}
+	}
+}
+
+// A batch whose answer did not come in time is not resent at once: a
+// provider too slow to answer is loaded, and every batch in flight may
+// have timed out with it. Its resend waits tilectl's backoff.
+func TestATimedOutBatchBacksOffBeforeItsResend(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		if b.Attempt == 1 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "ft")
+	c.AddTiles(t, "ft", 2, 256, 8)
+	u, sl := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.RequestTimeout = 300 * time.Millisecond })
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "ft"})
+	if err != nil || rep.Uploaded() != 2 || rep.Resends != 1 {
+		t.Fatalf("report %+v, %v: want both tiles uploaded after one resend", rep, err)
+	}
+	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
+		t.Fatalf("%d batch requests: want the batch twice under one key", len(got))
+	}
+	var waited time.Duration
+	for _, d := range sl.all() {
+		waited += d
+	}
+	if waited < 500*time.Millisecond {
+		t.Errorf("waited %v in all before resending a batch that timed out (waits %v); want tilectl's backoff, at least 500ms", waited, sl.all())
+	}
+}
