@@ -329,29 +329,31 @@ func agree(rates []float64) bool {
 // crossed between the two answers. Where the path holds a queue, the
 // acknowledged count runs ahead of the path while the queue fills (the
 // run's first second on a long fat link) and behind it while it drains;
-// the answers go at the path's own rate throughout. It is the slope of
-// the answers over the last slopeWindow (a least-squares fit of their
-// counts to their times), its ramp left out as slope's is: the answers
-// are taken in steps at least slopeMinStep apart, and the leading steps
-// each slower than the next by more than slopeSpread (the answers that
-// came back before the path was kept busy) are not fitted. It is known
-// once slopeStableSteps steps follow the ramp, and once known it stays
-// known (a stall is the acknowledged count's to tell). The answers come
-// when they come, however long between them, so a count that moves in
-// lumps has the lumps' rate, never a step of nothing. It is safe for
-// concurrent use.
+// the answers go at the path's own rate while it is kept busy. It is the
+// slope of the answers over the last slopeWindow (a least-squares fit of
+// their counts to their times), the oldest third of the time they span
+// left out: a run's first answers come back before the path is kept
+// busy, slower, whatever the shape of that ramp, and once the answers
+// span three times it, it is out of the fit. It is known once the
+// answers fitted are at least crossingMinAnswers spanning
+// crossingMinSpan, and once known it stays known (a stall is the
+// acknowledged count's to tell). The answers come when they come,
+// however long between them, so a count that moves in lumps has the
+// lumps' rate, never a step of nothing. It is safe for concurrent use.
 type crossing struct {
 	mu    sync.Mutex
 	bps   float64
 	known bool
 }
 
+const (
+	crossingMinAnswers = 3
+	crossingMinSpan    = 200 * time.Millisecond
+)
+
 // observe finds the rate from answers (oldest first) at now.
 func (c *crossing) observe(now time.Time, answers []sockmeter.Answer) {
-	answers = slices.DeleteFunc(slices.Clone(answers), func(a sockmeter.Answer) bool {
-		return a.At.Before(now.Add(-slopeWindow))
-	})
-	bps, ok := crossingRate(answers)
+	bps, ok := crossingRate(now, answers)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ok {
@@ -367,34 +369,22 @@ func (c *crossing) rate() (bytesPerSec float64, ok bool) {
 	return c.bps, c.known
 }
 
-// crossingRate is the slope of answers (oldest first), its ramp left out
-// (see crossing); ok is false while fewer than slopeStableSteps steps
-// follow the ramp.
-func crossingRate(answers []sockmeter.Answer) (float64, bool) {
-	var steps []sockmeter.Answer // the answers the steps are between
-	for _, a := range answers {
-		if k := len(steps); k > 0 && (a.At.Sub(steps[k-1].At) < slopeMinStep || a.Acked < steps[k-1].Acked) {
-			continue
-		}
-		steps = append(steps, a)
-	}
-	if len(steps) < 2 {
+// crossingRate is the slope at now of answers (oldest first), those
+// before the window and in the oldest third of it left out (see
+// crossing); ok is false while too few are left.
+func crossingRate(now time.Time, answers []sockmeter.Answer) (float64, bool) {
+	answers = slices.DeleteFunc(slices.Clone(answers), func(a sockmeter.Answer) bool {
+		return a.At.Before(now.Add(-slopeWindow))
+	})
+	if len(answers) == 0 {
 		return 0, false
 	}
-	rates := make([]float64, 0, len(steps)-1)
-	for i := 1; i < len(steps); i++ {
-		rates = append(rates, float64(steps[i].Acked-steps[i-1].Acked)/steps[i].At.Sub(steps[i-1].At).Seconds())
-	}
-	first := 0 // the first step after the ramp
-	for first+1 < len(rates) && rates[first] < (1-slopeSpread)*rates[first+1] {
-		first++
-	}
-	if len(rates)-first < slopeStableSteps {
+	from := answers[0].At.Add(now.Sub(answers[0].At) / 3)
+	answers = slices.DeleteFunc(answers, func(a sockmeter.Answer) bool { return a.At.Before(from) })
+	if len(answers) < crossingMinAnswers || answers[len(answers)-1].At.Sub(answers[0].At) < crossingMinSpan {
 		return 0, false
 	}
-	from := steps[first].At
-	fitted := slices.DeleteFunc(slices.Clone(answers), func(a sockmeter.Answer) bool { return a.At.Before(from) })
-	bps := leastSquaresSlope(fitted)
+	bps := leastSquaresSlope(answers)
 	return bps, bps > 0
 }
 
