@@ -58,6 +58,12 @@ const minLagRequest = 8 << 10
 // with none beside it, so the typical lag, not the longest, is the tail.
 const lagAnswers = 4
 
+// keptAnswers is how many of the latest answers Answers keeps: their
+// times and counts tell the rate the bodies cross the path at, and a
+// fast link answers small batches by the hundred a second (64 kB
+// batches at 25 MB/s: about 400), so that is a few seconds of them.
+const keptAnswers = 1024
+
 // Meter follows the connections its DialContext opens and the requests
 // its RoundTripper sends. It is safe for concurrent use.
 type Meter struct {
@@ -79,9 +85,9 @@ type Meter struct {
 	// acknowledged when they were closed.
 	closedAcked int64
 	lags        []time.Duration // the latest answers' lags, oldest first
-	// answers is the latest answers whose bodies' acknowledgement was
-	// seen before them, with what was acknowledged in all then, oldest
-	// first.
+	// answers is the latest keptAnswers answers whose bodies'
+	// acknowledgement was seen before them, with what was acknowledged
+	// in all then, oldest first.
 	answers []Answer
 	// small is the latest lag of a request smaller than minLagRequest;
 	// < 0: none.
@@ -304,7 +310,7 @@ type Answer struct {
 	Acked int64
 }
 
-// Answers (of a nil Meter: none) is the latest lagAnswers answers to
+// Answers (of a nil Meter: none) is the latest keptAnswers answers to
 // requests of at least minLagRequest bytes whose body was seen all
 // acknowledged before the answer came, oldest first.
 func (m *Meter) Answers() []Answer {
@@ -327,7 +333,7 @@ func (m *Meter) observeLag(at time.Time, d time.Duration, body, acked int64) {
 	}
 	m.lags = keepLatest(append(m.lags, d), lagAnswers)
 	if acked >= 0 {
-		m.answers = keepLatest(append(m.answers, Answer{At: at, Acked: acked}), lagAnswers)
+		m.answers = keepLatest(append(m.answers, Answer{At: at, Acked: acked}), keptAnswers)
 	}
 }
 

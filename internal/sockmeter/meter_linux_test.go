@@ -160,6 +160,30 @@ func TestAnAnswerKeepsWhatWasAcknowledgedWhenItsBodyWas(t *testing.T) {
 	}
 }
 
+// Answers keeps more than the latest four batches' answers the lag is
+// the median of: ten batches answered one after the other, each 100 ms
+// after its body, are more than four answers (the ten, but for one whose
+// body a loaded machine saw acknowledged only with its answer), oldest
+// first, each counting at least a body more than the one before (their
+// times and counts tell the rate the bodies cross the path at).
+func TestAnswersKeepsMoreThanTheLagsFour(t *testing.T) {
+	srv := thinkingServer(t, 100*time.Millisecond)
+	m := New(nil, nil)
+	c := meteredClient(t, m, nil)
+	for range 10 {
+		postBody(t, c, srv.URL, 64<<10)
+	}
+	a := m.Answers()
+	if len(a) <= lagAnswers {
+		t.Fatalf("%d answers after ten 64 KiB batches, want more than %d", len(a), lagAnswers)
+	}
+	for i := 1; i < len(a); i++ {
+		if a[i].At.Before(a[i-1].At) || a[i].Acked < a[i-1].Acked+64<<10 {
+			t.Fatalf("answer %d (%v) does not follow answer %d (%v) by a body", i, a[i], i-1, a[i-1])
+		}
+	}
+}
+
 // What a connection's peer acknowledged stays counted once it is closed,
 // and a request's body counts in flight, as far as its peer acknowledged
 // it, only until its answer: a body that is sent again counts again from

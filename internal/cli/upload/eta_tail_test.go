@@ -148,7 +148,7 @@ func (b *bottleneck) AnswerLag() (time.Duration, bool) {
 }
 
 func (b *bottleneck) Answers() []sockmeter.Answer {
-	return slices.Clone(b.answers[max(len(b.answers)-4, 0):]) // as many as sockmeter keeps
+	return slices.Clone(b.answers) // fewer than sockmeter keeps
 }
 
 // On a slow link behind a deep queue (5 Mbit/s, a queue of twice the

@@ -174,8 +174,8 @@ type fakeSockets struct {
 	// held is the bodies of the batches answered and not settled, by
 	// operation ID (counted in flight).
 	held map[string]int64
-	// answers is the batches' answers, oldest first (the latest four
-	// count, as sockmeter keeps them).
+	// answers is the batches' answers, oldest first (all of them: the
+	// tests' are fewer than sockmeter keeps).
 	answers []sockmeter.Answer
 }
 
@@ -193,7 +193,7 @@ func (f *fakeSockets) AnswerLag() (time.Duration, bool) {
 	return f.lag, f.lag >= 0
 }
 func (f *fakeSockets) Answers() []sockmeter.Answer {
-	return slices.Clone(f.answers[max(len(f.answers)-4, 0):])
+	return slices.Clone(f.answers)
 }
 
 // Every body is handed to the connections at once and the link

@@ -43,6 +43,9 @@ type progress struct {
 	// deliveredRate is the rate of bytes acknowledged, where the sockets
 	// tell.
 	deliveredRate slope
+	// crossed is the rate the bodies cross the path at, by their
+	// answers, where the sockets tell.
+	crossed crossing
 	// limiter is the run's bandwidth limit, shown while one is set.
 	limiter atomic.Pointer[bwlimit.Limiter]
 	// wire counts the body bytes sent, for the rate and the ETA; nil:
@@ -264,8 +267,9 @@ type sockets interface {
 	// AnswerLag is the time from a request's last byte acknowledged to
 	// its answer; ok is false until one was measured.
 	AnswerLag() (time.Duration, bool)
-	// Answers is the latest batches' answers, each with when it came and
-	// what Acked was when its body was all acknowledged, oldest first.
+	// Answers is the latest batches' answers (a few seconds' worth), each
+	// with when it came and what Acked was when its body was all
+	// acknowledged, oldest first.
 	Answers() []sockmeter.Answer
 }
 
@@ -311,6 +315,7 @@ func (p *progress) measure(now time.Time) (bps float64, src rateSource, ok bool)
 	}
 	if acked, ok := p.acked(w); ok {
 		p.deliveredRate.observe(now, acked)
+		p.crossed.observe(now, p.answers(w))
 		bps, ok := p.deliveredRate.rate()
 		return bps, rateAcked, ok
 	}
@@ -331,6 +336,14 @@ func (p *progress) rate() (float64, bool) {
 // lookDelivered takes the count the rate is of into it (measure): off a
 // terminal it is looked at as often as a terminal's line is redrawn.
 func (p *progress) lookDelivered() { p.measure(p.now()) }
+
+// answers is the flight's batches' answers, oldest first: those that
+// came before it started are another flight's.
+func (p *progress) answers(w *wireCount) []sockmeter.Answer {
+	return slices.DeleteFunc(w.sockets.Answers(), func(a sockmeter.Answer) bool {
+		return a.At.Before(w.started)
+	})
+}
 
 // acked is the bytes the provider's side has acknowledged since the
 // flight started, counted from its first body on: 0 until a body was
@@ -454,19 +467,22 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 // deliveredETA is eta from the bytes acknowledged, at bps (known: ok):
 // the run ends when what is still to deliver of whole has crossed the
 // path behind what is on its way, and the last answer has come back.
-// Each of the latest batches' answers in the flight tells that end:
-// every byte acknowledged after its body, and every byte still to
-// deliver, crosses the path after it, so the end is at the answer plus
-// those bytes at the typical rate of the last few seconds
-// (slope.typical: the rate of the moment sinks in the run's last
-// seconds, while what is on its way still crosses at the path's; once
-// all is acknowledged, the typical rate then, tailRate); the median of
-// theirs is the end (answerEnd). That counts in what an answer lag does
-// not: behind a deep queue, the last batches' answers come sooner after
-// their bytes were acknowledged than the earlier ones' did, as the
-// queue, no longer kept full, drains. It is never less than what is
-// still to deliver at bps, and unknown while bps is (or is 0: a stall)
-// with bytes still to deliver.
+// Each of the latest endAnswers batches' answers in the flight tells
+// that end: every byte acknowledged after its body, and every byte still
+// to deliver, crosses the path after it, so the end is at the answer
+// plus those bytes at the rate the bodies cross the path at, by their
+// answers (crossed: behind a queue that fills, the count acknowledged
+// runs ahead of the path); until that is known, at the typical rate of
+// the acknowledged bytes over the last few seconds (slope.typical: the
+// rate of the moment sinks in the run's last seconds, while what is on
+// its way still crosses at the path's; once all is acknowledged, the
+// typical rate then, tailRate); the median of theirs is the end
+// (answerEnd). That counts in what an answer lag does not: behind a
+// deep queue, the last batches' answers come sooner after their bytes
+// were acknowledged than the earlier ones' did, as the queue, no longer
+// kept full, drains. It is never less than what is still to deliver at
+// bps; with bytes still to deliver, it is unknown while bps is 0 (a
+// stall) or neither rate is known.
 //
 // Before a batch of the flight was answered (or where no look saw a body
 // all acknowledged before its answer), it is what is still to deliver at
@@ -474,9 +490,8 @@ func (p *progress) wholeToSend(tot *totals) int64 {
 // down from then.
 func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64, w *wireCount) (time.Duration, bool) {
 	lag, lagOK := w.sockets.AnswerLag()
-	answers := slices.DeleteFunc(w.sockets.Answers(), func(a sockmeter.Answer) bool {
-		return a.At.Before(w.started) // another flight's
-	})
+	answers := p.answers(w)
+	answers = answers[max(len(answers)-endAnswers, 0):]
 	acked, _ := w.sockets.Acked()
 	p.settleMu.RLock()
 	settled := p.delivered.Load()
@@ -501,11 +516,15 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 	if allAcked {
 		rate = tailRate
 	}
+	crossed, crossedOK := p.crossed.rate()
+	if crossedOK {
+		rate = crossed
+	}
 	rateOK := rate > 0
-	if !allAcked && (!ok || bps <= 0) {
-		// Nothing moves now (a stall) or its rate is not known: the
-		// answers' ends would count down to a moment that has nothing
-		// to do with when what is left will move again.
+	if !allAcked && (ok && bps <= 0 || !ok && !crossedOK) {
+		// Nothing moves now (a stall) or no rate is known: the answers'
+		// ends would count down to a moment that has nothing to do with
+		// when what is left will move again.
 		return 0, false
 	}
 	if len(answers) > 0 && rateOK {
@@ -517,6 +536,9 @@ func (p *progress) deliveredETA(now time.Time, bps float64, ok bool, whole int64
 	}
 	if allAcked {
 		return p.meter.blendAt(now, max(lag.Seconds()-since.Seconds(), 0)), true
+	}
+	if !ok || bps <= 0 {
+		return 0, false
 	}
 	return p.meter.blendAt(now, float64(left)/bps+lag.Seconds()), true
 }
@@ -532,6 +554,10 @@ func answerEnd(now time.Time, answers []sockmeter.Answer, acked, left int64, bps
 	}
 	return median(ends)
 }
+
+// endAnswers is how many of the latest answers tell the run's end
+// (answerEnd): the median of theirs.
+const endAnswers = 4
 
 // trustedMoves is how often the count of body bytes must have moved
 // before its rate makes an ETA: its first moves fill the connections'
