@@ -60,8 +60,8 @@ const lagAnswers = 4
 
 // keptAnswers is how many of the latest answers Answers keeps: their
 // times and counts tell the rate the bodies cross the path at, and a
-// fast link answers small batches by the hundred a second (64 kB
-// batches at 25 MB/s: about 400), so that is a few seconds of them.
+// fast link answers small batches by the hundred a second, so that is a
+// few seconds of them.
 const keptAnswers = 1024
 
 // Meter follows the connections its DialContext opens and the requests

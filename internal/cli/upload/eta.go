@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/tilectl/tilectl/internal/sockmeter"
 )
 
 // Smoothing of the rate and the ETA. A batch's bytes count when it
@@ -320,96 +318,4 @@ func median(r []float64) float64 {
 func agree(rates []float64) bool {
 	lo, hi := slices.Min(rates), slices.Max(rates)
 	return hi > 0 && lo >= (1-slopeSpread)*hi
-}
-
-// crossing is the rate the batch bodies cross the path at, told by their
-// answers: each answer comes a while after its body crossed the path's
-// bottleneck, with the count acknowledged when its body was
-// (sockmeter.Answer), and every byte counted between two answers' bodies
-// crossed between the two answers. Where the path holds a queue, the
-// acknowledged count runs ahead of the path while the queue fills (the
-// run's first second on a long fat link) and behind it while it drains;
-// the answers go at the path's own rate while it is kept busy. It is the
-// slope of the answers over the last slopeWindow (a least-squares fit of
-// their counts to their times), the oldest third of the time they span
-// left out: a run's first answers come back before the path is kept
-// busy, slower, whatever the shape of that ramp, and once the answers
-// span three times it, it is out of the fit. It is known once the
-// answers fitted are at least crossingMinAnswers spanning
-// crossingMinSpan, and once known it stays known (a stall is the
-// acknowledged count's to tell). The answers come when they come,
-// however long between them, so a count that moves in lumps has the
-// lumps' rate, never a step of nothing. It is safe for concurrent use.
-type crossing struct {
-	mu    sync.Mutex
-	bps   float64
-	known bool
-}
-
-const (
-	crossingMinAnswers = 3
-	crossingMinSpan    = 200 * time.Millisecond
-)
-
-// observe finds the rate from answers (oldest first) at now.
-func (c *crossing) observe(now time.Time, answers []sockmeter.Answer) {
-	bps, ok := crossingRate(now, answers)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ok {
-		c.bps, c.known = bps, true
-	}
-}
-
-// rate is the bytes per second the bodies cross the path at; ok is false
-// until it is known.
-func (c *crossing) rate() (bytesPerSec float64, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.bps, c.known
-}
-
-// crossingRate is the slope at now of answers (oldest first), those
-// before the window and in the oldest third of it left out (see
-// crossing); ok is false while too few are left.
-func crossingRate(now time.Time, answers []sockmeter.Answer) (float64, bool) {
-	answers = slices.DeleteFunc(slices.Clone(answers), func(a sockmeter.Answer) bool {
-		return a.At.Before(now.Add(-slopeWindow))
-	})
-	if len(answers) == 0 {
-		return 0, false
-	}
-	from := answers[0].At.Add(now.Sub(answers[0].At) / 3)
-	answers = slices.DeleteFunc(answers, func(a sockmeter.Answer) bool { return a.At.Before(from) })
-	if len(answers) < crossingMinAnswers || answers[len(answers)-1].At.Sub(answers[0].At) < crossingMinSpan {
-		return 0, false
-	}
-	bps := leastSquaresSlope(answers)
-	return bps, bps > 0
-}
-
-// leastSquaresSlope is the slope, in bytes per second, of the answers'
-// counts over their times: an answer's count is read at the sockets'
-// first look (every 20 ms or so) that saw its body all acknowledged, so
-// each is late by up to a look, and a fit over all of them evens that
-// out where two of them would not.
-func leastSquaresSlope(answers []sockmeter.Answer) float64 {
-	t0 := answers[0].At
-	var mt, mc float64
-	for _, a := range answers {
-		mt += a.At.Sub(t0).Seconds()
-		mc += float64(a.Acked)
-	}
-	n := float64(len(answers))
-	mt, mc = mt/n, mc/n
-	var sxy, sxx float64
-	for _, a := range answers {
-		dt := a.At.Sub(t0).Seconds() - mt
-		sxy += dt * (float64(a.Acked) - mc)
-		sxx += dt * dt
-	}
-	if sxx == 0 {
-		return 0
-	}
-	return sxy / sxx
 }

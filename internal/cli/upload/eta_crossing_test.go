@@ -97,3 +97,35 @@ func TestTheAnswersRateOnceKnownStaysKnown(t *testing.T) {
 		t.Fatalf("with no answer for twice the window, the rate is %.0f B/s (known %v), want the last one, 1 MB/s", bps, ok)
 	}
 }
+
+// When the path slows and the answers come seldom (a --bwlimit lowered
+// mid-run, a link that drops: 1 MB/s answered every 100 ms, then 100 kB/s
+// answered every 2 s), the rate follows: from the second slow answer on
+// it is the new rate, not the last one found while answers came often.
+func TestTheAnswersRateFollowsARateDropWhenAnswersGetSparse(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	answers := answersAt(start, 30, span{3 * time.Second, 1e6})
+	last := answers[len(answers)-1]
+	for i := 1; i <= 5; i++ {
+		answers = append(answers, sockmeter.Answer{At: last.At.Add(time.Duration(i) * 2 * time.Second), Acked: last.Acked + int64(i)*200e3})
+	}
+	var c crossing
+	for look := 100 * time.Millisecond; look <= 14*time.Second; look += 100 * time.Millisecond {
+		now := start.Add(look)
+		var seen []sockmeter.Answer
+		slow := 0
+		for _, a := range answers {
+			if !a.At.After(now) {
+				seen = append(seen, a)
+				if a.At.After(last.At) {
+					slow++
+				}
+			}
+		}
+		c.observe(now, seen)
+		if bps, ok := c.rate(); slow >= 2 && (!ok || math.Abs(bps/100e3-1) > 0.05) {
+			t.Fatalf("%s in, %d slow answers 2 s apart, the rate is %.0f B/s (known %v), want 100 kB/s", look, slow, bps, ok)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func TestTheETAsRateIsTheAnswersNotAQueueFilling(t *testing.T) {
 // row agree), so its rate is not known in the run's first second; the
 // answers come at the link's rate all along, and the ETA is shown from
 // theirs, within 5% of the time left, from a quarter done on.
-func TestTheETAIsShownFromTheAnswersRateWhileTheAcknowledgedCountsIsNotKnown(t *testing.T) {
+func TestTheETAIsShownFromTheAnswersRateWhileTheAcknowledgedRateIsNotKnown(t *testing.T) {
 	t.Parallel()
 	steps := []float64{9e6, 6.5e6, 4.5e6, 5.75e6} // bytes a look, then 25 MB/s
 	l := newLongFat(t, 2000, func(since time.Duration) int64 {
