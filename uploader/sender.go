@@ -81,10 +81,13 @@ type exchange struct {
 	adm admission
 	// budgetSpent: a resend was refused by the run's retry budget.
 	budgetSpent bool
-	// resumed: the batch went in this run before and waited apart for
-	// the provider's advised time: its first attempt here is a resend,
-	// taken from the retry budget and counted as one.
-	resumed bool
+	// prior is how many times this run sent the batch before this
+	// exchange, which began after it waited apart for the provider's
+	// advised time (0: none). Its first attempt here is then a resend,
+	// taken from the retry budget and counted as one, and its attempts
+	// count on from prior: a provider's limit on attempts (max_attempts,
+	// the contract table's) is of the request's, not of one exchange's.
+	prior int
 	// prevTransport is the last transport resend wait (decorrelated jitter).
 	prevTransport time.Duration
 	// lostOnce: an answer of this exchange was lost already (resend).
@@ -264,7 +267,7 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 		}
 		end = e
 		ex.attempts++
-		end.attempt = ex.attempts
+		end.attempt = ex.prior + ex.attempts
 		v = classify(end, u.now())
 		ex.listen(v)
 		if !ex.resend(v, end) {
@@ -273,7 +276,7 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 	}
 	sends := ex.attempts + ex.replays()
 	if ex.report != nil {
-		ex.report.exchange(sends, ex.timeouts, ex.budgetSpent, ex.resumed)
+		ex.report.exchange(sends, ex.timeouts, ex.budgetSpent, ex.prior > 0)
 	}
 	a := exchangeResult{err: end.err, attempts: sends, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent, redact: u.redact,
 		verdict: v, status: end.status, header: end.header, body: end.body, bodyErr: end.bodyErr}
@@ -283,7 +286,7 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 	a.cancelled = ex.cancelled || (a.err != nil && runCtx.Err() != nil && errors.Is(a.err, runCtx.Err()))
 	if ex.deferred && ex.giveUp == nil {
 		a.waiting = &waitingError{w: Wait{Reason: WaitProviderAdvice, OpID: ex.opID, Tiles: ex.tiles, Until: ex.notBefore,
-			Detail: ex.advice}, left: ex.advisedWait}
+			Detail: ex.advice}, left: ex.advisedWait, attempts: ex.prior + ex.attempts}
 	}
 	return a
 }
@@ -299,7 +302,7 @@ func (ex *exchange) admit() bool {
 		return false
 	}
 	ex.adm = adm
-	if ex.attempts == 0 && !ex.resumed {
+	if ex.attempts == 0 && ex.prior == 0 {
 		u.budget.OnFirstAttempt()
 	} else if !u.budget.TryResend() {
 		ex.budgetSpent, ex.giveUp = true, errResendBudget

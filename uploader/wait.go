@@ -84,6 +84,9 @@ var errWaiting = errors.New("batch waits for the provider's advised time")
 type waitingError struct {
 	w    Wait
 	left time.Duration // from when the answer came until the not-before
+	// attempts is how many times this run sent the batch so far: its
+	// next exchange counts on from it (exchange.prior).
+	attempts int
 }
 
 func (e *waitingError) Error() string {
@@ -174,14 +177,15 @@ func newDueBatches(ctx context.Context, u *Client, flightID string, rep *runRepo
 	return &dueBatches{u: u, ctx: ctx, flightID: flightID, report: rep, claims: claims, sem: make(chan struct{}, max(concurrency, 1))}
 }
 
-// hold takes a batch that waits for its not-before, left from now: it is
-// announced, then waited for within the deadline or left for a later run.
-func (d *dueBatches) hold(w Wait, left time.Duration) { d.holdFor(w, left, true) }
+// hold takes a batch that this run sent and that waits for its not-before,
+// left from now: it is announced, then waited for within the deadline or
+// left for a later run.
+func (d *dueBatches) hold(we *waitingError) { d.holdFor(we.w, we.left, we.attempts) }
 
-// holdFor is hold; resumed says this run sent the batch before it waited
-// (its next send is a resend), as against a batch an earlier run left
-// waiting.
-func (d *dueBatches) holdFor(w Wait, left time.Duration, resumed bool) {
+// holdFor is hold; sent is how many times this run sent the batch before
+// it waited (its next send is a resend, and its attempts count on), 0 for
+// a batch an earlier run left waiting.
+func (d *dueBatches) holdFor(w Wait, left time.Duration, sent int) {
 	d.mu.Lock()
 	if d.held == nil {
 		d.held = map[string]bool{}
@@ -195,7 +199,7 @@ func (d *dueBatches) holdFor(w Wait, left time.Duration, resumed bool) {
 		return
 	}
 	d.wg.Go(func() {
-		d.settleWhenDue(w, left, resumed)
+		d.settleWhenDue(w, left, sent)
 		if !d.report.leftWaiting(w.OpID) {
 			// Settled, failed, or left open for another reason: a later
 			// pass may adopt it again.
@@ -242,7 +246,7 @@ func notIn(open []tilestore.Batch, ids map[string]bool) []tilestore.Batch {
 func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 	for _, b := range waiting {
 		d.holdFor(Wait{Reason: WaitProviderAdvice, OpID: b.OpID, Tiles: len(b.TileIDs), Until: *b.NotBefore,
-			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read), false)
+			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read), 0)
 	}
 }
 
@@ -250,7 +254,7 @@ func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 // (another advice may have moved its not-before, or a run settled it) and
 // settles it as an adopted batch, until it is settled, failed or left for
 // a later run.
-func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
+func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, sent int) {
 	for {
 		if d.u.sleep(d.ctx, left) != nil {
 			return // the call ended first: the batch stays open
@@ -277,7 +281,7 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
 			}
 			continue
 		}
-		err = d.settle(b, resumed)
+		err = d.settle(b, sent)
 		var we *waitingError
 		switch {
 		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
@@ -287,7 +291,7 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
 			return
 		case errors.As(err, &we):
 			d.u.announce(d.report, we.w)
-			w, left, resumed = we.w, we.left, true
+			w, left, sent = we.w, we.left, we.attempts
 		case errors.Is(err, errLeftOpen):
 			d.leave(w.OpID) // its outcome is unknown: the next call asks again
 			return
@@ -315,7 +319,7 @@ func (d *dueBatches) cutOff() bool {
 }
 
 // settle settles b, with at most concurrency batches at once.
-func (d *dueBatches) settle(b tilestore.Batch, resumed bool) error {
+func (d *dueBatches) settle(b tilestore.Batch, sent int) error {
 	select {
 	case d.sem <- struct{}{}:
 	case <-d.ctx.Done():
@@ -326,7 +330,7 @@ func (d *dueBatches) settle(b tilestore.Batch, resumed bool) error {
 	if err != nil {
 		return err
 	}
-	return d.u.settleAdopted(d.ctx, d.flightID, b, members, resumed, d.report, d.claims)
+	return d.u.settleAdopted(d.ctx, d.flightID, b, members, sent, d.report, d.claims)
 }
 
 // fail records a run-level failure and stops the call's loop at once.

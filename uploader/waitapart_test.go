@@ -1,6 +1,7 @@
 package uploader_test
 
 import (
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -112,5 +113,46 @@ func TestATimedOutBatchBacksOffBeforeItsResend(t *testing.T) {
 	}
 	if waited < 500*time.Millisecond {
 		t.Errorf("waited %v in all before resending a batch that timed out (waits %v); want tilectl's backoff, at least 500ms", waited, sl.all())
+	}
+}
+
+// The provider's limit on attempts (the retry extension's max_attempts,
+// or the contract table's 3 for 500 INTERNAL_ERROR) counts every send of
+// the batch in the run, also when it waits apart for the advised time
+// between them: it gets exactly the allowed sends, and the run ends with
+// the provider's error.
+func TestTheAttemptLimitHoldsAcrossWaitsApart(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		status int
+		code   string
+		max    int
+		want   int
+	}{
+		{"500 max_attempts 2", http.StatusInternalServerError, operation.CodeInternalError, 2, 2},
+		{"500 table limit", http.StatusInternalServerError, operation.CodeInternalError, 0, 3},
+		{"503 max_attempts 2", http.StatusServiceUnavailable, operation.CodeUnavailable, 2, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+				operation.WriteError(w, tc.status, tc.code, "failing",
+					&operation.RetryExtension{Allowed: true, After: 50 * time.Millisecond, Strategy: operation.StrategyFixed, MaxAttempts: tc.max}, nil)
+			})
+			c := providertest.NewClient(t, "fm")
+			c.AddTiles(t, "fm", 1, 256, 9)
+			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
+
+			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fm", BatchSize: 1, Concurrency: 1})
+			var perr *uploader.ProviderError
+			if !errors.As(err, &perr) || perr.Status != tc.status {
+				t.Errorf("err = %v; want the provider's %d", err, tc.status)
+			}
+			if got := f.received(); len(got) != tc.want {
+				t.Fatalf("%d batch requests, want %d", len(got), tc.want)
+			}
+		})
 	}
 }
