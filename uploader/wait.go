@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -256,7 +257,7 @@ func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 // a later run.
 func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, sent int) {
 	for {
-		if d.u.sleep(d.ctx, left) != nil {
+		if d.waitOut(left) != nil {
 			return // the call ended first: the batch stays open
 		}
 		open, err := d.u.store.OpenBatches(d.ctx, d.flightID)
@@ -304,6 +305,29 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, sent int) {
 			return
 		}
 	}
+}
+
+// minRecheck and maxRecheck bound the real time between two reads of a
+// waiting batch from the journal: a not-before a little ahead by the
+// database's clock is not read over and over, and a wait on an injected
+// clock (whose own deadline may end it) reads it at most once a second.
+const (
+	minRecheck = 10 * time.Millisecond
+	maxRecheck = time.Second
+)
+
+// waitOut waits left (at least minRecheck) with the uploader's sleep, and
+// then, if that returned sooner, the rest on the real clock, up to
+// maxRecheck: the not-before it waits for is the database's time, which no
+// injected clock moves, so a sleep that returns early (a test's, at once)
+// must not turn the wait into reads of the journal in a loop.
+func (d *dueBatches) waitOut(left time.Duration) error {
+	left = max(left, minRecheck)
+	start := time.Now()
+	if err := d.u.sleep(d.ctx, left); err != nil {
+		return err
+	}
+	return operation.Sleep(d.ctx, min(left, maxRecheck)-time.Since(start))
 }
 
 // cutOff reports whether the call's context has ended, or its deadline has

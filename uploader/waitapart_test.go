@@ -1,6 +1,7 @@
 package uploader_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -30,7 +32,7 @@ func TestABatchAdvisedToWaitHoldsNoWorkerWhileItWaits(t *testing.T) {
 	})
 	c := providertest.NewClient(t, "fw")
 	c.AddTiles(t, "fw", 2, 256, 6)
-	u, _ := newUploader(t, hs.URL, c, nil)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
 
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw", BatchSize: 1, Concurrency: 1})
 	if err != nil || rep.Uploaded() != 2 {
@@ -154,5 +156,49 @@ func TestTheAttemptLimitHoldsAcrossWaitsApart(t *testing.T) {
 				t.Fatalf("%d batch requests, want %d", len(got), tc.want)
 			}
 		})
+	}
+}
+
+// openBatchesCount counts the reads of the journal's open batches.
+type openBatchesCount struct {
+	uploader.Store
+	n atomic.Int64
+}
+
+func (s *openBatchesCount) OpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error) {
+	s.n.Add(1)
+	return s.Store.OpenBatches(ctx, flightID)
+}
+
+// The advised time is the database's: a batch that waits apart reads the
+// journal again only once its wait has passed on the real clock, also
+// when the uploader's Sleep returns early (a fake one returns at once),
+// so it never spins against the database while it waits.
+func TestAWaitingBatchDoesNotSpinOnTheJournalWhenSleepReturnsEarly(t *testing.T) {
+	t.Parallel()
+	const after = 300 * time.Millisecond
+	var advised atomic.Bool
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if advised.CompareAndSwap(false, true) {
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: after, Strategy: operation.StrategyFixed}, nil)
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fs")
+	c.AddTiles(t, "fs", 1, 256, 10)
+	st := &openBatchesCount{Store: c.Store}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store = st }) // its Sleep returns at once
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fs", BatchSize: 1, Concurrency: 1})
+	if err != nil || rep.Uploaded() != 1 {
+		t.Fatalf("report %+v, %v: want the tile uploaded", rep, err)
+	}
+	if got := f.received(); len(got) != 2 {
+		t.Fatalf("%d batch requests, want 2 (the advised one twice)", len(got))
+	}
+	if n := st.n.Load(); n > 6 {
+		t.Errorf("%d reads of the open batches for one wait of %v; want a few, not one per early return of Sleep", n, after)
 	}
 }
