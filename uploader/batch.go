@@ -88,8 +88,9 @@ var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sen
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
 // whose tiles' verified bytes are tb's, and settles it from the answer. It
 // returns a run-ending error, errLeftOpen, errSettledElsewhere, or a
-// *waitingError when the provider asks the batch to wait longer than the
-// exchange may (its not-before is journaled); a batch it cannot settle is
+// *waitingError when the provider advised a wait the exchange does not
+// wait for (any for an unsequenced batch, one past the cap or the deadline
+// for a sequenced one; its not-before is journaled); a batch it cannot settle is
 // left open for the next run. It makes no body reader after it returns,
 // so the caller may then release tb.
 //

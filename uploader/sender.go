@@ -418,10 +418,12 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	d := v.wait
 	switch {
 	case v.kind == unclear && !v.timeout && !ex.lostOnce:
-		// The provider had the request and its answer was lost (a
-		// connection broken, a 2xx cut off): the contract sets no wait
-		// before the same key goes again (a provider replays what it
-		// stored), so the first such resend goes at once. Another lost
+		// The answer was lost: a 2xx cut off (the provider had the
+		// request), or a connection broken (it may have had it, or it may
+		// never have seen it: often a kept-alive connection it had
+		// closed). The contract sets no wait before the same key goes
+		// again (a provider replays what it stored), so the first such
+		// resend goes at once. Another lost
 		// answer backs off, so that a path that breaks every answer is
 		// not hammered. A timeout backs off from the first: an answer
 		// that did not come in time says the provider or the path is
@@ -519,8 +521,10 @@ func (ex *exchange) journalAdvice(v verdict) bool {
 func (ex *exchange) probeSpent() bool { return ex.probeAttempts > 0 && ex.attempts >= ex.probeAttempts }
 
 // transportWait is the wait before resending after no answer or a lost
-// one: exponential from 500 ms, capped at 30 s, jittered as configured
-// (decorrelated jitter draws from [500 ms, 3 x the previous wait]).
+// one: exponential from 500 ms by the attempt's number, capped at 30 s,
+// jittered as configured (decorrelated jitter draws from [500 ms, 3 x the
+// previous wait]). The first resend after a broken connection or a lost
+// answer (not a timeout) does not wait at all (resend).
 func (ex *exchange) transportWait() time.Duration {
 	b := TransportBackoff(ex.u.jitter)
 	ex.u.randMu.Lock()

@@ -78,10 +78,11 @@ func (r Report) Blocked() (until time.Time, stop bool) {
 // errWaiting is matched by *waitingError.
 var errWaiting = errors.New("batch waits for the provider's advised time")
 
-// waitingError: the provider asked the batch to wait longer than this
-// exchange may (past the cap on one wait, or the run's deadline); its
-// not-before is journaled and it stays open. It does not end the run: the
-// caller hands it to the call's dueBatches.
+// waitingError: the provider advised the batch to wait, and the exchange
+// did not wait for it: an unsequenced batch waits apart for every advised
+// wait, and a sequenced one when the wait goes past the cap on one wait or
+// the run's deadline. Its not-before is journaled and it stays open. It
+// does not end the run: the caller hands it to the call's dueBatches.
 type waitingError struct {
 	w    Wait
 	left time.Duration // from when the answer came until the not-before
