@@ -63,8 +63,12 @@ func ParseFaultKinds(s string) ([]FaultKind, error) {
 }
 
 // FaultConfig says how often and how the provider misbehaves. The zero
-// value injects nothing. Draws come from one RNG seeded with Seed, so a
-// run with the same requests in the same order misbehaves the same way.
+// value injects nothing. Which request gets which fault is drawn from one
+// RNG seeded with Seed, as the requests come, so the n-th batch request
+// meets the same fault in any run with that seed; what a request draws
+// while it runs (which result an omit_results answer leaves out, a tile's
+// storage_busy) comes from a second RNG seeded from Seed, so that how many
+// requests run at once, or what they run, does not move the faults.
 type FaultConfig struct {
 	Rate  float64     // share of batch requests that get a fault, 0..1
 	Seed  int64       // RNG seed
@@ -87,11 +91,15 @@ type injector struct {
 	reject map[string]bool
 	m      *metrics
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	counts map[FaultKind]int
-	drawn  int
-	events []FaultEvent
+	mu sync.Mutex
+	// rng draws which request gets a fault (draw); handlerRng what a
+	// request draws while it runs (busy, intn), apart so that those
+	// draws, made as requests run concurrently, do not shift rng's.
+	rng        *rand.Rand
+	handlerRng *rand.Rand
+	counts     map[FaultKind]int
+	drawn      int
+	events     []FaultEvent
 }
 
 // FaultEvent attributes one injected fault to the operation it hit.
@@ -110,7 +118,8 @@ func newInjector(cfg FaultConfig, m *metrics) (*injector, error) {
 	if len(cfg.Kinds) == 0 {
 		cfg.Kinds = AllFaultKinds
 	}
-	in := &injector{cfg: cfg, reject: map[string]bool{}, m: m, rng: rand.New(rand.NewSource(cfg.Seed)), counts: map[FaultKind]int{}}
+	in := &injector{cfg: cfg, reject: map[string]bool{}, m: m, counts: map[FaultKind]int{}}
+	in.seed()
 	for _, id := range cfg.RejectTileIDs {
 		in.reject[id] = true
 	}
@@ -144,8 +153,14 @@ func (in *injector) draw(opID string) FaultKind {
 func (in *injector) restart() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.rng = rand.New(rand.NewSource(in.cfg.Seed))
+	in.seed()
 	in.drawn = 0
+}
+
+// seed starts both RNGs from the seed.
+func (in *injector) seed() {
+	in.rng = rand.New(rand.NewSource(in.cfg.Seed))
+	in.handlerRng = rand.New(rand.NewSource(in.cfg.Seed ^ 0x5eed))
 }
 
 func (in *injector) busy() bool {
@@ -154,13 +169,13 @@ func (in *injector) busy() bool {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.rng.Float64() < in.cfg.TransientRejectRate
+	return in.handlerRng.Float64() < in.cfg.TransientRejectRate
 }
 
 func (in *injector) intn(n int) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.rng.Intn(n)
+	return in.handlerRng.Intn(n)
 }
 
 func (in *injector) rejects(tileID string) bool { return in.reject[tileID] }

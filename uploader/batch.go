@@ -88,13 +88,15 @@ var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sen
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
 // whose tiles' verified bytes are tb's, and settles it from the answer. It
 // returns a run-ending error, errLeftOpen, errSettledElsewhere, or a
-// *waitingError when the provider asks the batch to wait longer than the
-// exchange may (its not-before is journaled); a batch it cannot settle is
+// *waitingError when the provider advised a wait the exchange does not
+// wait for (any for an unsequenced batch, one past the cap or the deadline
+// for a sequenced one; its not-before is journaled); a batch it cannot settle is
 // left open for the next run. It makes no body reader after it returns,
 // so the caller may then release tb.
 //
-// opts.resumed says the batch went in this run already and waited apart
-// for the provider's advised time (dueBatches): its sends are resends.
+// opts.sent says how many times the batch went in this run already before
+// it waited apart for the provider's advised time (dueBatches): its sends
+// are resends, and its attempts count on from there.
 // opts.counted says the journal already counts the first attempt (a batch
 // claimed with Claim.Sending): it goes without NoteSend; every further
 // attempt is noted.
@@ -108,7 +110,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	if err != nil {
 		return err
 	}
-	resumed, counted := opts.resumed, opts.counted
+	resumed, counted := opts.sent > 0, opts.counted
 	noteSend := func(ctx context.Context) error {
 		if counted {
 			counted = false
@@ -125,8 +127,9 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	// provider's client state, which only this caller reads and journals
 	// (RebindSequence, settleCommitted). So a gap's resend, under a new
 	// number, is this loop's; each send still goes through the sender.
+	prior := opts.sent // a rebound number's exchange starts anew
 	for rebinds := 0; ; rebinds++ {
-		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), resumed: resumed && rebinds == 0,
+		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), prior: prior,
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
 				return u.store.DeferBatch(ctx, opID, wait)
 			}},
@@ -159,7 +162,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 		if err != nil {
 			return err
 		}
-		seq.n = n
+		seq.n, prior = n, 0
 	}
 
 	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
@@ -218,7 +221,9 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 
 // sendOpts are what sendBatch needs to know of a batch's past.
 type sendOpts struct {
-	resumed bool // it went in this run already and waited for the provider's advised time
+	// sent is how many times it went in this run already, before it
+	// waited for the provider's advised time (0: it did not).
+	sent    int
 	counted bool // the journal counts its first attempt already (Claim.Sending)
 }
 

@@ -369,7 +369,7 @@ func (u *Client) claimAndSend(ctx, stopCtx context.Context, flightID string, max
 	}
 	err = u.sendBatch(stopCtx, flightID, c.Batch.OpID, seqOf(c.Batch), send, tb, sendOpts{counted: counted}, rep, claims)
 	if we := (*waitingError)(nil); errors.As(err, &we) {
-		due.hold(we.w, we.left) // it goes when its time comes; this worker claims on
+		due.hold(we) // it goes when its time comes; this worker claims on
 		return true, nil
 	}
 	if errors.Is(err, errLeftOpen) {

@@ -119,9 +119,12 @@ type ClientOptions struct {
 	// ResendRatio is the tokens each first attempt adds. Default 0.2;
 	// negative means 0.
 	ResendRatio float64
-	// Jitter randomises the wait before resending after a broken
-	// connection or a lost answer (exponential from 500 ms, capped at
-	// 30 s). Default operation.JitterNone. Waits a provider asked for
+	// Jitter randomises tilectl's own backoff before resending after no
+	// answer or a lost one (TransportBackoff: exponential from 500 ms by
+	// the attempt's number, capped at 30 s). A timed-out request backs off
+	// from its first resend; after a broken connection or a lost answer
+	// the first resend goes at once and the backoff starts at the second.
+	// Default operation.JitterNone. Waits a provider asked for
 	// (Retry-After, the retry extension) are kept as asked.
 	Jitter operation.JitterKind
 	// Rand is the jitter's random source; tests pass a seeded one.

@@ -57,9 +57,9 @@ func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string,
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		err := u.settleAdopted(ctx, flightID, b, members, false, rep, claims)
+		err := u.settleAdopted(ctx, flightID, b, members, 0, rep, claims)
 		if we := (*waitingError)(nil); errors.As(err, &we) {
-			due.hold(we.w, we.left)
+			due.hold(we)
 			continue
 		}
 		if errors.Is(err, errLeftOpen) {
@@ -78,14 +78,15 @@ func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string,
 // the provider's record of it. A batch the provider asks to wait is left
 // open with its journaled not-before, and its *waitingError returned; one
 // whose outcome stays unknown is left open, and errUnsettled returned.
-// resumed: this run sent it already and it waited apart (sendBatch).
-func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, resumed bool, rep *runReport, claims *claimState) error {
+// sent: how many times this run sent it already before it waited apart
+// (sendOpts.sent).
+func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, sent int, rep *runReport, claims *claimState) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 		Msg("settling a batch an earlier run left open")
 	var err error
 	if ok {
-		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, sendOpts{resumed: resumed}, rep, claims)
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, sendOpts{sent: sent}, rep, claims)
 		switch {
 		case errors.Is(err, errWaiting):
 			return err

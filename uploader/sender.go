@@ -81,10 +81,13 @@ type exchange struct {
 	adm admission
 	// budgetSpent: a resend was refused by the run's retry budget.
 	budgetSpent bool
-	// resumed: the batch went in this run before and waited apart for
-	// the provider's advised time: its first attempt here is a resend,
-	// taken from the retry budget and counted as one.
-	resumed bool
+	// prior is how many times this run sent the batch before this
+	// exchange, which began after it waited apart for the provider's
+	// advised time (0: none). Its first attempt here is then a resend,
+	// taken from the retry budget and counted as one, and its attempts
+	// count on from prior: a provider's limit on attempts (max_attempts,
+	// the contract table's) is of the request's, not of one exchange's.
+	prior int
 	// prevTransport is the last transport resend wait (decorrelated jitter).
 	prevTransport time.Duration
 	// lostOnce: an answer of this exchange was lost already (resend).
@@ -264,7 +267,7 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 		}
 		end = e
 		ex.attempts++
-		end.attempt = ex.attempts
+		end.attempt = ex.prior + ex.attempts
 		v = classify(end, u.now())
 		ex.listen(v)
 		if !ex.resend(v, end) {
@@ -273,7 +276,7 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 	}
 	sends := ex.attempts + ex.replays()
 	if ex.report != nil {
-		ex.report.exchange(sends, ex.timeouts, ex.budgetSpent, ex.resumed)
+		ex.report.exchange(sends, ex.timeouts, ex.budgetSpent, ex.prior > 0)
 	}
 	a := exchangeResult{err: end.err, attempts: sends, timeouts: ex.timeouts, budgetSpent: ex.budgetSpent, redact: u.redact,
 		verdict: v, status: end.status, header: end.header, body: end.body, bodyErr: end.bodyErr}
@@ -283,7 +286,7 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 	a.cancelled = ex.cancelled || (a.err != nil && runCtx.Err() != nil && errors.Is(a.err, runCtx.Err()))
 	if ex.deferred && ex.giveUp == nil {
 		a.waiting = &waitingError{w: Wait{Reason: WaitProviderAdvice, OpID: ex.opID, Tiles: ex.tiles, Until: ex.notBefore,
-			Detail: ex.advice}, left: ex.advisedWait}
+			Detail: ex.advice}, left: ex.advisedWait, attempts: ex.prior + ex.attempts}
 	}
 	return a
 }
@@ -299,7 +302,7 @@ func (ex *exchange) admit() bool {
 		return false
 	}
 	ex.adm = adm
-	if ex.attempts == 0 && !ex.resumed {
+	if ex.attempts == 0 && ex.prior == 0 {
 		u.budget.OnFirstAttempt()
 	} else if !u.budget.TryResend() {
 		ex.budgetSpent, ex.giveUp = true, errResendBudget
@@ -415,10 +418,12 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	d := v.wait
 	switch {
 	case v.kind == unclear && !v.timeout && !ex.lostOnce:
-		// The provider had the request and its answer was lost (a
-		// connection broken, a 2xx cut off): the contract sets no wait
-		// before the same key goes again (a provider replays what it
-		// stored), so the first such resend goes at once. Another lost
+		// The answer was lost: a 2xx cut off (the provider had the
+		// request), or a connection broken (it may have had it, or it may
+		// never have seen it: often a kept-alive connection it had
+		// closed). The contract sets no wait before the same key goes
+		// again (a provider replays what it stored), so the first such
+		// resend goes at once. Another lost
 		// answer backs off, so that a path that breaks every answer is
 		// not hammered. A timeout backs off from the first: an answer
 		// that did not come in time says the provider or the path is
@@ -516,8 +521,10 @@ func (ex *exchange) journalAdvice(v verdict) bool {
 func (ex *exchange) probeSpent() bool { return ex.probeAttempts > 0 && ex.attempts >= ex.probeAttempts }
 
 // transportWait is the wait before resending after no answer or a lost
-// one: exponential from 500 ms, capped at 30 s, jittered as configured
-// (decorrelated jitter draws from [500 ms, 3 x the previous wait]).
+// one: exponential from 500 ms by the attempt's number, capped at 30 s,
+// jittered as configured (decorrelated jitter draws from [500 ms, 3 x the
+// previous wait]). The first resend after a broken connection or a lost
+// answer (not a timeout) does not wait at all (resend).
 func (ex *exchange) transportWait() time.Duration {
 	b := TransportBackoff(ex.u.jitter)
 	ex.u.randMu.Lock()

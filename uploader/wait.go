@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/tilestore"
 )
 
@@ -77,13 +78,17 @@ func (r Report) Blocked() (until time.Time, stop bool) {
 // errWaiting is matched by *waitingError.
 var errWaiting = errors.New("batch waits for the provider's advised time")
 
-// waitingError: the provider asked the batch to wait longer than this
-// exchange may (past the cap on one wait, or the run's deadline); its
-// not-before is journaled and it stays open. It does not end the run: the
-// caller hands it to the call's dueBatches.
+// waitingError: the provider advised the batch to wait, and the exchange
+// did not wait for it: an unsequenced batch waits apart for every advised
+// wait, and a sequenced one when the wait goes past the cap on one wait or
+// the run's deadline. Its not-before is journaled and it stays open. It
+// does not end the run: the caller hands it to the call's dueBatches.
 type waitingError struct {
 	w    Wait
 	left time.Duration // from when the answer came until the not-before
+	// attempts is how many times this run sent the batch so far: its
+	// next exchange counts on from it (exchange.prior).
+	attempts int
 }
 
 func (e *waitingError) Error() string {
@@ -174,14 +179,15 @@ func newDueBatches(ctx context.Context, u *Client, flightID string, rep *runRepo
 	return &dueBatches{u: u, ctx: ctx, flightID: flightID, report: rep, claims: claims, sem: make(chan struct{}, max(concurrency, 1))}
 }
 
-// hold takes a batch that waits for its not-before, left from now: it is
-// announced, then waited for within the deadline or left for a later run.
-func (d *dueBatches) hold(w Wait, left time.Duration) { d.holdFor(w, left, true) }
+// hold takes a batch that this run sent and that waits for its not-before,
+// left from now: it is announced, then waited for within the deadline or
+// left for a later run.
+func (d *dueBatches) hold(we *waitingError) { d.holdFor(we.w, we.left, we.attempts) }
 
-// holdFor is hold; resumed says this run sent the batch before it waited
-// (its next send is a resend), as against a batch an earlier run left
-// waiting.
-func (d *dueBatches) holdFor(w Wait, left time.Duration, resumed bool) {
+// holdFor is hold; sent is how many times this run sent the batch before
+// it waited (its next send is a resend, and its attempts count on), 0 for
+// a batch an earlier run left waiting.
+func (d *dueBatches) holdFor(w Wait, left time.Duration, sent int) {
 	d.mu.Lock()
 	if d.held == nil {
 		d.held = map[string]bool{}
@@ -195,7 +201,7 @@ func (d *dueBatches) holdFor(w Wait, left time.Duration, resumed bool) {
 		return
 	}
 	d.wg.Go(func() {
-		d.settleWhenDue(w, left, resumed)
+		d.settleWhenDue(w, left, sent)
 		if !d.report.leftWaiting(w.OpID) {
 			// Settled, failed, or left open for another reason: a later
 			// pass may adopt it again.
@@ -242,7 +248,7 @@ func notIn(open []tilestore.Batch, ids map[string]bool) []tilestore.Batch {
 func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 	for _, b := range waiting {
 		d.holdFor(Wait{Reason: WaitProviderAdvice, OpID: b.OpID, Tiles: len(b.TileIDs), Until: *b.NotBefore,
-			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read), false)
+			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read), 0)
 	}
 }
 
@@ -250,9 +256,9 @@ func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 // (another advice may have moved its not-before, or a run settled it) and
 // settles it as an adopted batch, until it is settled, failed or left for
 // a later run.
-func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
+func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, sent int) {
 	for {
-		if d.u.sleep(d.ctx, left) != nil {
+		if d.waitOut(left) != nil {
 			return // the call ended first: the batch stays open
 		}
 		open, err := d.u.store.OpenBatches(d.ctx, d.flightID)
@@ -277,7 +283,7 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
 			}
 			continue
 		}
-		err = d.settle(b, resumed)
+		err = d.settle(b, sent)
 		var we *waitingError
 		switch {
 		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
@@ -287,7 +293,7 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
 			return
 		case errors.As(err, &we):
 			d.u.announce(d.report, we.w)
-			w, left, resumed = we.w, we.left, true
+			w, left, sent = we.w, we.left, we.attempts
 		case errors.Is(err, errLeftOpen):
 			d.leave(w.OpID) // its outcome is unknown: the next call asks again
 			return
@@ -300,6 +306,29 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, resumed bool) {
 			return
 		}
 	}
+}
+
+// minRecheck and maxRecheck bound the real time between two reads of a
+// waiting batch from the journal: a not-before a little ahead by the
+// database's clock is not read over and over, and a wait on an injected
+// clock (whose own deadline may end it) reads it at most once a second.
+const (
+	minRecheck = 10 * time.Millisecond
+	maxRecheck = time.Second
+)
+
+// waitOut waits left (at least minRecheck) with the uploader's sleep, and
+// then, if that returned sooner, the rest on the real clock, up to
+// maxRecheck: the not-before it waits for is the database's time, which no
+// injected clock moves, so a sleep that returns early (a test's, at once)
+// must not turn the wait into reads of the journal in a loop.
+func (d *dueBatches) waitOut(left time.Duration) error {
+	left = max(left, minRecheck)
+	start := time.Now()
+	if err := d.u.sleep(d.ctx, left); err != nil {
+		return err
+	}
+	return operation.Sleep(d.ctx, min(left, maxRecheck)-time.Since(start))
 }
 
 // cutOff reports whether the call's context has ended, or its deadline has
@@ -315,7 +344,7 @@ func (d *dueBatches) cutOff() bool {
 }
 
 // settle settles b, with at most concurrency batches at once.
-func (d *dueBatches) settle(b tilestore.Batch, resumed bool) error {
+func (d *dueBatches) settle(b tilestore.Batch, sent int) error {
 	select {
 	case d.sem <- struct{}{}:
 	case <-d.ctx.Done():
@@ -326,7 +355,7 @@ func (d *dueBatches) settle(b tilestore.Batch, resumed bool) error {
 	if err != nil {
 		return err
 	}
-	return d.u.settleAdopted(d.ctx, d.flightID, b, members, resumed, d.report, d.claims)
+	return d.u.settleAdopted(d.ctx, d.flightID, b, members, sent, d.report, d.claims)
 }
 
 // fail records a run-level failure and stops the call's loop at once.

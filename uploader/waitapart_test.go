@@ -1,6 +1,8 @@
 package uploader_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
+	"github.com/tilectl/tilectl/tilestore"
 	"github.com/tilectl/tilectl/uploader"
 )
 
@@ -29,7 +32,7 @@ func TestABatchAdvisedToWaitHoldsNoWorkerWhileItWaits(t *testing.T) {
 	})
 	c := providertest.NewClient(t, "fw")
 	c.AddTiles(t, "fw", 2, 256, 6)
-	u, _ := newUploader(t, hs.URL, c, nil)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
 
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fw", BatchSize: 1, Concurrency: 1})
 	if err != nil || rep.Uploaded() != 2 {
@@ -112,5 +115,90 @@ func TestATimedOutBatchBacksOffBeforeItsResend(t *testing.T) {
 	}
 	if waited < 500*time.Millisecond {
 		t.Errorf("waited %v in all before resending a batch that timed out (waits %v); want tilectl's backoff, at least 500ms", waited, sl.all())
+	}
+}
+
+// The provider's limit on attempts (the retry extension's max_attempts,
+// or the contract table's 3 for 500 INTERNAL_ERROR) counts every send of
+// the batch in the run, also when it waits apart for the advised time
+// between them: it gets exactly the allowed sends, and the run ends with
+// the provider's error.
+func TestTheAttemptLimitHoldsAcrossWaitsApart(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		status int
+		code   string
+		max    int
+		want   int
+	}{
+		{"500 max_attempts 2", http.StatusInternalServerError, operation.CodeInternalError, 2, 2},
+		{"500 table limit", http.StatusInternalServerError, operation.CodeInternalError, 0, 3},
+		{"503 max_attempts 2", http.StatusServiceUnavailable, operation.CodeUnavailable, 2, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+				operation.WriteError(w, tc.status, tc.code, "failing",
+					&operation.RetryExtension{Allowed: true, After: 50 * time.Millisecond, Strategy: operation.StrategyFixed, MaxAttempts: tc.max}, nil)
+			})
+			c := providertest.NewClient(t, "fm")
+			c.AddTiles(t, "fm", 1, 256, 9)
+			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
+
+			_, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fm", BatchSize: 1, Concurrency: 1})
+			var perr *uploader.ProviderError
+			if !errors.As(err, &perr) || perr.Status != tc.status {
+				t.Errorf("err = %v; want the provider's %d", err, tc.status)
+			}
+			if got := f.received(); len(got) != tc.want {
+				t.Fatalf("%d batch requests, want %d", len(got), tc.want)
+			}
+		})
+	}
+}
+
+// openBatchesCount counts the reads of the journal's open batches.
+type openBatchesCount struct {
+	uploader.Store
+	n atomic.Int64
+}
+
+func (s *openBatchesCount) OpenBatches(ctx context.Context, flightID string) ([]tilestore.Batch, error) {
+	s.n.Add(1)
+	return s.Store.OpenBatches(ctx, flightID)
+}
+
+// The advised time is the database's: a batch that waits apart reads the
+// journal again only once its wait has passed on the real clock, also
+// when the uploader's Sleep returns early (a fake one returns at once),
+// so it never spins against the database while it waits.
+func TestAWaitingBatchDoesNotSpinOnTheJournalWhenSleepReturnsEarly(t *testing.T) {
+	t.Parallel()
+	const after = 300 * time.Millisecond
+	var advised atomic.Bool
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if advised.CompareAndSwap(false, true) {
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: after, Strategy: operation.StrategyFixed}, nil)
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fs")
+	c.AddTiles(t, "fs", 1, 256, 10)
+	st := &openBatchesCount{Store: c.Store}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Store = st }) // its Sleep returns at once
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fs", BatchSize: 1, Concurrency: 1})
+	if err != nil || rep.Uploaded() != 1 {
+		t.Fatalf("report %+v, %v: want the tile uploaded", rep, err)
+	}
+	if got := f.received(); len(got) != 2 {
+		t.Fatalf("%d batch requests, want 2 (the advised one twice)", len(got))
+	}
+	if n := st.n.Load(); n > 6 {
+		t.Errorf("%d reads of the open batches for one wait of %v; want a few, not one per early return of Sleep", n, after)
 	}
 }

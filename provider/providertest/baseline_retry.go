@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -25,13 +26,20 @@ import (
 //   - a batch that got no 200 is resent after the wait the contract asks
 //     for, counted from its answer (baselineWait): the answer's advice, or
 //     else the contract's table for its status; a broken connection or a
-//     cut-off answer asks for none, so its resend goes at once;
+//     cut-off answer asks for none, so its first resend goes at once;
 //   - a waiting batch holds no worker: the workers go on with the other
-//     batches, and it goes again when its wait is over;
+//     batches, and once its wait is over it goes next, before the batches
+//     not sent yet;
 //   - a tile a 200 does not name is looked up, never taken as stored.
 //
+// A batch that gets no answer again (a second lost answer in a row, or a
+// connection refused: the request never reached the provider) backs off
+// from 500 ms, and after baselineNoAnswerLimit sends in a row without an
+// answer the upload ends with the error.
+//
 // It returns nil once every batch was answered and every tile is held, or
-// the first error no resend can change.
+// the first error no resend can change (and then waits for no pending
+// resend).
 func BaselineUploadRetrying(ctx context.Context, client *http.Client, baseURL, token, flightID string,
 	blobs *tilestore.BlobStore, batches [][]tilestore.Tile, concurrency int) error {
 	if len(batches) == 0 {
@@ -39,17 +47,16 @@ func BaselineUploadRetrying(ctx context.Context, client *http.Client, baseURL, t
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type job struct {
-		tiles []tilestore.Tile
-		key   string
-		sends int
-	}
-	// The queue holds every batch at most once, so a wait that ends never
-	// blocks on it.
-	queue := make(chan *job, len(batches))
+	// fresh holds the batches not sent yet; due those whose wait is over,
+	// which the workers take first. Each holds every batch at most once,
+	// so neither blocks a send to it.
+	fresh := make(chan *baselineJob, len(batches))
+	due := make(chan *baselineJob, len(batches))
 	for _, b := range batches {
-		queue <- &job{tiles: b, key: operation.NewID()}
+		fresh <- &baselineJob{tiles: b, key: operation.NewID()}
 	}
+	close(fresh)
+	done := make(chan struct{}) // every batch was answered
 	var mu sync.Mutex
 	var firstErr error
 	left := len(batches)
@@ -62,27 +69,50 @@ func BaselineUploadRetrying(ctx context.Context, client *http.Client, baseURL, t
 			cancel()
 		}
 		if left--; left == 0 {
-			close(queue)
+			close(done)
+		}
+	}
+	next := func(fresh *chan *baselineJob) *baselineJob {
+		for {
+			select {
+			case j := <-due:
+				return j
+			default:
+			}
+			select {
+			case j := <-due:
+				return j
+			case j, ok := <-*fresh:
+				if ok {
+					return j
+				}
+				*fresh = nil // all sent: wait for the due ones
+			case <-done:
+				return nil
+			case <-ctx.Done():
+				return nil
+			}
 		}
 	}
 	var wg sync.WaitGroup
 	for range concurrency {
 		wg.Go(func() {
-			for j := range queue {
+			fresh := fresh
+			for j := next(&fresh); j != nil; j = next(&fresh) {
 				for {
 					if err := ctx.Err(); err != nil {
 						finish(err)
 						break
 					}
 					j.sends++
-					wait, again, err := baselineSend(ctx, client, baseURL, token, flightID, blobs, j.key, j.tiles, j.sends)
+					wait, again, err := baselineSend(ctx, client, baseURL, token, flightID, blobs, j)
 					if !again {
 						finish(err)
 						break
 					}
 					if wait > 0 {
 						mu.Lock()
-						timers = append(timers, time.AfterFunc(wait, func() { queue <- j }))
+						timers = append(timers, time.AfterFunc(wait, func() { due <- j }))
 						mu.Unlock()
 						break
 					}
@@ -92,16 +122,32 @@ func BaselineUploadRetrying(ctx context.Context, client *http.Client, baseURL, t
 		})
 	}
 	wg.Wait()
+	mu.Lock()
 	for _, t := range timers {
 		t.Stop()
 	}
+	mu.Unlock()
 	return firstErr
 }
 
-// baselineSend posts one batch under key (its sends-th send) and says
-// whether to send it again, and after what wait; err is set when not.
+// baselineJob is one batch of BaselineUploadRetrying and its sends.
+type baselineJob struct {
+	tiles []tilestore.Tile
+	key   string
+	sends int
+	// noAnswer counts its sends in a row that got no answer.
+	noAnswer int
+}
+
+// baselineNoAnswerLimit is how many sends of a batch in a row may get no
+// answer before the baseline gives up.
+const baselineNoAnswerLimit = 4
+
+// baselineSend posts j's batch under its key (its j.sends-th send) and
+// says whether to send it again, and after what wait; err is set when not.
 func baselineSend(ctx context.Context, client *http.Client, baseURL, token, flightID string,
-	blobs *tilestore.BlobStore, key string, tiles []tilestore.Tile, sends int) (wait time.Duration, again bool, err error) {
+	blobs *tilestore.BlobStore, j *baselineJob) (wait time.Duration, again bool, err error) {
+	key, tiles := j.key, j.tiles
 	bt := make([]BatchTile, len(tiles))
 	for i, t := range tiles {
 		f, err := blobs.Open(t.BlobPath)
@@ -126,23 +172,43 @@ func baselineSend(ctx context.Context, client *http.Client, baseURL, token, flig
 	req.Header.Set(operation.HeaderIdempotencyKey, key)
 	resp, err := client.Do(req)
 	if err != nil {
-		// The outcome is unknown; the same key and body is the safe
-		// resend, and the contract sets no wait before it.
-		return 0, ctx.Err() == nil, err
+		return baselineNoAnswer(ctx, j, err)
 	}
 	body, rerr := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if rerr != nil {
-		return 0, ctx.Err() == nil, rerr // cut off: as a broken connection
+		return baselineNoAnswer(ctx, j, rerr) // cut off: as a broken connection
 	}
+	j.noAnswer = 0
 	if resp.StatusCode == http.StatusOK {
 		return 0, false, baselineCheckHeld(ctx, client, baseURL, token, flightID, tiles, body)
 	}
-	wait, again = baselineWait(resp.StatusCode, resp.Header, body, sends, time.Now())
+	wait, again = baselineWait(resp.StatusCode, resp.Header, body, j.sends, time.Now())
 	if !again {
 		return 0, false, fmt.Errorf("baseline batch %s: %d %s", key, resp.StatusCode, bytes.TrimSpace(body))
 	}
 	return wait, true, nil
+}
+
+// baselineNoAnswer decides the resend of a batch whose send got no answer
+// (err): the outcome is unknown, and the same key and body is the safe
+// resend. The contract sets no wait before it, so the first goes at once;
+// a connection refused (the request never reached the provider) or
+// another send without an answer backs off from 500 ms, and after
+// baselineNoAnswerLimit in a row the batch is given up.
+func baselineNoAnswer(ctx context.Context, j *baselineJob, err error) (time.Duration, bool, error) {
+	if ctx.Err() != nil {
+		return 0, false, err
+	}
+	j.noAnswer++
+	if j.noAnswer >= baselineNoAnswerLimit {
+		return 0, false, fmt.Errorf("baseline batch %s: no answer %d times in a row: %w", j.key, j.noAnswer, err)
+	}
+	var op *net.OpError
+	if j.noAnswer == 1 && !(errors.As(err, &op) && op.Op == "dial") {
+		return 0, true, nil
+	}
+	return 500 * time.Millisecond << (j.noAnswer - 1), true, nil
 }
 
 // baselineWait is the wait the contract asks for before the next send of
@@ -191,6 +257,9 @@ func baselineWait(status int, h http.Header, body []byte, sends int, now time.Ti
 		if ext.MaxAttempts > 0 {
 			maxAttempts = ext.MaxAttempts
 		}
+	}
+	if base == 0 && strategy == operation.StrategyExponential {
+		base = time.Second // exponential without a start: tilectl's (advise) too
 	}
 	if maxAttempts > 0 && sends >= maxAttempts {
 		return 0, false

@@ -77,3 +77,111 @@ func TestBaselineUploadRetryingWaitsWhatTheAnswerSaysAndNoMore(t *testing.T) {
 		t.Errorf("a lost answer's batch went again after %v; the contract sets no wait", d)
 	}
 }
+
+// recordingServer answers the baseline's batches with answer(n, key), n
+// counting its batch requests from 1, and serves the rest from a sink; it
+// returns the keys in the order they came.
+func recordingServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, n int, key string) bool) (*httptest.Server, func() []string) {
+	sink := StartSink(t)
+	var mu sync.Mutex
+	var keys []string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			sink.ServeHTTP(w, r)
+			return
+		}
+		key := r.Header.Get(operation.HeaderIdempotencyKey)
+		mu.Lock()
+		keys = append(keys, key)
+		n := len(keys)
+		mu.Unlock()
+		if !answer(w, r, n, key) {
+			sink.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	return hs, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), keys...) }
+}
+
+// A batch whose wait is over goes before the batches not sent yet.
+func TestBaselineUploadRetryingSendsADueBatchBeforeTheUnsentOnes(t *testing.T) {
+	hs, keys := recordingServer(t, func(w http.ResponseWriter, r *http.Request, n int, _ string) bool {
+		switch n {
+		case 1:
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+			return true
+		case 2:
+			time.Sleep(400 * time.Millisecond) // the first batch's wait ends meanwhile
+		}
+		return false
+	})
+	c := NewClient(t, "fo")
+	tiles := c.AddTiles(t, "fo", 3, 256, 4)
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	if err := BaselineUploadRetrying(context.Background(), client, hs.URL, Token, "fo", c.Blobs,
+		[][]tilestore.Tile{tiles[:1], tiles[1:2], tiles[2:]}, 1); err != nil {
+		t.Fatalf("baseline: %v", err)
+	}
+	got := keys()
+	if len(got) != 4 || got[2] != got[0] || got[3] == got[0] || got[3] == got[1] {
+		t.Fatalf("keys %v: want the advised batch, the second, the advised one again, then the third", got)
+	}
+}
+
+// A fatal answer ends the upload at once: it does not wait out a batch's
+// pending wait.
+func TestBaselineUploadRetryingEndsAtAFatalAnswerWithoutWaitingOutTheWaits(t *testing.T) {
+	hs, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request, n int, _ string) bool {
+		if n == 1 {
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 5 * time.Second, Strategy: operation.StrategyFixed}, nil)
+		} else {
+			operation.WriteError(w, http.StatusForbidden, operation.CodeForbidden, "no", nil, nil)
+		}
+		return true
+	})
+	c := NewClient(t, "fe")
+	tiles := c.AddTiles(t, "fe", 2, 256, 5)
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	start := time.Now()
+	err := BaselineUploadRetrying(context.Background(), client, hs.URL, Token, "fe", c.Blobs,
+		[][]tilestore.Tile{tiles[:1], tiles[1:]}, 1)
+	if err == nil {
+		t.Fatal("baseline: nil error, want the 403")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("ended %v after the start, having waited out the other batch's 5s wait", d)
+	}
+}
+
+// A provider that refuses connections is not hammered: the baseline backs
+// off and gives up.
+func TestBaselineUploadRetryingBacksOffAndGivesUpWhenNothingAnswers(t *testing.T) {
+	hs := httptest.NewServer(http.NotFoundHandler())
+	url := hs.URL
+	hs.Close() // connections are refused from now on
+	c := NewClient(t, "fn")
+	tiles := c.AddTiles(t, "fn", 1, 256, 6)
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	start := time.Now()
+	err := BaselineUploadRetrying(context.Background(), client, url, Token, "fn", c.Blobs, [][]tilestore.Tile{tiles}, 1)
+	if err == nil {
+		t.Fatal("baseline: nil error, want it to give up")
+	}
+	if d := time.Since(start); d < time.Second || d > 10*time.Second {
+		t.Errorf("gave up after %v; want a backoff (at least 1s in all) and an end", d)
+	}
+}
+
+// An exponential strategy without "after" starts from 1 s, as tilectl's.
+func TestBaselineWaitStartsAnExponentialWithoutAfterFromOneSecond(t *testing.T) {
+	rec := httptest.NewRecorder()
+	operation.WriteError(rec, http.StatusUnprocessableEntity, operation.CodeInvalidRequest, "again",
+		&operation.RetryExtension{Allowed: true, Strategy: operation.StrategyExponential}, nil)
+	for sends, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second} {
+		if got, again := baselineWait(rec.Code, rec.Header(), rec.Body.Bytes(), sends, time.Now()); !again || got != want {
+			t.Errorf("after send %d: wait %v (again %v), want %v", sends, got, again, want)
+		}
+	}
+}
