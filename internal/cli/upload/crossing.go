@@ -18,10 +18,10 @@ import (
 // answers go at the path's own rate while it is kept busy.
 //
 // It is the slope of the answers of the last slopeWindow (a least-squares
-// fit of their counts to their times), the oldest third of the time they
-// span left out: a run's first answers come back before the path is kept
-// busy, slower, whatever the shape of that ramp, and once the answers
-// span three times it, it is out of the fit. It is known once the answers
+// fit of their counts to their times), the oldest third of the time from
+// the first of them to now left out: a run's first answers come back
+// before the path is kept busy, slower, whatever the shape of that ramp,
+// and three times it after the first answer, it is out of the fit. It is known once the answers
 // fitted are at least crossingMinAnswers spanning crossingMinSpan. Once
 // known, it follows the path when answers come seldom (a lowered
 // --bwlimit, a link that slowed: fewer than crossingMinAnswers in the
@@ -68,7 +68,8 @@ func (c *crossing) rate() (bytesPerSec float64, ok bool) {
 }
 
 // crossingRate is the slope at now of answers (oldest first): those of
-// the last slopeWindow, less the oldest third of the time they span; or,
+// the last slopeWindow, less those in the oldest third of the time from
+// the first of them to now; or,
 // when too few are left and the rate was known (sparse), the latest
 // crossingMinAnswers. ok is false when neither makes a fit (see
 // crossing).
@@ -76,9 +77,12 @@ func crossingRate(now time.Time, answers []sockmeter.Answer, sparse bool) (float
 	recent := answers
 	if i := slices.IndexFunc(answers, func(a sockmeter.Answer) bool { return !a.At.Before(now.Add(-slopeWindow)) }); i >= 0 {
 		recent = answers[i:]
-		from := recent[0].At.Add(recent[len(recent)-1].At.Sub(recent[0].At) / 3)
-		j := slices.IndexFunc(recent, func(a sockmeter.Answer) bool { return !a.At.Before(from) })
-		recent = recent[j:]
+		from := recent[0].At.Add(now.Sub(recent[0].At) / 3)
+		if j := slices.IndexFunc(recent, func(a sockmeter.Answer) bool { return !a.At.Before(from) }); j >= 0 {
+			recent = recent[j:]
+		} else {
+			recent = nil
+		}
 	} else {
 		recent = nil
 	}
