@@ -253,7 +253,14 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 		}
 		if !ex.admit() {
 			if ex.attempts == 0 {
-				return exchangeResult{err: ex.giveUp, cancelled: ex.cancelled}
+				// A batch that waited apart comes back for a resend,
+				// which the retry budget may refuse: it is left open as
+				// any refused resend is (budgetSpent), and the refusal
+				// counted.
+				if ex.budgetSpent && ex.report != nil {
+					ex.report.exchange(0, 0, true, true)
+				}
+				return exchangeResult{err: ex.giveUp, cancelled: ex.cancelled, budgetSpent: ex.budgetSpent}
 			}
 			break
 		}

@@ -202,3 +202,45 @@ func TestAWaitingBatchDoesNotSpinOnTheJournalWhenSleepReturnsEarly(t *testing.T)
 		t.Errorf("%d reads of the open batches for one wait of %v; want a few, not one per early return of Sleep", n, after)
 	}
 }
+
+// A batch that waited apart and whose resend the run's retry budget
+// refuses is left open for the next run, as any batch whose resend the
+// budget refuses is: the run does not fail, the refusal is counted, and
+// its key goes again in a later run.
+func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
+	t.Parallel()
+	var advised atomic.Bool
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if advised.CompareAndSwap(false, true) {
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 50 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fb")
+	c.AddTiles(t, "fb", 1, 256, 9)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+		o.Sleep = operation.Sleep
+		o.ResendBudget, o.ResendRatio = -1, -1 // no resend at all
+	})
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
+	if err != nil {
+		t.Fatalf("a batch whose resend the budget refused: the run failed: %v (report %+v)", err, rep)
+	}
+	if rep.Pending != 1 || rep.ResendsRefused != 1 {
+		t.Fatalf("report %+v: want the batch left open (1 pending) and the refusal counted", rep)
+	}
+	if got := f.received(); len(got) != 1 {
+		t.Fatalf("%d batch requests, want 1: the budget refused the resend", len(got))
+	}
+	u2, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
+	rep, err = u2.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
+	if err != nil || rep.Pending != 0 {
+		t.Fatalf("next run: report %+v, %v: want the batch settled", rep, err)
+	}
+	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
+		t.Fatalf("%d batch requests: want the batch again under its key in the next run", len(got))
+	}
+}
