@@ -27,8 +27,11 @@ import (
 // --bwlimit, a link that slowed: fewer than crossingMinAnswers in the
 // window's later part) as the slope of the latest crossingMinAnswers
 // answers, however old, rather than keep what it found while they came
-// often; when none come at all (a stall, which the acknowledged count
-// tells), that is the rate of the last ones. The answers come when they
+// often, unless two of them are more than slopeWindow apart: that is a
+// pause (every batch waiting out a provider's advice, a breaker's
+// cool-down), not a slower path, and the rate found before it holds
+// until the answers after it make their own. When none come at all (a
+// stall, which the acknowledged count tells), it is the last one found. The answers come when they
 // come, however long between them, so a count that moves in lumps has
 // the lumps' rate, never a step of nothing. It is safe for concurrent
 // use.
@@ -88,6 +91,11 @@ func crossingRate(now time.Time, answers []sockmeter.Answer, sparse bool) (float
 	}
 	if len(recent) < crossingMinAnswers && sparse {
 		recent = answers[max(len(answers)-crossingMinAnswers, 0):]
+		for i := 1; i < len(recent); i++ {
+			if recent[i].At.Sub(recent[i-1].At) > slopeWindow {
+				return 0, false // a pause between them, not a slower path
+			}
+		}
 	}
 	if len(recent) < crossingMinAnswers || recent[len(recent)-1].At.Sub(recent[0].At) < crossingMinSpan {
 		return 0, false

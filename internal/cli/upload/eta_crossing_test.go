@@ -129,3 +129,33 @@ func TestTheAnswersRateFollowsARateDropWhenAnswersGetSparse(t *testing.T) {
 		}
 	}
 }
+
+// A pause in the answers (every batch waiting out a provider's advised
+// minute, a breaker's cool-down) is not a slower path: the first answers
+// after it, with the ones before, would make a slope of the pause. The
+// rate stays the one found before it until the answers after it make
+// their own.
+func TestAPauseInTheAnswersDoesNotSinkTheirRate(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	answers := answersAt(start, 20, span{2 * time.Second, 1e6})
+	last := answers[len(answers)-1]
+	resume := last.At.Add(30 * time.Second)
+	for i := range 5 {
+		answers = append(answers, sockmeter.Answer{At: resume.Add(time.Duration(i) * 100 * time.Millisecond), Acked: last.Acked + int64(i+1)*100e3})
+	}
+	var c crossing
+	for look := 100 * time.Millisecond; look <= 33*time.Second; look += 100 * time.Millisecond {
+		now := start.Add(look)
+		var seen []sockmeter.Answer
+		for _, a := range answers {
+			if !a.At.After(now) {
+				seen = append(seen, a)
+			}
+		}
+		c.observe(now, seen)
+		if bps, ok := c.rate(); look >= 2*time.Second && (!ok || math.Abs(bps/1e6-1) > 0.05) {
+			t.Fatalf("%s in, %d answers, the rate is %.0f B/s (known %v), want 1 MB/s before and after a 30 s pause", look, len(seen), bps, ok)
+		}
+	}
+}
