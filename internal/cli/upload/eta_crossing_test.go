@@ -2,6 +2,7 @@ package upload
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +28,17 @@ func answersAt(start time.Time, per int, spans ...struct {
 	return out
 }
 
+// seenBy is the answers (oldest first) that came by now.
+func seenBy(answers []sockmeter.Answer, now time.Time) []sockmeter.Answer {
+	n, _ := slices.BinarySearchFunc(answers, now, func(a sockmeter.Answer, t time.Time) int {
+		if a.At.After(t) {
+			return 1
+		}
+		return -1
+	})
+	return answers[:n]
+}
+
 type span = struct {
 	d   time.Duration
 	bps float64
@@ -46,12 +58,7 @@ func TestTheAnswersRateLeavesOutTheirRamp(t *testing.T) {
 	var c crossing
 	for look := 3 * ramp; look <= 2*time.Second; look += 50 * time.Millisecond {
 		now := start.Add(look)
-		var seen []sockmeter.Answer
-		for _, a := range answers {
-			if !a.At.After(now) {
-				seen = append(seen, a)
-			}
-		}
+		seen := seenBy(answers, now)
 		c.observe(now, seen)
 		if bps, ok := c.rate(); !ok || math.Abs(bps/25e6-1) > 0.02 {
 			t.Fatalf("%s in, the rate is %.0f B/s (known %v), want 25 MB/s", look, bps, ok)
@@ -113,14 +120,11 @@ func TestTheAnswersRateFollowsARateDropWhenAnswersGetSparse(t *testing.T) {
 	var c crossing
 	for look := 100 * time.Millisecond; look <= 14*time.Second; look += 100 * time.Millisecond {
 		now := start.Add(look)
-		var seen []sockmeter.Answer
+		seen := seenBy(answers, now)
 		slow := 0
-		for _, a := range answers {
-			if !a.At.After(now) {
-				seen = append(seen, a)
-				if a.At.After(last.At) {
-					slow++
-				}
+		for _, a := range seen {
+			if a.At.After(last.At) {
+				slow++
 			}
 		}
 		c.observe(now, seen)
@@ -147,12 +151,7 @@ func TestAPauseInTheAnswersDoesNotSinkTheirRate(t *testing.T) {
 	var c crossing
 	for look := 100 * time.Millisecond; look <= 33*time.Second; look += 100 * time.Millisecond {
 		now := start.Add(look)
-		var seen []sockmeter.Answer
-		for _, a := range answers {
-			if !a.At.After(now) {
-				seen = append(seen, a)
-			}
-		}
+		seen := seenBy(answers, now)
 		c.observe(now, seen)
 		if bps, ok := c.rate(); look >= 2*time.Second && (!ok || math.Abs(bps/1e6-1) > 0.05) {
 			t.Fatalf("%s in, %d answers, the rate is %.0f B/s (known %v), want 1 MB/s before and after a 30 s pause", look, len(seen), bps, ok)
