@@ -88,10 +88,10 @@ var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sen
 // sendBatch sends a journaled batch (new, or left open by an earlier run)
 // whose tiles' verified bytes are tb's, and settles it from the answer. It
 // returns a run-ending error, errLeftOpen, errSettledElsewhere, or a
-// *waitingError when the provider advised a wait the exchange does not
-// wait for (any for an unsequenced batch, one past the cap or the deadline
-// for a sequenced one; its not-before is journaled); a batch it cannot settle is
-// left open for the next run. It makes no body reader after it returns,
+// *waitingError when the provider named a wait the exchange does not wait
+// for (any for an unsequenced batch; for a sequenced one, one past the cap
+// or the deadline, or after its resends are spent; its not-before is
+// journaled); a batch it cannot settle is left open for the next run. It makes no body reader after it returns,
 // so the caller may then release tb.
 //
 // opts.sent says how many times the batch went in this run already before

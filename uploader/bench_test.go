@@ -57,15 +57,17 @@ func BenchmarkEndToEnd(b *testing.B) {
 // what the contract asks before resending a batch under its key, and only
 // that: the answer's Retry-After or retry extension, else the contract's
 // table for its status (1 s for 409 IDEMPOTENCY_PROCESSING, from 2 s for a
-// 502), and no wait after a broken connection or a cut-off answer; a
-// waiting batch holds none of its workers, and once due it goes before the
-// batches not sent yet, on one of the same 4 workers. tilectl follows the
-// same advice on real timers, as in production, but its batches that
-// waited apart go out under a cap of their own beside its 4 workers
-// (dueBatches), so with faults it may have up to 8 batches in flight where
-// the baseline has 4. So the waits the contract asks of every client cost
-// both sides alike, and the ratio is what tilectl adds to them, its second
-// cap for waiting batches included.
+// 502), and none before the first resend after a broken connection or a
+// cut-off answer; a waiting batch holds none of its workers, and once due
+// it goes before the batches not sent yet, on one of the same 4 workers.
+// tilectl waits what the contract asks too, on real timers, as in
+// production, but in its own way: it waits apart only a wait the answer
+// names (the 429's, 503's and 409's here) and holds a worker for the
+// table's own backoff (the HTML 502's), and its batches that waited apart
+// go out under a cap of their own beside its 4 workers (dueBatches), so
+// with faults it may have up to 8 batches in flight where the baseline
+// has 4. The ratio is what tilectl adds to the contract's waits, those
+// differences included.
 func BenchmarkEndToEndFaults20(b *testing.B) {
 	benchEndToEnd(b, 0.2)
 }

@@ -88,7 +88,11 @@ type ClientOptions struct {
 	// instead of spending RequestTimeout on each attempt. Default 8s.
 	FirstContactTimeout time.Duration
 	// MaxResends is how many times one batch is resent after a transport
-	// failure or a retryable answer within one inner call. Default 5: with
+	// failure or a retryable answer within one exchange (an inner call's
+	// sends of it, up to a wait the provider names: a batch that waits
+	// that apart starts a new exchange, bounded then by the provider's
+	// max_attempts or the contract table's, the retry budget and the
+	// deadline). Default 5: with
 	// the default 60 s request timeout, 4 inner calls of 6 attempts and
 	// their backoffs fit the default 30 m deadline (25m16s); a batch whose
 	// resends run out stays open and the next inner call resends it under

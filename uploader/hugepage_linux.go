@@ -12,10 +12,11 @@ const hugePage = 2 << 20
 
 // adviseHugePages asks the kernel to back the whole 2 MiB pages inside b
 // with transparent huge pages when they are first touched. A fresh arena
-// is first touched by the blob reads that fill it: with 4 KiB pages that
-// is a page fault per 4 KiB of the batch, with huge pages one per 2 MiB.
-// The kernel's "madvise" mode (the usual default) gives huge pages only
-// to memory advised so; "never" ignores the advice, and an error leaves
+// on memory fresh from the system is first touched by the blob reads that
+// fill it: with 4 KiB pages that is a page fault per 4 KiB of the batch,
+// with huge pages one per 2 MiB. In the kernel's "madvise" mode only
+// memory advised so gets huge pages, "always" gives them anyway, "never"
+// ignores the advice; an error leaves
 // the memory as it was: b's contents and lifetime are not affected
 // either way (the Go heap still owns it).
 func adviseHugePages(b []byte) {

@@ -425,8 +425,8 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	d := v.wait
 	switch {
 	case v.kind == unclear && !v.timeout && !ex.lostOnce:
-		// The answer was lost: a 2xx cut off (the provider had the
-		// request), or a connection broken (it may have had it, or it may
+		// The answer was lost: a 2xx cut off or not an answer (the
+		// provider had the request), or a connection broken (it may have had it, or it may
 		// never have seen it: often a kept-alive connection it had
 		// closed). The contract sets no wait before the same key goes
 		// again (a provider replays what it stored), so the first such

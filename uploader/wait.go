@@ -79,9 +79,9 @@ func (r Report) Blocked() (until time.Time, stop bool) {
 var errWaiting = errors.New("batch waits for the provider's advised time")
 
 // waitingError: the provider advised the batch to wait, and the exchange
-// did not wait for it: an unsequenced batch waits apart for every advised
-// wait, and a sequenced one when the wait goes past the cap on one wait or
-// the run's deadline. Its not-before is journaled and it stays open. It
+// did not wait for it: an unsequenced batch waits apart for every wait
+// the answer names, and a sequenced one when the wait goes past the cap on
+// one wait or the run's deadline, or its resends are spent. Its not-before is journaled and it stays open. It
 // does not end the run: the caller hands it to the call's dueBatches.
 type waitingError struct {
 	w    Wait
@@ -311,7 +311,8 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, sent int) {
 // minRecheck and maxRecheck bound the real time between two reads of a
 // waiting batch from the journal: a not-before a little ahead by the
 // database's clock is not read over and over, and a wait on an injected
-// clock (whose own deadline may end it) reads it at most once a second.
+// clock (whose own deadline may end it) reads it no more often than once
+// per the wait, or per second when the wait is longer.
 const (
 	minRecheck = 10 * time.Millisecond
 	maxRecheck = time.Second

@@ -267,7 +267,8 @@ type sockets interface {
 	// AnswerLag is the time from a request's last byte acknowledged to
 	// its answer; ok is false until one was measured.
 	AnswerLag() (time.Duration, bool)
-	// Answers is the latest batches' answers (a few seconds' worth), each
+	// Answers is the latest batches' answers (up to 1,024: a few seconds'
+	// worth on a fast link), each
 	// with when it came and what Acked was when its body was all
 	// acknowledged, oldest first.
 	Answers() []sockmeter.Answer
