@@ -22,3 +22,19 @@ func TestTheAnswerLagIsTheMedianOfTheLatestBatches(t *testing.T) {
 		t.Fatalf("answer lag %s (known %v), want 800ms", lag, ok)
 	}
 }
+
+// Answers is the latest keptAnswers answers, oldest first, however many
+// came: the older ones are dropped.
+func TestAnswersAreTheLatestKeptAnswers(t *testing.T) {
+	m := New(nil, time.Now)
+	start := time.Unix(1_700_000_000, 0)
+	const n = 3*keptAnswers + 7
+	for i := range n {
+		m.observeLag(start.Add(time.Duration(i)*time.Millisecond), time.Millisecond, minLagRequest, int64(i))
+	}
+	got := m.Answers()
+	if len(got) != keptAnswers || got[0].Acked != n-keptAnswers || got[len(got)-1].Acked != n-1 {
+		t.Fatalf("%d answers from %d to %d, want the latest %d: %d to %d",
+			len(got), got[0].Acked, got[len(got)-1].Acked, keptAnswers, n-keptAnswers, n-1)
+	}
+}

@@ -319,7 +319,7 @@ func (m *Meter) Answers() []Answer {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.answers)
+	return slices.Clone(m.answers[max(len(m.answers)-keptAnswers, 0):])
 }
 
 // observeLag takes a request's answer lag, and, when what was
@@ -333,7 +333,13 @@ func (m *Meter) observeLag(at time.Time, d time.Duration, body, acked int64) {
 	}
 	m.lags = keepLatest(append(m.lags, d), lagAnswers)
 	if acked >= 0 {
-		m.answers = keepLatest(append(m.answers, Answer{At: at, Acked: acked}), keptAnswers)
+		// Trimmed to the latest keptAnswers only once twice as many are
+		// held, so an answer costs no shift of the others under m.mu,
+		// which every request takes; Answers reads the latest.
+		m.answers = append(m.answers, Answer{At: at, Acked: acked})
+		if len(m.answers) >= 2*keptAnswers {
+			m.answers = keepLatest(m.answers, keptAnswers)
+		}
 	}
 }
 
