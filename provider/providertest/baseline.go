@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -51,28 +52,10 @@ func BaselineUpload(ctx context.Context, client *http.Client, baseURL, token, fl
 
 func baselinePost(ctx context.Context, client *http.Client, baseURL, token, flightID string,
 	blobs *tilestore.BlobStore, tiles []tilestore.Tile) error {
-	bt := make([]BatchTile, len(tiles))
-	for i, t := range tiles {
-		f, err := blobs.Open(t.BlobPath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		bt[i] = BatchTile{ID: t.ID, Z: t.Z, X: t.X, Y: t.Y, ContentType: t.ContentType, Size: t.SizeBytes,
-			SHA256: t.SHA256, CapturedAt: t.CapturedAt.UTC().Format(time.RFC3339), Body: f}
-	}
-	var buf bytes.Buffer
-	contentType, err := WriteBatch(&buf, bt)
+	req, err := baselineBatchRequest(ctx, baseURL, token, flightID, operation.NewID(), blobs, tiles)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/flights/"+flightID+"/tiles:batch", &buf)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Idempotency-Key", operation.NewID())
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
@@ -83,6 +66,36 @@ func baselinePost(ctx context.Context, client *http.Client, baseURL, token, flig
 		return fmt.Errorf("baseline batch: %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// baselineBatchRequest is the batch request of tiles under key: the
+// manifest and the bytes on disk, read into memory, as a naive client
+// sends them.
+func baselineBatchRequest(ctx context.Context, baseURL, token, flightID, key string,
+	blobs *tilestore.BlobStore, tiles []tilestore.Tile) (*http.Request, error) {
+	bt := make([]BatchTile, len(tiles))
+	for i, t := range tiles {
+		f, err := blobs.Open(t.BlobPath)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		bt[i] = BatchTile{ID: t.ID, Z: t.Z, X: t.X, Y: t.Y, ContentType: t.ContentType, Size: t.SizeBytes,
+			SHA256: t.SHA256, CapturedAt: t.CapturedAt.UTC().Format(time.RFC3339), Body: f}
+	}
+	var buf bytes.Buffer
+	contentType, err := WriteBatch(&buf, bt)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/flights/"+url.PathEscape(flightID)+"/tiles:batch", &buf)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(operation.HeaderIdempotencyKey, key)
+	return req, nil
 }
 
 // BaselineCapabilities is what a naive client does before its first

@@ -147,29 +147,10 @@ const baselineNoAnswerLimit = 4
 // says whether to send it again, and after what wait; err is set when not.
 func baselineSend(ctx context.Context, client *http.Client, baseURL, token, flightID string,
 	blobs *tilestore.BlobStore, j *baselineJob) (wait time.Duration, again bool, err error) {
-	key, tiles := j.key, j.tiles
-	bt := make([]BatchTile, len(tiles))
-	for i, t := range tiles {
-		f, err := blobs.Open(t.BlobPath)
-		if err != nil {
-			return 0, false, err
-		}
-		defer f.Close()
-		bt[i] = BatchTile{ID: t.ID, Z: t.Z, X: t.X, Y: t.Y, ContentType: t.ContentType, Size: t.SizeBytes,
-			SHA256: t.SHA256, CapturedAt: t.CapturedAt.UTC().Format(time.RFC3339), Body: f}
-	}
-	var buf bytes.Buffer
-	contentType, err := WriteBatch(&buf, bt)
+	req, err := baselineBatchRequest(ctx, baseURL, token, flightID, j.key, blobs, j.tiles)
 	if err != nil {
 		return 0, false, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/flights/"+url.PathEscape(flightID)+"/tiles:batch", &buf)
-	if err != nil {
-		return 0, false, err
-	}
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set(operation.HeaderIdempotencyKey, key)
 	resp, err := client.Do(req)
 	if err != nil {
 		return baselineNoAnswer(ctx, j, err)
@@ -181,11 +162,11 @@ func baselineSend(ctx context.Context, client *http.Client, baseURL, token, flig
 	}
 	j.noAnswer = 0
 	if resp.StatusCode == http.StatusOK {
-		return 0, false, baselineCheckHeld(ctx, client, baseURL, token, flightID, tiles, body)
+		return 0, false, baselineCheckHeld(ctx, client, baseURL, token, flightID, j.tiles, body)
 	}
 	wait, again = baselineWait(resp.StatusCode, resp.Header, body, j.sends, time.Now())
 	if !again {
-		return 0, false, fmt.Errorf("baseline batch %s: %d %s", key, resp.StatusCode, bytes.TrimSpace(body))
+		return 0, false, fmt.Errorf("baseline batch %s: %d %s", j.key, resp.StatusCode, bytes.TrimSpace(body))
 	}
 	return wait, true, nil
 }
