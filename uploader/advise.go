@@ -7,53 +7,6 @@ import (
 	"github.com/tilectl/tilectl/operation"
 )
 
-// rule is the contract table's word on one (status, code) when the answer
-// gives no advice (docs/provider-api.md, "Errors and retry advice").
-type rule struct {
-	retry    bool
-	strategy operation.Strategy
-	// delay is the fixed wait, or the first of an exponential backoff.
-	delay time.Duration
-	// maxAttempts counts attempts in all, the first included; 0: no limit
-	// from the table (the sender's resends apply).
-	maxAttempts int
-}
-
-// tableRule is the contract's table. Statuses it does not name: any other
-// 5xx backs off from 1 s, anything else is not resent. Where the code is
-// unknown or absent (an HTML error page), the status's own row applies.
-func tableRule(status int, code string) rule {
-	switch status {
-	case http.StatusConflict:
-		// Other 409s (ALREADY_COMMITTED, SEQUENCE_GAP) need the caller to
-		// look at its state; resending blindly would not change the answer.
-		if code == operation.CodeIdempotencyProcessing || code == "" {
-			return rule{retry: true, strategy: operation.StrategyFixed, delay: time.Second}
-		}
-		return rule{}
-	case http.StatusTooManyRequests:
-		return rule{retry: true, strategy: operation.StrategyFixed, delay: 60 * time.Second}
-	case http.StatusInternalServerError:
-		if code == operation.CodeIndeterminate {
-			// "Under the same key; the server decides": no table limit,
-			// because the server, not the count, settles it.
-			return rule{retry: true, strategy: operation.StrategyExponential, delay: time.Second}
-		}
-		return rule{retry: true, strategy: operation.StrategyExponential, delay: time.Second, maxAttempts: 3}
-	case http.StatusBadGateway:
-		return rule{retry: true, strategy: operation.StrategyExponential, delay: 2 * time.Second}
-	case http.StatusServiceUnavailable:
-		return rule{retry: true, strategy: operation.StrategyExponential, delay: time.Second}
-	case http.StatusGatewayTimeout:
-		return rule{retry: true, strategy: operation.StrategyImmediate}
-	}
-	if status >= 500 && status <= 599 {
-		return rule{retry: true, strategy: operation.StrategyExponential, delay: time.Second}
-	}
-	// 400, 401, 403, 404, 413, 422 and every other 4xx.
-	return rule{}
-}
-
 // advise completes v, an error answer's verdict, from the answer's advice
 // and the table. Precedence: a valid retry extension overrides the table
 // (allowed:false always forbids a resend); Retry-After replaces the
@@ -67,9 +20,9 @@ func advise(v *verdict, e attemptEnd, now time.Time) {
 		v.code, v.message = eb.Code(), eb.Message()
 		ext, hasExt = eb.Retry()
 	}
-	r := tableRule(e.status, v.code)
-	retry, maxAttempts, base := r.retry, r.maxAttempts, r.delay
-	v.strategy = r.strategy
+	r := operation.TableRule(e.status, v.code)
+	retry, maxAttempts, base := r.Retry, r.MaxAttempts, r.Delay
+	v.strategy = r.Strategy
 	if hasExt {
 		v.fromServer = true
 		if !ext.Allowed {

@@ -123,7 +123,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	var a exchangeResult
 	memo := &responseMemo{}
 	// The classifier makes 409 SEQUENCE_GAP and ALREADY_COMMITTED final
-	// for the request as it is (tableRule): what answers them is the
+	// for the request as it is (operation.TableRule): what answers them is the
 	// provider's client state, which only this caller reads and journals
 	// (RebindSequence, settleCommitted). So a gap's resend, under a new
 	// number, is this loop's; each send still goes through the sender.

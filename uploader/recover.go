@@ -219,7 +219,7 @@ func (u *Client) readOperation(ctx context.Context, rep *runReport, opID string)
 // what this loop reads is a complete answer about the operation, not about
 // the request, so it is not the classifier's to resend. A live operation
 // is the state the batch route answers 409 IDEMPOTENCY_PROCESSING for, and
-// is asked again after that row's wait in the contract's table (tableRule),
+// is asked again after that row's wait in the contract's table (operation.TableRule),
 // at most as many times as a request is resent. A sealed outcome that is
 // not a 2xx fails the batch whatever its status: under the same key the
 // provider replays it byte for byte, so no resend can change it.
@@ -270,7 +270,7 @@ func (u *Client) resolveByState(ctx context.Context, flightID string, b tilestor
 
 // stillLive is the wait before asking again about a live operation: the
 // contract's for a key still in progress (409 IDEMPOTENCY_PROCESSING).
-var stillLive = tableRule(http.StatusConflict, operation.CodeIdempotencyProcessing).delay
+var stillLive = operation.TableRule(http.StatusConflict, operation.CodeIdempotencyProcessing).Delay
 
 func (u *Client) failOpen(ctx context.Context, b tilestore.Batch, status int, detail string) error {
 	u.log.Info().Str("op_id", b.OpID).Str("detail", detail).Msg("failing open batch; its tiles go into a new batch")

@@ -195,7 +195,8 @@ func baselineNoAnswer(ctx context.Context, j *baselineJob, err error) (time.Dura
 // baselineWait is the wait the contract asks for before the next send of
 // a batch whose sends-th send was answered status ("Errors and retry
 // advice"): the retry extension (allowed, strategy, after, max_attempts)
-// or Retry-After on a 429 or 503 when the answer advises, else the table.
+// or Retry-After on a 429 or 503 when the answer advises, else the table
+// (operation.TableRule).
 // again is false when the contract forbids a resend.
 func baselineWait(status int, h http.Header, body []byte, sends int, now time.Time) (wait time.Duration, again bool) {
 	var code string
@@ -204,22 +205,10 @@ func baselineWait(status int, h http.Header, body []byte, sends int, now time.Ti
 		code = eb.Code()
 		ext, hasExt = eb.Retry()
 	}
-	strategy, base, maxAttempts := operation.StrategyExponential, time.Duration(0), 0
+	r := operation.TableRule(status, code)
+	strategy, base, maxAttempts := r.Strategy, r.Delay, r.MaxAttempts
 	switch {
-	case status == http.StatusConflict && (code == operation.CodeIdempotencyProcessing || code == ""):
-		strategy, base = operation.StrategyFixed, time.Second
-	case status == http.StatusTooManyRequests:
-		strategy, base = operation.StrategyFixed, time.Minute
-	case status == http.StatusInternalServerError && code == operation.CodeIndeterminate:
-		base = time.Second
-	case status == http.StatusInternalServerError:
-		base, maxAttempts = time.Second, 3
-	case status == http.StatusBadGateway:
-		base = 2 * time.Second
-	case status == http.StatusGatewayTimeout:
-		strategy = operation.StrategyImmediate
-	case status >= 500:
-		base = time.Second
+	case r.Retry:
 	case !hasExt:
 		return 0, false
 	default:
