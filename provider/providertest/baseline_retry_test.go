@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,36 +20,21 @@ import (
 func TestBaselineUploadRetryingWaitsWhatTheAnswerSaysAndNoMore(t *testing.T) {
 	const after = 200 * time.Millisecond
 	sink := StartSink(t)
-	type send struct {
-		key string
-		at  time.Time
-	}
-	var mu sync.Mutex
-	var sends []send
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			sink.ServeHTTP(w, r)
-			return
-		}
-		key := r.Header.Get(operation.HeaderIdempotencyKey)
-		mu.Lock()
-		sends = append(sends, send{key, time.Now()})
-		n := len(sends)
-		mu.Unlock()
+	hs, sent := recordingServer(t, sink, func(w http.ResponseWriter, r *http.Request, n int) bool {
 		switch n {
 		case 1: // the first batch is told to come back later
 			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
 				&operation.RetryExtension{Allowed: true, After: after, Strategy: operation.StrategyFixed}, nil)
+			return true
 		case 2: // the second is stored, and its answer lost
 			sink.ServeHTTP(httptest.NewRecorder(), r)
 			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 				conn.Close()
 			}
-		default:
-			sink.ServeHTTP(w, r)
+			return true
 		}
-	}))
-	t.Cleanup(hs.Close)
+		return false
+	})
 	c := NewClient(t, "fb")
 	tiles := c.AddTiles(t, "fb", 2, 512, 3)
 	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
@@ -61,8 +47,7 @@ func TestBaselineUploadRetryingWaitsWhatTheAnswerSaysAndNoMore(t *testing.T) {
 	if got := sink.Tiles.Load(); got != 2 {
 		t.Errorf("sink stored %d tiles, want 2", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	sends := sent()
 	if len(sends) != 4 {
 		t.Fatalf("%d sends, want 4", len(sends))
 	}
@@ -78,34 +63,38 @@ func TestBaselineUploadRetryingWaitsWhatTheAnswerSaysAndNoMore(t *testing.T) {
 	}
 }
 
-// recordingServer answers the baseline's batches with answer(n, key), n
-// counting its batch requests from 1, and serves the rest from a sink; it
-// returns the keys in the order they came.
-func recordingServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, n int, key string) bool) (*httptest.Server, func() []string) {
-	sink := StartSink(t)
+// recordingServer answers the baseline's batches with answer(n), n
+// counting its batch requests from 1, and serves the rest from sink; it
+// returns the batch requests' keys and times in the order they came.
+func recordingServer(t *testing.T, sink *Sink, answer func(w http.ResponseWriter, r *http.Request, n int) bool) (*httptest.Server, func() []sentBatch) {
 	var mu sync.Mutex
-	var keys []string
+	var sent []sentBatch
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			sink.ServeHTTP(w, r)
 			return
 		}
-		key := r.Header.Get(operation.HeaderIdempotencyKey)
 		mu.Lock()
-		keys = append(keys, key)
-		n := len(keys)
+		sent = append(sent, sentBatch{r.Header.Get(operation.HeaderIdempotencyKey), time.Now()})
+		n := len(sent)
 		mu.Unlock()
-		if !answer(w, r, n, key) {
+		if !answer(w, r, n) {
 			sink.ServeHTTP(w, r)
 		}
 	}))
 	t.Cleanup(hs.Close)
-	return hs, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), keys...) }
+	return hs, func() []sentBatch { mu.Lock(); defer mu.Unlock(); return slices.Clone(sent) }
+}
+
+// sentBatch is one batch request recordingServer saw.
+type sentBatch struct {
+	key string
+	at  time.Time
 }
 
 // A batch whose wait is over goes before the batches not sent yet.
 func TestBaselineUploadRetryingSendsADueBatchBeforeTheUnsentOnes(t *testing.T) {
-	hs, keys := recordingServer(t, func(w http.ResponseWriter, r *http.Request, n int, _ string) bool {
+	hs, sent := recordingServer(t, StartSink(t), func(w http.ResponseWriter, r *http.Request, n int) bool {
 		switch n {
 		case 1:
 			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
@@ -123,8 +112,8 @@ func TestBaselineUploadRetryingSendsADueBatchBeforeTheUnsentOnes(t *testing.T) {
 		[][]tilestore.Tile{tiles[:1], tiles[1:2], tiles[2:]}, 1); err != nil {
 		t.Fatalf("baseline: %v", err)
 	}
-	got := keys()
-	if len(got) != 4 || got[2] != got[0] || got[3] == got[0] || got[3] == got[1] {
+	got := sent()
+	if len(got) != 4 || got[2].key != got[0].key || got[3].key == got[0].key || got[3].key == got[1].key {
 		t.Fatalf("keys %v: want the advised batch, the second, the advised one again, then the third", got)
 	}
 }
@@ -132,7 +121,7 @@ func TestBaselineUploadRetryingSendsADueBatchBeforeTheUnsentOnes(t *testing.T) {
 // A fatal answer ends the upload at once: it does not wait out a batch's
 // pending wait.
 func TestBaselineUploadRetryingEndsAtAFatalAnswerWithoutWaitingOutTheWaits(t *testing.T) {
-	hs, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request, n int, _ string) bool {
+	hs, _ := recordingServer(t, StartSink(t), func(w http.ResponseWriter, r *http.Request, n int) bool {
 		if n == 1 {
 			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
 				&operation.RetryExtension{Allowed: true, After: 5 * time.Second, Strategy: operation.StrategyFixed}, nil)
