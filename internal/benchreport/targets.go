@@ -93,10 +93,16 @@ var Targets = []Target{
 	// client with the same batches at 4 in flight, alternated in one run.
 	{Issue: "#21", What: "upload-pending process vs naive client, 10,000 x ~1 KiB, 256-tile batches (loopback)", Bench: "BenchmarkUploadPendingProcess/1KiB/batch=256", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.7},
 	{Issue: "#21", What: "  same, 64-tile batches", Bench: "BenchmarkUploadPendingProcess/1KiB/batch=64", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.7},
+	{Issue: "#21", What: "  the 256-tile run: CPU per tile of the whole run (tilectl, postgres, sink), vs the naive client's (client, sink)", Bench: "BenchmarkUploadPendingProcess/1KiB/batch=256", Metric: "tilectl-cpu-us/tile", BaselineMetric: "naive-cpu-us/tile", Unit: "µs/tile"},
+	{Issue: "#21", What: "    of which postgres", Bench: "BenchmarkUploadPendingProcess/1KiB/batch=256", Metric: "tilectl-pg-cpu-us/tile", Unit: "µs/tile"},
 	{Issue: "#21", What: "upload-pending process vs naive client, 5,000 x ~16 KiB, 256-tile batches (loopback)", Bench: "BenchmarkUploadPendingProcess/16KiB/batch=256", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
 	{Issue: "#21", What: "  same, 64-tile batches", Bench: "BenchmarkUploadPendingProcess/16KiB/batch=64", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
+	{Issue: "#21", What: "  the 256-tile run: CPU per tile of the whole run (tilectl, postgres, sink), vs the naive client's (client, sink)", Bench: "BenchmarkUploadPendingProcess/16KiB/batch=256", Metric: "tilectl-cpu-us/tile", BaselineMetric: "naive-cpu-us/tile", Unit: "µs/tile"},
+	{Issue: "#21", What: "    of which postgres", Bench: "BenchmarkUploadPendingProcess/16KiB/batch=256", Metric: "tilectl-pg-cpu-us/tile", Unit: "µs/tile"},
 	{Issue: "#21", What: "upload-pending process vs naive client, 2,000 x ~64 KiB, 256-tile batches (loopback)", Bench: "BenchmarkUploadPendingProcess/64KiB/batch=256", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
 	{Issue: "#21", What: "  same, 64-tile batches", Bench: "BenchmarkUploadPendingProcess/64KiB/batch=64", Metric: "tilectl-tiles/s", BaselineMetric: "naive-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
+	{Issue: "#21", What: "  the 256-tile run: CPU per tile of the whole run (tilectl, postgres, sink), vs the naive client's (client, sink)", Bench: "BenchmarkUploadPendingProcess/64KiB/batch=256", Metric: "tilectl-cpu-us/tile", BaselineMetric: "naive-cpu-us/tile", Unit: "µs/tile"},
+	{Issue: "#21", What: "    of which postgres", Bench: "BenchmarkUploadPendingProcess/64KiB/batch=256", Metric: "tilectl-pg-cpu-us/tile", Unit: "µs/tile"},
 	// #22 a flight's life on the ground station.
 	{Issue: "#22", What: "`tiles reconcile` of 100,000 uploaded tiles, reference provider on loopback", Bench: "BenchmarkReconcile100k", Metric: "s", Unit: "s", AtMost: 60},
 }

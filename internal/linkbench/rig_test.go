@@ -125,6 +125,7 @@ type progressLine struct {
 // run is one upload-pending process that ended.
 type run struct {
 	elapsed  time.Duration
+	cpu      time.Duration // the process's CPU time, user and system
 	end      time.Time
 	exit     int
 	flight   map[string]any // the summary's only flight (nil if none)
@@ -197,6 +198,9 @@ func (r *rig) tilectl(tb testing.TB, providerURL string, limit time.Duration, st
 	res.elapsed = res.end.Sub(start)
 	close(done)
 	res.stderr = stderr.String()
+	if ps := cmd.ProcessState; ps != nil {
+		res.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):

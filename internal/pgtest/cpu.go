@@ -9,8 +9,8 @@ import (
 )
 
 // ServerCPU is the CPU time (user and system) every postgres process on
-// this machine has used so far (all databases, autovacuum and the WAL
-// writer included), read from /proc, so a benchmark can report the
+// this machine has used so far (all databases, autovacuum, the WAL writer
+// and backends that have ended included), read from /proc, so a benchmark can report the
 // database's side of its cost next to its own: on a machine shared with
 // the server the two compete for the same cores. ok is false where it
 // cannot say (no /proc, or no postgres process here: a server on another
@@ -31,13 +31,19 @@ func ServerCPU() (cpu time.Duration, ok bool) {
 			continue
 		}
 		f := strings.Fields(s[i+1:])
-		if len(f) < 13 {
+		if len(f) < 15 {
 			continue
 		}
 		seen = true
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += utime + stime
+		// utime, stime, and cutime, cstime: the CPU of the process's
+		// children that ended and were reaped. The server's backends are
+		// the postmaster's children, so a backend's CPU stays counted
+		// after its connection closed, as it does when a whole tilectl
+		// process and its connections end.
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
 	}
 	return time.Duration(ticks) * (time.Second / clockTicks), seen
 }
