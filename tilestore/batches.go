@@ -64,7 +64,7 @@ func (s *Store) NoteSend(ctx context.Context, opID string) error {
 	upd := b.Queue(`UPDATE upload_batches SET sends = sends + 1,
 		lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
 		WHERE op_id = $1 AND owner_run IS NOT DISTINCT FROM $2 AND state = 'open'`, opID, s.run.ID, s.leaseSecs())
-	b.Queue(`COMMIT`)
+	queueCommit(b)
 	var rows int64
 	upd.Exec(func(tag pgconn.CommandTag) error { rows = tag.RowsAffected(); return nil })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {

@@ -370,7 +370,7 @@ func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream
 	out.Candidates = len(cands)
 	if len(cands) == 0 {
 		if pipelined {
-			_, err = q.Exec(ctx, "COMMIT")
+			err = commit(ctx, q)
 		}
 		return out, err
 	}
@@ -422,7 +422,7 @@ func (s *Store) claimIn(ctx context.Context, q claimQuerier, c Claim, seq Stream
 		w.Queue(freeTilesSQL, left, c.OpID)
 	}
 	if pipelined {
-		w.Queue("COMMIT")
+		queueCommit(w)
 	}
 	if w.Len() > 0 {
 		if err := q.SendBatch(ctx, w).Close(); err != nil {

@@ -8,3 +8,7 @@ func ClaimMarkSQL(o Order) string { return claimMarkSQL[o] }
 
 // ClaimTxBegin is what a claim's transaction begins with.
 var ClaimTxBegin = claimTx.BeginQuery
+
+// UncountedExistSQL lets the tests EXPLAIN the look for uncounted
+// rejections.
+const UncountedExistSQL = uncountedExistSQL

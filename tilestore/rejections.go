@@ -116,9 +116,16 @@ const ReasonTooLarge = "too_large"
 const ReasonProtocolError = "protocol_error"
 
 // uncountedExistSQL reads the partial index of uncounted rejections after
-// the cursor $2.
-const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r JOIN tiles t ON t.tile_id = r.tile_id
-	WHERE r.counted_at IS NULL AND t.flight_id = $1 AND r.tile_id > $2 AND t.tile_id > $2)`
+// the cursor $2, in tile_id order, and checks each one's flight through its
+// tile's primary key, so it stops at the flight's first uncounted
+// rejection. Where pgx prepares its statement once per connection, it runs
+// on a generic plan, made without the cursor or the flight: written as a
+// join, that plan could merge the index with tiles_pkey and walk every
+// tile from the cursor up to the first uncounted rejection's
+// (TestTheLookForUncountedRejectionsReadsOnlyThem).
+const uncountedExistSQL = `SELECT EXISTS (SELECT 1 FROM upload_rejections r
+	WHERE r.counted_at IS NULL AND r.tile_id > $2
+	  AND (SELECT t.flight_id FROM tiles t WHERE t.tile_id = r.tile_id) = $1)`
 
 // CountRejectionsUpTo adds the uncounted rejections of the flight's first
 // maxTiles tiles (in tile_id order) after the tile ID after ("" for the

@@ -130,8 +130,7 @@ func settleOn(ctx context.Context, conn *pgx.Conn, begin txBegin, st Settlement,
 	}
 	switch state {
 	case "settled":
-		_, err := conn.Exec(ctx, "COMMIT")
-		return err
+		return commit(ctx, conn)
 	case "failed":
 		return fmt.Errorf("it failed earlier: %w", ErrBatchNotOpen)
 	}
@@ -162,7 +161,7 @@ func settleOn(ctx context.Context, conn *pgx.Conn, begin txBegin, st Settlement,
 	w.Queue(`UPDATE upload_batches
 		SET state = 'settled', settled_at = now(), http_status = nullif($2::int, 0), detail = nullif($3, '')
 		WHERE op_id = $1`, st.OpID, st.HTTPStatus, st.Detail)
-	w.Queue("COMMIT")
+	queueCommit(w)
 	if err := conn.SendBatch(ctx, w).Close(); err != nil {
 		return fmt.Errorf("mark %d uploaded, record %d rejection(s): %w", len(st.Uploaded), len(rejIDs), err)
 	}

@@ -212,6 +212,42 @@ func (b txBegin) first(ctx context.Context, q interface {
 	return err
 }
 
+// errNotCommitted is a COMMIT that ended its transaction without
+// committing it. Postgres answers the COMMIT of a transaction in the failed
+// state (a statement of it failed) with the command tag ROLLBACK, not with
+// an error; pgx's Tx.Commit checks that tag, and queueCommit and commit do
+// the same for the transactions the store begins and commits itself.
+var errNotCommitted = errors.New("COMMIT rolled the transaction back")
+
+// queueCommit queues the COMMIT of a pipelined transaction on w: the
+// batch's Close then fails unless the transaction committed. A failed
+// statement queued before it makes the server skip it (one Sync ends the
+// batch, in every exec mode) and Close return that statement's error; the
+// tag is checked as well, so that the batch is never taken as committed
+// when its transaction failed in an earlier round trip.
+func queueCommit(w *pgx.Batch) {
+	w.Queue("COMMIT").Exec(checkCommitted)
+}
+
+// commit commits the transaction open on q, begun by the store itself
+// (txBegin), in a round trip of its own.
+func commit(ctx context.Context, q interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}) error {
+	tag, err := q.Exec(ctx, "COMMIT")
+	if err != nil {
+		return err
+	}
+	return checkCommitted(tag)
+}
+
+func checkCommitted(tag pgconn.CommandTag) error {
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("%w (command tag %q)", errNotCommitted, tag.String())
+	}
+	return nil
+}
+
 // onConn runs fn, a pipelined transaction (txBegin.first ... COMMIT), on
 // a pooled connection of its own, and rolls back what a failed fn left
 // open (rollbackLeft).
