@@ -89,7 +89,10 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		// request): the dialer keeps what is asked here until then.
 		u.warm.ahead(g.Ahead())
 	}
-	caps, err := u.capabilities(ctx, rep)
+	caps, asked, took, err := u.takeCapabilities(ctx, rep)
+	if took {
+		openings = min(openings, asked) // the breaker's openings since the request was asked count
+	}
 	if err != nil {
 		return finish(err)
 	}

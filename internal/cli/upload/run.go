@@ -33,6 +33,14 @@ type GiveUpRecorder interface {
 	Close() error
 }
 
+// capabilitiesAsker is the HTTP uploader's AskCapabilities: the
+// provider's capabilities asked ahead of the first flight's upload.
+type capabilitiesAsker interface {
+	AskCapabilities(ctx context.Context, req uploader.Request)
+}
+
+var _ capabilitiesAsker = (*uploader.Client)(nil)
+
 // run is one uploadRun's wiring, shared by its flights.
 type run struct {
 	opts      *Options
@@ -121,6 +129,13 @@ func (r *run) upload(ctx context.Context) error {
 	flights, err := r.flights(ctx)
 	if err != nil {
 		return err
+	}
+	if a, ok := r.inner.(capabilitiesAsker); ok && len(flights) > 0 {
+		// The provider's answer does not need the journal: it is asked
+		// beside the run's start (the run history, the retry decorator's
+		// count, the flight's state), not after it.
+		a.AskCapabilities(ctx, uploader.Request{FlightID: flights[0],
+			Concurrency: cfg.Upload.Concurrency.Batches(), DryRun: opts.DryRun})
 	}
 	r.log.Info().Strs("flights", flights).Bool("dry_run", opts.DryRun).Bool("retry_decorator", r.decorate).
 		Dur("deadline", cfg.Upload.Deadline).Stringer("concurrency", cfg.Upload.Concurrency).
