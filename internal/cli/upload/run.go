@@ -118,7 +118,13 @@ func (r *run) upload(ctx context.Context) error {
 	if err := r.wire(ctx); err != nil {
 		return err
 	}
-	defer r.releaseLock(ctx)
+	// The run's lock goes once every flight's batches are settled or
+	// released, beside the run's last writes and its summary (unlock);
+	// on an early return, as the run ends.
+	var unlocked sync.WaitGroup
+	unlock := sync.OnceFunc(func() { unlocked.Go(func() { r.releaseLock(ctx) }) })
+	defer unlocked.Wait()
+	defer unlock()
 	if r.rec != nil {
 		defer func() {
 			if err := r.rec.Close(); err != nil {
@@ -180,6 +186,7 @@ func (r *run) upload(ctx context.Context) error {
 			break // the deadline ended the run: start no other flight
 		}
 	}
+	unlock()
 	if se := exitcode.Interruption(ctx); se != nil {
 		// Every batch on the wire was let finish and settled; what is
 		// left stays pending for the next run.
