@@ -208,6 +208,36 @@ func (r *run) upload(ctx context.Context) error {
 
 // wire builds the store, the HTTP uploader and the recorder.
 func (r *run) wire(ctx context.Context) error {
+	// The recorder is a file of its own: it opens while the database
+	// connects, not after.
+	var (
+		opened  sync.WaitGroup
+		rec     GiveUpRecorder
+		openErr error
+	)
+	// The open ends at once when wire fails for another reason (it may
+	// wait for the recorder's lock); the recorder keeps no context.
+	fctx, stopOpen := context.WithCancel(ctx)
+	defer stopOpen()
+	if r.decorate && !r.opts.DryRun {
+		opened.Go(func() { rec, openErr = r.openFDR(fctx) })
+	}
+	// On any return: the recorder is the run's once wire returns without
+	// an error, else closed.
+	kept := false
+	defer func() {
+		if !kept {
+			stopOpen()
+		}
+		opened.Wait()
+		switch {
+		case kept:
+		case rec != nil:
+			if err := rec.Close(); err != nil {
+				r.log.Error().Err(err).Msg("close flight data recorder")
+			}
+		}
+	}()
 	store, err := r.opts.Store(ctx)
 	if err != nil {
 		return fmt.Errorf("open the tile store: %w", err)
@@ -259,30 +289,37 @@ func (r *run) wire(ctx context.Context) error {
 		return exitcode.UsageError(err)
 	}
 	r.inner = inner
-	if r.decorate && !r.opts.DryRun {
-		open := r.opts.OpenFDR
-		if open == nil {
-			log := r.log
-			open = func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error) {
-				rec, err := fdr.Open(ctx, path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
-					log.Warn().Str("fdr_path", path).Msgf(format, args...)
-				}})
-				if err != nil {
-					return nil, err
-				}
-				return retrydecorator.RingRecorder{Recorder: rec}, nil
-			}
-		}
-		rec, err := open(ctx, r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
-		if err != nil {
-			return fmt.Errorf("open the flight data recorder %s: %w", r.cfg.FDRPath, err)
-		}
-		r.rec = rec
+	opened.Wait()
+	if openErr != nil {
+		return openErr
 	}
+	r.rec, kept = rec, true
 	if !r.opts.DryRun {
 		r.holdLock()
 	}
 	return nil
+}
+
+// openFDR opens the flight data recorder for give-up records.
+func (r *run) openFDR(ctx context.Context) (GiveUpRecorder, error) {
+	open := r.opts.OpenFDR
+	if open == nil {
+		log := r.log
+		open = func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error) {
+			rec, err := fdr.Open(ctx, path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
+				log.Warn().Str("fdr_path", path).Msgf(format, args...)
+			}})
+			if err != nil {
+				return nil, err
+			}
+			return retrydecorator.RingRecorder{Recorder: rec}, nil
+		}
+	}
+	rec, err := open(ctx, r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
+	if err != nil {
+		return nil, fmt.Errorf("open the flight data recorder %s: %w", r.cfg.FDRPath, err)
+	}
+	return rec, nil
 }
 
 // holdLock takes this run's lock file before it claims any batch and
