@@ -82,26 +82,8 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 
 // Open connects to databaseURL and checks the connection with a ping, so a
 // wrong host, password or database name is reported here, clearly, rather
-// than by the first query. Further connections open as queries need them.
+// than by the first query.
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
-	return OpenWith(ctx, databaseURL, OpenOptions{})
-}
-
-// OpenOptions are how OpenWith opens the pool beyond the URL's settings.
-type OpenOptions struct {
-	// Warm opens every connection the pool may hold (pool_max_conns;
-	// pgxpool's default is 4 or the CPUs, if more) at once, beside the
-	// ping, and keeps that many: for a command that soon runs that many
-	// queries at once, which would otherwise each wait for a connection
-	// (a server process started and a login) in the middle of its work.
-	// Default false: connections open as queries need them.
-	Warm bool
-	// afterConnect, if set, is told of each connection opened (tests).
-	afterConnect func()
-}
-
-// OpenWith is Open with o.
-func OpenWith(ctx context.Context, databaseURL string, o OpenOptions) (*Store, error) {
 	pw := passwordOf(databaseURL)
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -113,15 +95,6 @@ func OpenWith(ctx context.Context, databaseURL string, o OpenOptions) (*Store, e
 		cc.ConnectTimeout = 10 * time.Second
 	}
 	base := ConnectError{Host: cc.Host, Port: cc.Port, User: cc.User, Database: cc.Database}
-	if o.Warm {
-		cfg.MinConns = max(cfg.MinConns, cfg.MaxConns)
-	}
-	if o.afterConnect != nil {
-		cfg.AfterConnect = func(context.Context, *pgx.Conn) error {
-			o.afterConnect()
-			return nil
-		}
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		base.Problem, base.Err = ProblemBadURL, redactErr(err, pw)

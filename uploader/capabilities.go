@@ -126,60 +126,6 @@ func (u *Client) capabilities(ctx context.Context, rep *runReport) (Capabilities
 	return c, nil
 }
 
-// capsAsked is a capabilities request started ahead of the call that
-// reads its answer (AskCapabilities).
-type capsAsked struct {
-	done chan struct{} // closed once caps and err are set
-	caps Capabilities
-	err  error
-	// counts holds the request's counts, added to the report of the call
-	// that takes it; openings is the breaker's count when it was asked.
-	counts   *runReport
-	openings int
-}
-
-// AskCapabilities sends GET /v1/capabilities now, and opens the
-// connections of req's first batches beside it as UploadPendingTiles
-// would: its round trip goes beside what the caller does before it
-// calls UploadPendingTiles (opening the journal, recording the run,
-// counting earlier rejections, none of which needs the provider's
-// answer). The next UploadPendingTiles call takes the answer, or the
-// failure, instead of asking again, and counts the request in its
-// report; a provider's advice to wait is logged, as always, but not told
-// to that call's Request.Waiting, which did not exist yet. The request
-// ends with ctx. An answer no call takes is dropped.
-func (u *Client) AskCapabilities(ctx context.Context, req Request) {
-	a := &capsAsked{done: make(chan struct{}), counts: newRunReport(req.FlightID, u.now(), nil, nil),
-		openings: u.breaker.openingsSoFar()}
-	if !req.DryRun {
-		u.warm.ahead(u.gateFor(req).Ahead())
-	}
-	u.asked.Store(a)
-	go func() {
-		defer close(a.done)
-		a.caps, a.err = u.capabilities(ctx, a.counts)
-	}()
-}
-
-// takeCapabilities is the answer of the request AskCapabilities started,
-// when there is one no call took yet, counted in rep; else it asks now.
-// ok says an asked request was taken; openings is then the breaker's
-// count when it was asked.
-func (u *Client) takeCapabilities(ctx context.Context, rep *runReport) (c Capabilities, openings int, ok bool, err error) {
-	a := u.asked.Swap(nil)
-	if a == nil {
-		c, err = u.capabilities(ctx, rep)
-		return c, 0, false, err
-	}
-	select {
-	case <-a.done:
-	case <-ctx.Done():
-		return c, a.openings, true, fmt.Errorf("read provider capabilities: %w", context.Cause(ctx))
-	}
-	rep.addExchanges(a.counts)
-	return a.caps, a.openings, true, a.err
-}
-
 // firstContactFuse ends a first contact that hears nothing within its
 // bound: it cancels its context when the bound passes before any answer
 // (of any status) came. Once an answer came it is stopped, and a provider

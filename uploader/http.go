@@ -215,10 +215,6 @@ type Client struct {
 	// answered is set once the provider answered as the API: from then on
 	// a failure is an outage, given the full resends, not a wrong URL.
 	answered atomic.Bool
-	// asked is the capabilities request AskCapabilities started, which
-	// the next UploadPendingTiles takes instead of asking again; nil when
-	// none waits to be taken.
-	asked atomic.Pointer[capsAsked]
 	// firstContact bounds the capabilities request until answered is set
 	// (ClientOptions.FirstContactTimeout).
 	firstContact time.Duration

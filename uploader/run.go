@@ -89,34 +89,14 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		// request): the dialer keeps what is asked here until then.
 		u.warm.ahead(g.Ahead())
 	}
-	// The first page of pending tiles (for the pre-flight and the
-	// batches' size) and who holds the flight's open batches are reads
-	// the provider's answer does not change, nor they each other: they go
-	// beside it and beside each other. Neither is used before the
-	// answer, and a failure of either counts only where it did when they
-	// went one after another.
-	var (
-		looked     sync.WaitGroup
-		page       []tilestore.Tile
-		perr, herr error
-		last       holding
-	)
-	defer looked.Wait()
-	looked.Go(func() { page, perr = u.firstPage(ctx, req.FlightID) })
-	if !req.DryRun {
-		looked.Go(func() { last, herr = u.heldWork(ctx, req.FlightID) })
-	}
-	caps, asked, took, err := u.takeCapabilities(ctx, rep)
-	if took {
-		openings = min(openings, asked) // the breaker's openings since the request was asked count
-	}
+	caps, err := u.capabilities(ctx, rep)
 	if err != nil {
 		return finish(err)
 	}
 	lim := caps.limits(req.BatchSize)
-	looked.Wait()
-	if perr != nil {
-		return finish(perr)
+	page, err := u.firstPage(ctx, req.FlightID)
+	if err != nil {
+		return finish(err)
 	}
 	if err := u.preflight(req.FlightID, page); err != nil {
 		return finish(err)
@@ -161,11 +141,11 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	}
 	var warned sync.WaitGroup
 	defer warned.Wait()
-	// The runs holding the flight's open batches (read above): a dead
-	// one's are adopted in the first pass, a live one's are waited for
-	// after it.
-	if herr != nil {
-		return finishDue(herr)
+	// The runs holding the flight's open batches: a dead one's are adopted
+	// in the first pass, a live one's are waited for after it.
+	last, err := u.heldWork(lctx, req.FlightID)
+	if err != nil {
+		return finishDue(err)
 	}
 	dead := last.dead
 	announced := false

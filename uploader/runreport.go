@@ -116,21 +116,6 @@ func (r *runReport) exchange(attempts, timeouts int, refused, resumed bool) {
 	}
 }
 
-// addExchanges counts the requests counted in from (a capabilities request
-// asked ahead of the call, AskCapabilities) in r.
-func (r *runReport) addExchanges(from *runReport) {
-	from.mu.Lock()
-	f := from.rep
-	from.mu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rep.Requests += f.Requests
-	r.rep.Timeouts += f.Timeouts
-	r.rep.FirstAttempts += f.FirstAttempts
-	r.rep.Resends += f.Resends
-	r.rep.ResendsRefused += f.ResendsRefused
-}
-
 // breakerOpenings counts the times the circuit breaker opened during the
 // call.
 func (r *runReport) breakerOpenings(n int) {

@@ -57,11 +57,6 @@ type Factory struct {
 	Logger func() zerolog.Logger
 	// Store opens the tile store once; Close closes it.
 	Store func(ctx context.Context) (*tilestore.Store, error)
-	// WarmStore, set by a command before its first Store call, opens the
-	// tile store's pool warm (tilestore.OpenOptions.Warm): every
-	// connection it may hold at once, for a command that soon uses them
-	// all. Default false: connections open as queries need them.
-	WarmStore bool
 	// Now is the clock.
 	Now func() time.Time
 	// Version and Commit describe the build ("dev" and "" when unknown).
@@ -177,7 +172,7 @@ func (f *Factory) storeOnce() func(ctx context.Context) (*tilestore.Store, error
 		if err != nil {
 			return nil, err
 		}
-		s, err := tilestore.OpenWith(ctx, c.DatabaseURL, tilestore.OpenOptions{Warm: f.WarmStore})
+		s, err := tilestore.Open(ctx, c.DatabaseURL)
 		if err != nil {
 			var ce *tilestore.ConnectError
 			if errors.As(err, &ce) {

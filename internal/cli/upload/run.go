@@ -33,14 +33,6 @@ type GiveUpRecorder interface {
 	Close() error
 }
 
-// capabilitiesAsker is the HTTP uploader's AskCapabilities: the
-// provider's capabilities asked ahead of the first flight's upload.
-type capabilitiesAsker interface {
-	AskCapabilities(ctx context.Context, req uploader.Request)
-}
-
-var _ capabilitiesAsker = (*uploader.Client)(nil)
-
 // run is one uploadRun's wiring, shared by its flights.
 type run struct {
 	opts      *Options
@@ -118,13 +110,7 @@ func (r *run) upload(ctx context.Context) error {
 	if err := r.wire(ctx); err != nil {
 		return err
 	}
-	// The run's lock goes once every flight's batches are settled or
-	// released, beside the run's last writes and its summary (unlock);
-	// on an early return, as the run ends.
-	var unlocked sync.WaitGroup
-	unlock := sync.OnceFunc(func() { unlocked.Go(func() { r.releaseLock(ctx) }) })
-	defer unlocked.Wait()
-	defer unlock()
+	defer r.releaseLock(ctx)
 	if r.rec != nil {
 		defer func() {
 			if err := r.rec.Close(); err != nil {
@@ -135,13 +121,6 @@ func (r *run) upload(ctx context.Context) error {
 	flights, err := r.flights(ctx)
 	if err != nil {
 		return err
-	}
-	if a, ok := r.inner.(capabilitiesAsker); ok && len(flights) > 0 {
-		// The provider's answer does not need the journal: it is asked
-		// beside the run's start (the run history, the retry decorator's
-		// count, the flight's state), not after it.
-		a.AskCapabilities(ctx, uploader.Request{FlightID: flights[0],
-			Concurrency: cfg.Upload.Concurrency.Batches(), DryRun: opts.DryRun})
 	}
 	r.log.Info().Strs("flights", flights).Bool("dry_run", opts.DryRun).Bool("retry_decorator", r.decorate).
 		Dur("deadline", cfg.Upload.Deadline).Stringer("concurrency", cfg.Upload.Concurrency).
@@ -186,7 +165,6 @@ func (r *run) upload(ctx context.Context) error {
 			break // the deadline ended the run: start no other flight
 		}
 	}
-	unlock()
 	if se := exitcode.Interruption(ctx); se != nil {
 		// Every batch on the wire was let finish and settled; what is
 		// left stays pending for the next run.
@@ -208,36 +186,6 @@ func (r *run) upload(ctx context.Context) error {
 
 // wire builds the store, the HTTP uploader and the recorder.
 func (r *run) wire(ctx context.Context) error {
-	// The recorder is a file of its own: it opens while the database
-	// connects, not after.
-	var (
-		opened  sync.WaitGroup
-		rec     GiveUpRecorder
-		openErr error
-	)
-	// The open ends at once when wire fails for another reason (it may
-	// wait for the recorder's lock); the recorder keeps no context.
-	fctx, stopOpen := context.WithCancel(ctx)
-	defer stopOpen()
-	if r.decorate && !r.opts.DryRun {
-		opened.Go(func() { rec, openErr = r.openFDR(fctx) })
-	}
-	// On any return: the recorder is the run's once wire returns without
-	// an error, else closed.
-	kept := false
-	defer func() {
-		if !kept {
-			stopOpen()
-		}
-		opened.Wait()
-		switch {
-		case kept:
-		case rec != nil:
-			if err := rec.Close(); err != nil {
-				r.log.Error().Err(err).Msg("close flight data recorder")
-			}
-		}
-	}()
 	store, err := r.opts.Store(ctx)
 	if err != nil {
 		return fmt.Errorf("open the tile store: %w", err)
@@ -289,37 +237,30 @@ func (r *run) wire(ctx context.Context) error {
 		return exitcode.UsageError(err)
 	}
 	r.inner = inner
-	opened.Wait()
-	if openErr != nil {
-		return openErr
+	if r.decorate && !r.opts.DryRun {
+		open := r.opts.OpenFDR
+		if open == nil {
+			log := r.log
+			open = func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error) {
+				rec, err := fdr.Open(ctx, path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
+					log.Warn().Str("fdr_path", path).Msgf(format, args...)
+				}})
+				if err != nil {
+					return nil, err
+				}
+				return retrydecorator.RingRecorder{Recorder: rec}, nil
+			}
+		}
+		rec, err := open(ctx, r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
+		if err != nil {
+			return fmt.Errorf("open the flight data recorder %s: %w", r.cfg.FDRPath, err)
+		}
+		r.rec = rec
 	}
-	r.rec, kept = rec, true
 	if !r.opts.DryRun {
 		r.holdLock()
 	}
 	return nil
-}
-
-// openFDR opens the flight data recorder for give-up records.
-func (r *run) openFDR(ctx context.Context) (GiveUpRecorder, error) {
-	open := r.opts.OpenFDR
-	if open == nil {
-		log := r.log
-		open = func(ctx context.Context, path string, capacity int64) (GiveUpRecorder, error) {
-			rec, err := fdr.Open(ctx, path, fdr.Options{Capacity: capacity, Logf: func(format string, args ...any) {
-				log.Warn().Str("fdr_path", path).Msgf(format, args...)
-			}})
-			if err != nil {
-				return nil, err
-			}
-			return retrydecorator.RingRecorder{Recorder: rec}, nil
-		}
-	}
-	rec, err := open(ctx, r.cfg.FDRPath, r.cfg.FDRCapacityBytes)
-	if err != nil {
-		return nil, fmt.Errorf("open the flight data recorder %s: %w", r.cfg.FDRPath, err)
-	}
-	return rec, nil
 }
 
 // holdLock takes this run's lock file before it claims any batch and

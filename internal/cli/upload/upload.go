@@ -106,11 +106,6 @@ func NewCmdUploadPending(f *factory.Factory, runF func(context.Context, *Options
 			if err != nil {
 				return exitcode.UsageError(err)
 			}
-			// A run soon uses every connection of the pool at once (the
-			// run history, the retry count, claims, settlements, the
-			// lease renewal): they open beside its start, not each in
-			// the way of the query that first needs it.
-			f.WarmStore = true
 			run := uploadRun
 			if runF != nil {
 				run = runF
