@@ -29,6 +29,16 @@ import (
 // protocol (the sender tells: http1, multiplexed), and then, for
 // HTTP/1.x, what ahead last asked for.
 //
+// A link whose handshake costs next to nothing (loopback, a LAN) gains
+// nothing from connections opened ahead, and pays for each one it does
+// not use, at both ends. The dialer tells one from the first answer: an
+// answer (over HTTP/1.x) within warmHold of the transport's first dial
+// is a short link, where nothing is dialed ahead for the rest of the
+// client's life and the transport dials as batches need connections.
+// Until then it holds its dials ahead for warmHold from the transport's
+// first dial: on a link where the answer takes longer, they start then,
+// still well within the first request's round trip.
+//
 // Connections it dials and the transport has not closed count towards
 // ahead's number, parked ones included, so it never holds more than the
 // most it was asked for or the transport needed at once. What is parked
@@ -58,7 +68,36 @@ type warmDialer struct {
 	// started since.
 	ctx  context.Context
 	stop context.CancelFunc
+	// hold is warmHold; after arms its timer (time.AfterFunc; tests).
+	hold  time.Duration
+	after func(d time.Duration, f func()) (stop func() bool)
+	// firstDial is when the transport first dialed (zero before); link
+	// is what the first answer told of the link since, read without mu
+	// by http1 like proto.
+	firstDial time.Time
+	stopHold  func() bool // the hold's timer, once armed
+	link      atomic.Int32
 }
+
+// linkKind is what the dialer knows of the link's handshake cost.
+type linkKind = int32
+
+const (
+	// linkUnknown: no answer yet, and warmHold has not passed since the
+	// transport's first dial: nothing is dialed ahead yet.
+	linkUnknown linkKind = iota
+	// linkShort: the first answer came within warmHold of the first
+	// dial: nothing is dialed ahead.
+	linkShort
+	// linkLong: it did not: connections are dialed ahead.
+	linkLong
+)
+
+// warmHold is how soon after the transport's first dial an answer marks
+// a link whose handshakes are not worth dialing ahead: a round trip
+// under half of it, so a connection a batch opens for itself costs it
+// that much once.
+const warmHold = 5 * time.Millisecond
 
 // protocol is what a provider's answers come over, as the dialer sees it.
 type protocol = int32
@@ -96,7 +135,8 @@ func newWarmDialer(dial func(ctx context.Context, network, addr string) (net.Con
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // net/http's default transport's
 		dial = d.DialContext
 	}
-	return &warmDialer{dial: dial, now: now, changed: make(chan struct{})}
+	return &warmDialer{dial: dial, now: now, changed: make(chan struct{}), hold: warmHold,
+		after: func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }}
 }
 
 // awaitProtocol holds the dials ahead until an answer shows the
@@ -127,7 +167,7 @@ func (d *warmDialer) ahead(n int) {
 // released d.mu.
 func (d *warmDialer) fill() []parkedConn {
 	stale := d.sweep()
-	if d.addr == "" || d.proto.Load() != protoOnePerConn {
+	if d.addr == "" || d.proto.Load() != protoOnePerConn || d.link.Load() != linkLong {
 		return stale
 	}
 	for d.open < d.want {
@@ -197,6 +237,10 @@ func (d *warmDialer) DialContext(ctx context.Context, network, addr string) (net
 		d.mu.Lock()
 		if network != d.network || addr != d.addr {
 			d.network, d.addr = network, addr
+			if d.firstDial.IsZero() {
+				d.firstDial = d.now()
+				d.stopHold = d.after(d.hold, d.holdOver)
+			}
 			stale := append(d.takeParked(), d.fill()...)
 			d.mu.Unlock()
 			closeAll(stale)
@@ -242,6 +286,34 @@ func (d *warmDialer) DialContext(ctx context.Context, network, addr string) (net
 	}
 }
 
+// holdOver is the end of warmHold after the transport's first dial with
+// no answer yet: the link is long, and what ahead last asked for is
+// dialed.
+func (d *warmDialer) holdOver() {
+	d.mu.Lock()
+	if !d.link.CompareAndSwap(linkUnknown, linkLong) {
+		d.mu.Unlock()
+		return
+	}
+	stale := d.fill()
+	d.mu.Unlock()
+	closeAll(stale)
+}
+
+// answered tells the link's kind from the first answer, if warmHold has
+// not told it already; d.mu is held.
+func (d *warmDialer) answered() {
+	if d.link.Load() != linkUnknown || d.firstDial.IsZero() {
+		return
+	}
+	if d.now().Sub(d.firstDial) < d.hold {
+		d.link.Store(linkShort)
+	} else {
+		d.link.Store(linkLong)
+	}
+	d.stopHold()
+}
+
 // multiplexed says the transport serves every request on one connection
 // (HTTP/2): nothing more is dialed ahead, and what is parked is closed.
 func (d *warmDialer) multiplexed() {
@@ -266,11 +338,12 @@ func (d *warmDialer) http1() {
 	if d == nil {
 		return
 	}
-	if d.proto.Load() != protoUnknown {
+	if d.proto.Load() != protoUnknown && d.link.Load() != linkUnknown {
 		return // known already: every answer tells, the first one matters
 	}
 	d.mu.Lock()
-	if !d.proto.CompareAndSwap(protoUnknown, protoOnePerConn) {
+	d.answered()
+	if !d.proto.CompareAndSwap(protoUnknown, protoOnePerConn) && d.link.Load() != linkLong {
 		d.mu.Unlock()
 		return
 	}

@@ -192,3 +192,95 @@ func TestWarmDialerReplacesAParkedConnectionPastItsAgeOnTheNextAhead(t *testing.
 		t.Fatalf("the stale parked connection's peer read %v, want io.EOF (closed)", err)
 	}
 }
+
+// holdTimer is a warmDialer's hold timer that fires when the test says.
+type holdTimer struct {
+	mu sync.Mutex
+	f  func()
+}
+
+func (h *holdTimer) after(_ time.Duration, f func()) func() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.f = f
+	return func() bool { return true }
+}
+
+func (h *holdTimer) fire(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	f := h.f
+	h.mu.Unlock()
+	if f == nil {
+		t.Fatal("the hold was never armed: the transport's first dial arms it")
+	}
+	f()
+}
+
+// warmOnClock is a dialer on a clock the test moves, with its hold's
+// timer in the test's hands.
+func warmOnClock() (*warmDialer, *atomic.Int64, *holdTimer) {
+	var clock atomic.Int64
+	d := newWarmDialer(nil, func() time.Time { return time.Unix(0, clock.Load()) })
+	h := &holdTimer{}
+	d.after = h.after
+	return d, &clock, h
+}
+
+// On a link whose first answer comes within warmHold of the transport's
+// first dial (loopback, a LAN), a handshake costs next to nothing:
+// nothing is dialed ahead, then or later, and each connection opens when
+// the transport needs it.
+func TestWarmDialerDialsNothingAheadOnALinkThatAnswersWithinTheHold(t *testing.T) {
+	a := newAcceptor(t)
+	d, clock, hold := warmOnClock()
+	d.ahead(4)
+	c, err := d.DialContext(context.Background(), "tcp", a.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if open, _ := d.counts(); open != 1 {
+		t.Fatalf("%d connections open or dialing before any answer and within the hold, want the transport's 1", open)
+	}
+	clock.Add(int64(warmHold / 5))
+	d.http1() // the first answer
+	d.ahead(8)
+	hold.fire(t) // the hold's timer, late: the answer already told
+	d.ahead(8)
+	if open, _ := d.counts(); open != 1 {
+		t.Fatalf("%d connections open or dialing on a link that answered within the hold, want the transport's 1", open)
+	}
+}
+
+// On a longer link the connections asked for are dialed ahead once the
+// hold passes with no answer (during the first request's round trip),
+// or once the first answer comes after it, whichever is first.
+func TestWarmDialerDialsAheadOnceTheHoldPassesWithoutAnAnswer(t *testing.T) {
+	for _, how := range []string{"the hold's timer", "an answer after the hold"} {
+		t.Run(how, func(t *testing.T) {
+			a := newAcceptor(t)
+			d, clock, hold := warmOnClock()
+			d.ahead(4)
+			c, err := d.DialContext(context.Background(), "tcp", a.ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if open, _ := d.counts(); open != 1 {
+				t.Fatalf("%d connections open or dialing within the hold, want the transport's 1", open)
+			}
+			if how == "the hold's timer" {
+				hold.fire(t)
+			} else {
+				clock.Add(int64(warmHold))
+				d.http1()
+			}
+			if open, _ := d.counts(); open != 4 {
+				t.Fatalf("%d connections open or dialing after %s, want the 4 asked for", open, how)
+			}
+			eventually(t, "3 connections dialed ahead", func() bool { return a.accepted() == 4 })
+			d.idle()
+		})
+	}
+}

@@ -139,10 +139,11 @@ func (l *countingListener) counts() (accepted, unused int) {
 	return len(l.conns), unused
 }
 
-// tlsRun serves a provider over TLS on loopback (HTTP/2 offered when h2)
-// and uploads a flight of a batch's tiles to it; it returns the listener
-// that counted the connections and the protocol the batch came over.
-func tlsRun(t *testing.T, h2 bool) (*countingListener, int) {
+// tlsRun serves a provider over TLS on loopback (HTTP/2 offered when h2),
+// through a link of round trip rtt when it is not 0, and uploads a flight
+// of a batch's tiles to it; it returns the listener that counted the
+// connections and the protocol the batch came over.
+func tlsRun(t *testing.T, h2 bool, rtt time.Duration) (*countingListener, int) {
 	t.Helper()
 	p := providertest.Start(t, nil)
 	var proto atomic.Int32
@@ -163,7 +164,20 @@ func tlsRun(t *testing.T, h2 bool) (*countingListener, int) {
 	flight := "warm-tls"
 	c := providertest.NewClient(t, flight)
 	c.AddTiles(t, flight, 1, 1<<10, 1)
-	u, _ := newUploader(t, srv.URL, c, func(o *uploader.ClientOptions) {
+	url := srv.URL
+	if rtt > 0 {
+		l, err := linkemu.New(linkemu.Config{UpRate: 100e6, DownRate: 100e6, Delay: rtt / 2, Handshake: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		px, err := l.Listen(strings.TrimPrefix(srv.URL, "https://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		url = "https://" + px.Addr()
+	}
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	})
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: flight})
@@ -177,7 +191,7 @@ func tlsRun(t *testing.T, h2 bool) (*countingListener, int) {
 // every request: nothing is dialed ahead until an answer shows which, so
 // such a provider sees only the connection its requests use.
 func TestAnHTTP2ProviderGetsNoConnectionsOpenedAhead(t *testing.T) {
-	ln, proto := tlsRun(t, true)
+	ln, proto := tlsRun(t, true, 0)
 	if proto != 2 {
 		t.Fatalf("the batch came over HTTP/%d, want HTTP/2", proto)
 	}
@@ -189,9 +203,10 @@ func TestAnHTTP2ProviderGetsNoConnectionsOpenedAhead(t *testing.T) {
 
 // An HTTPS provider that answers over HTTP/1.1 takes a request per
 // connection: once the capabilities answer shows it, the first batches'
-// connections are opened ahead as over plain HTTP.
+// connections are opened ahead as over plain HTTP, on a link whose
+// handshakes cost enough to be worth it (here a 20 ms round trip).
 func TestAnHTTP1ProviderOverTLSGetsConnectionsOpenedAheadAfterItsFirstAnswer(t *testing.T) {
-	ln, proto := tlsRun(t, false)
+	ln, proto := tlsRun(t, false, 20*time.Millisecond)
 	if proto != 1 {
 		t.Fatalf("the batch came over HTTP/%d, want HTTP/1.1", proto)
 	}
