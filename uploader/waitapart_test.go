@@ -3,6 +3,7 @@ package uploader_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -242,5 +243,52 @@ func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 	}
 	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
 		t.Fatalf("%d batch requests: want the batch again under its key in the next run", len(got))
+	}
+}
+
+// Batches back from an advised wait count against the limit on batches in
+// flight that the workers' batches take their slots from: with a fixed
+// limit, the provider never has more batches of the run at once than it,
+// however many of them come due while the workers send new ones.
+func TestBatchesBackFromAnAdvisedWaitKeepToTheLimitOnBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{1, 2} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			t.Parallel()
+			var now, top atomic.Int32
+			f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+				n := now.Add(1)
+				defer now.Add(-1)
+				for {
+					t := top.Load()
+					if n <= t || top.CompareAndSwap(t, n) {
+						break
+					}
+				}
+				// Each batch takes a while on the wire (a slow link), so
+				// batches that come due meet the workers' on it.
+				time.Sleep(20 * time.Millisecond)
+				if b.Attempt == 1 {
+					operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+						&operation.RetryExtension{Allowed: true, After: 30 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+					return
+				}
+				answerAll(w, b, "accepted")
+			})
+			c := providertest.NewClient(t, "fc")
+			c.AddTiles(t, "fc", 12, 256, 11)
+			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
+
+			rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fc", BatchSize: 1, Concurrency: limit})
+			if err != nil || rep.Uploaded() != 12 {
+				t.Fatalf("report %+v, %v: want all 12 tiles uploaded", rep, err)
+			}
+			if got := len(f.received()); got != 24 {
+				t.Errorf("%d batch requests, want 24 (each batch advised to wait once)", got)
+			}
+			if n := top.Load(); n > int32(limit) {
+				t.Errorf("most batches in flight at once = %d, want at most the limit %d", n, limit)
+			}
+		})
 	}
 }
