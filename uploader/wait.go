@@ -100,8 +100,11 @@ func (e *waitingError) Is(target error) bool { return target == errWaiting }
 // adviceDetail says what asked for a wait, for logs and the report.
 func adviceDetail(v verdict, journaled time.Duration) string {
 	s := fmt.Sprintf("%d %s asked for %s", v.status, v.code, v.floor.Round(time.Millisecond))
-	if journaled < v.floor {
+	switch {
+	case journaled < v.floor:
 		s += fmt.Sprintf(", kept for %s at most", journaled)
+	case journaled > v.floor:
+		s += fmt.Sprintf(", backing off (%s) to %s", v.strategy, journaled.Round(time.Millisecond))
 	}
 	return s
 }
