@@ -63,11 +63,10 @@ func BenchmarkEndToEnd(b *testing.B) {
 // tilectl waits what the contract asks too, on real timers, as in
 // production, but in its own way: it waits apart only a wait the answer
 // names (the 429's, 503's and 409's here) and holds a worker for the
-// table's own backoff (the HTML 502's), and its batches that waited apart
-// go out under a cap of their own beside its 4 workers (dueBatches), so
-// with faults it may have up to 8 batches in flight where the baseline
-// has 4. The ratio is what tilectl adds to the contract's waits, those
-// differences included.
+// table's own backoff (the HTML 502's); its batches that waited apart go,
+// once due, before the batches not sent yet, in slots of the same limit
+// of 4 (dueBatches). The ratio is what tilectl adds to the contract's
+// waits, those differences included.
 func BenchmarkEndToEndFaults20(b *testing.B) {
 	benchEndToEnd(b, 0.2)
 }

@@ -87,12 +87,12 @@ type ClientOptions struct {
 	// nothing answers, the run fails within it with a *NoProviderError
 	// instead of spending RequestTimeout on each attempt. Default 8s.
 	FirstContactTimeout time.Duration
-	// MaxResends is how many times one batch is resent after a transport
-	// failure or a retryable answer within one exchange (an inner call's
-	// sends of it, up to a wait the provider names: a batch that waits
-	// that apart starts a new exchange, bounded then by the provider's
-	// max_attempts or the contract table's, the retry budget and the
-	// deadline). Default 5: with
+	// MaxResends is how many times one batch is resent in an inner call
+	// after a transport failure or a retryable answer, counted across the
+	// waits the provider names and the batch waits apart (those waits
+	// themselves never spend it: a batch the provider asks to wait goes
+	// apart whatever its count, bounded by the provider's max_attempts or
+	// the contract table's, the retry budget and the deadline). Default 5: with
 	// the default 60 s request timeout, 4 inner calls of 6 attempts and
 	// their backoffs fit the default 30 m deadline (25m16s); a batch whose
 	// resends run out stays open and the next inner call resends it under

@@ -125,7 +125,7 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	// beside the new ones; claims of other tiles do not wait for them.
 	wctx, stopWaiting := context.WithCancel(lctx)
 	defer stopWaiting()
-	due := newDueBatches(wctx, u, req.FlightID, rep, claims, max(req.Concurrency, defaultConcurrency))
+	due := newDueBatches(wctx, u, req.FlightID, rep, claims, g)
 	due.stop = stopLoop
 	finishDue := func(err error) (Report, error) {
 		if err != nil {

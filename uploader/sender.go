@@ -442,7 +442,7 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	}
 	journaled := false
 	if ex.advised != nil && v.floor > 0 {
-		if !ex.journalAdvice(v) {
+		if !ex.journalAdvice(v, d) {
 			return false
 		}
 		journaled = true
@@ -480,9 +480,10 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 		ex.giveUp = fmt.Errorf("provider asks to wait %s before resending (status %d), beyond the %s cap or the run's deadline: giving this request up",
 			d.Round(time.Second), v.status, ex.u.maxDelay)
 		return false
-	case ex.attempts > ex.u.resends:
-		// The resends are spent: the caller reads the last answer, or a
-		// journaled wait is waited apart.
+	case ex.prior+ex.attempts > ex.u.resends:
+		// The batch's resends in this run are spent (counted across its
+		// waits apart): the caller reads the last answer, or a journaled
+		// wait is waited apart.
 		ex.deferred = journaled
 		return false
 	}
@@ -507,12 +508,17 @@ func (ex *exchange) waitToResend() bool {
 }
 
 // journalAdvice journals the provider's advised wait as the batch's
-// not-before, cut to MaxAdvisedWait, before the batch waits for it apart
-// or is left to a later run: a run that dies meanwhile, or any other run,
-// then waits for it too. It reports false, with giveUp set, when the
-// journal cannot be written.
-func (ex *exchange) journalAdvice(v verdict) bool {
-	wait := min(v.floor, MaxAdvisedWait)
+// not-before before the batch waits for it apart or is left to a later
+// run: a run that dies meanwhile, or any other run, then waits for it too.
+// The wait is the advice's for this attempt (d, the verdict's: an
+// exponential strategy backs off from "after" by the batch's attempts in
+// the run, which count on across its waits apart), cut to the cap on one
+// wait but never below the floor the provider named, and to
+// MaxAdvisedWait. It reports false, with giveUp set, when the journal
+// cannot be written.
+func (ex *exchange) journalAdvice(v verdict, d time.Duration) bool {
+	d, _ = bound(d, v.floor, ex.u.maxDelay, time.Duration(math.MaxInt64))
+	wait := min(d, MaxAdvisedWait)
 	jctx, cancel := detachedCtx(ex.runCtx)
 	defer cancel()
 	nb, err := ex.advised(jctx, wait)
@@ -528,14 +534,15 @@ func (ex *exchange) journalAdvice(v verdict) bool {
 func (ex *exchange) probeSpent() bool { return ex.probeAttempts > 0 && ex.attempts >= ex.probeAttempts }
 
 // transportWait is the wait before resending after no answer or a lost
-// one: exponential from 500 ms by the attempt's number, capped at 30 s,
+// one: exponential from 500 ms by the attempt's number in the run (across
+// the batch's waits apart), capped at 30 s,
 // jittered as configured (decorrelated jitter draws from [500 ms, 3 x the
 // previous wait]). The first resend after a broken connection or a lost
 // answer (not a timeout) does not wait at all (resend).
 func (ex *exchange) transportWait() time.Duration {
 	b := TransportBackoff(ex.u.jitter)
 	ex.u.randMu.Lock()
-	d := b.Delay(ex.attempts, ex.u.rand, ex.prevTransport)
+	d := b.Delay(ex.prior+ex.attempts, ex.u.rand, ex.prevTransport)
 	ex.u.randMu.Unlock()
 	ex.prevTransport = d
 	return d

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math/rand"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,5 +458,49 @@ func TestAnotherRunsBatchHoldingTheNumberIsWaitedForAndSettledOnceItsLeaseEnds(t
 	}
 	if last := committedNumbersAreContiguous(t, p, rec, "drone-7"); last != 2 {
 		t.Errorf("provider's last committed %d, want 2", last)
+	}
+}
+
+// A sequenced batch advised to wait past the cap on one wait waits apart,
+// and its resend takes the one slot a client ID allows: the worker's next
+// claim finds the batch holding the client's next number and ends, which
+// frees the slot, so the run neither deadlocks nor has two batches in
+// flight.
+func TestASequencedBatchWaitingApartTakesTheOneSlotOnceTheWorkerLetsItGo(t *testing.T) {
+	t.Parallel()
+	_, rec, url := strictProvider(t, nil)
+	target, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := httputil.NewSingleHostReverseProxy(target)
+	var advised atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && advised.CompareAndSwap(false, true) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "busy",
+				&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+			return
+		}
+		back.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := providertest.NewClient(t, "sa")
+	c.AddTiles(t, "sa", 4, 256, 14)
+	u, _ := newUploader(t, front.URL, c, func(o *uploader.ClientOptions) {
+		o.ClientID = "drone-9"
+		o.Sleep = operation.Sleep
+		o.MaxRetryDelay = 10 * time.Millisecond // the advice goes past it: the batch waits apart
+	})
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sa", BatchSize: 2})
+	if err != nil {
+		t.Fatalf("run: %+v, %v", rep, err)
+	}
+	reqs := rec.all()
+	if len(reqs) == 0 || reqs[0].Seq != 1 || reqs[0].Status != http.StatusOK {
+		t.Fatalf("requests at the provider %+v: want the advised batch resent with number 1 and answered", reqs)
+	}
+	if n := rec.mostInFlight(); n != 1 {
+		t.Errorf("most batches in flight = %d, want 1", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tilectl/tilectl/provider/providertest"
 	"github.com/tilectl/tilectl/tilestore"
+	"github.com/tilectl/tilectl/uploader/concurrency"
 )
 
 // adoptHook is a Store whose AdoptOpenBatches runs after once the
@@ -57,7 +58,7 @@ func TestSettleOpenLeavesABatchDueFinishesDuringTheAdoptionToDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, claims := newRunReport("fsh", u.now(), nil, nil), &claimState{}
-	due = newDueBatches(ctx, u, "fsh", rep, claims, 1)
+	due = newDueBatches(ctx, u, "fsh", rep, claims, concurrency.NewFixed(1))
 	due.held = map[string]bool{op: true}
 	settled, err := u.settleOpen(ctx, "fsh", nil, rep, claims, nil, due)
 	if err != nil || settled != 0 {

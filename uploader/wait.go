@@ -100,8 +100,11 @@ func (e *waitingError) Is(target error) bool { return target == errWaiting }
 // adviceDetail says what asked for a wait, for logs and the report.
 func adviceDetail(v verdict, journaled time.Duration) string {
 	s := fmt.Sprintf("%d %s asked for %s", v.status, v.code, v.floor.Round(time.Millisecond))
-	if journaled < v.floor {
+	switch {
+	case journaled < v.floor:
 		s += fmt.Sprintf(", kept for %s at most", journaled)
+	case journaled > v.floor:
+		s += fmt.Sprintf(", backing off (%s) to %s", v.strategy, journaled.Round(time.Millisecond))
 	}
 	return s
 }
@@ -144,9 +147,10 @@ func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
 // dueBatches are one call's open batches that wait for the provider's
 // advised time. One whose time comes before the call's deadline goes then,
 // on a goroutine of its own beside the workers, so that claims of other
-// tiles never wait for it; at most concurrency of these go at once, a cap
-// of their own beside the workers' (a run may have both on the wire);
-// one whose time comes after it stays open, listed in the report's
+// tiles never wait for it while it waits; its resend takes a slot of the
+// call's limit on batches in flight (gate), ahead of the workers' next
+// claims, so the limit holds for every batch on the wire; one whose time
+// comes after it stays open, listed in the report's
 // Waiting. It lives for one UploadPendingTiles call and holds that call's
 // context, which ends its waits.
 type dueBatches struct {
@@ -157,7 +161,7 @@ type dueBatches struct {
 	// announced; claims is the call's, for the batches settled when due.
 	report *runReport
 	claims *claimState
-	sem    chan struct{}
+	gate   gate
 	// stop, when set, ends the call's sending loop with a run-level
 	// failure of a batch it holds.
 	stop context.CancelCauseFunc
@@ -175,8 +179,8 @@ type dueBatches struct {
 	left map[string]bool
 }
 
-func newDueBatches(ctx context.Context, u *Client, flightID string, rep *runReport, claims *claimState, concurrency int) *dueBatches {
-	return &dueBatches{u: u, ctx: ctx, flightID: flightID, report: rep, claims: claims, sem: make(chan struct{}, max(concurrency, 1))}
+func newDueBatches(ctx context.Context, u *Client, flightID string, rep *runReport, claims *claimState, g gate) *dueBatches {
+	return &dueBatches{u: u, ctx: ctx, flightID: flightID, report: rep, claims: claims, gate: g}
 }
 
 // hold takes a batch that this run sent and that waits for its not-before,
@@ -344,14 +348,17 @@ func (d *dueBatches) cutOff() bool {
 	return ok && !d.u.now().Before(dl)
 }
 
-// settle settles b, with at most concurrency batches at once.
+// settle settles b in a slot of the call's limit on batches in flight,
+// the first that frees. The worker holding a slot never waits for a
+// waiting batch: with a client sequence (one slot), a claim that finds this
+// run's waiting batch holding the next number ends its worker
+// (sequenceBusy), which frees the slot.
 func (d *dueBatches) settle(b tilestore.Batch, sent int) error {
-	select {
-	case d.sem <- struct{}{}:
-	case <-d.ctx.Done():
-		return nil
+	release, err := d.gate.AcquireFirst(d.ctx)
+	if err != nil {
+		return nil // the call ended first: the batch stays open
 	}
-	defer func() { <-d.sem }()
+	defer release()
 	members, err := d.u.loadMembers(d.ctx, d.flightID, []tilestore.Batch{b})
 	if err != nil {
 		return err

@@ -3,7 +3,9 @@ package uploader_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,5 +244,159 @@ func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 	}
 	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
 		t.Fatalf("%d batch requests: want the batch again under its key in the next run", len(got))
+	}
+}
+
+// Batches back from an advised wait count against the limit on batches in
+// flight that the workers' batches take their slots from: with a fixed
+// limit, the provider never has more batches of the run at once than it,
+// however many of them come due while the workers send new ones.
+func TestBatchesBackFromAnAdvisedWaitKeepToTheLimitOnBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{1, 2} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			t.Parallel()
+			var now, top atomic.Int32
+			f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+				n := now.Add(1)
+				defer now.Add(-1)
+				for {
+					t := top.Load()
+					if n <= t || top.CompareAndSwap(t, n) {
+						break
+					}
+				}
+				// Each batch takes a while on the wire (a slow link), so
+				// batches that come due meet the workers' on it.
+				time.Sleep(20 * time.Millisecond)
+				if b.Attempt == 1 {
+					operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+						&operation.RetryExtension{Allowed: true, After: 30 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+					return
+				}
+				answerAll(w, b, "accepted")
+			})
+			c := providertest.NewClient(t, "fc")
+			c.AddTiles(t, "fc", 12, 256, 11)
+			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
+
+			rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fc", BatchSize: 1, Concurrency: limit})
+			if err != nil || rep.Uploaded() != 12 {
+				t.Fatalf("report %+v, %v: want all 12 tiles uploaded", rep, err)
+			}
+			if got := len(f.received()); got != 24 {
+				t.Errorf("%d batch requests, want 24 (each batch advised to wait once)", got)
+			}
+			if n := top.Load(); n > int32(limit) {
+				t.Errorf("most batches in flight at once = %d, want at most the limit %d", n, limit)
+			}
+		})
+	}
+}
+
+// A retry extension with strategy exponential backs off from its "after"
+// across the batch's waits apart, as within one exchange: each wait the
+// batch journals and waits apart is twice the one before, never the bare
+// "after" again.
+func TestAnExponentialAdviceBacksOffAcrossWaitsApart(t *testing.T) {
+	t.Parallel()
+	const after = 25 * time.Millisecond
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if b.Attempt <= 3 {
+			// The extension alone names the wait: no Retry-After, whose
+			// whole seconds would be the floor of every wait.
+			rec := httptest.NewRecorder()
+			operation.WriteError(rec, http.StatusBadGateway, operation.CodeDependencyError, "storage is slow",
+				&operation.RetryExtension{Allowed: true, After: after, Strategy: operation.StrategyExponential}, nil)
+			w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fx")
+	c.AddTiles(t, "fx", 1, 256, 12)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fx", BatchSize: 1, Concurrency: 1})
+	if err != nil || rep.Uploaded() != 1 {
+		t.Fatalf("report %+v, %v: want the tile uploaded", rep, err)
+	}
+	got := f.received()
+	if len(got) != 4 {
+		t.Fatalf("%d batch requests, want 4", len(got))
+	}
+	for i := 1; i < len(got); i++ {
+		want := after << (i - 1)
+		if d := got[i].At.Sub(got[i-1].At); d < want {
+			t.Errorf("send %d went %v after send %d; want at least %v (exponential from %v)", i+1, d, i, want, after)
+		}
+	}
+}
+
+// The bound on a batch's resends (MaxResends) counts its sends in the run
+// across a wait apart: a batch sent once, advised to wait, and then
+// answered 504 without advice gets MaxResends resends in all, not
+// MaxResends more after its wait; the run then ends with the provider's
+// error, the batch left open for the next call to resend under its key.
+func TestTheResendBoundCountsAcrossAWaitApart(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if b.Attempt == 1 {
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 20 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+			return
+		}
+		operation.WriteError(w, http.StatusGatewayTimeout, operation.CodeDeadlineExceeded, "storage timed out", nil, nil)
+	})
+	c := providertest.NewClient(t, "fr")
+	c.AddTiles(t, "fr", 1, 256, 13)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+		o.Sleep = operation.Sleep
+		o.MaxResends = 2
+	})
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fr", BatchSize: 1, Concurrency: 1})
+	var perr *uploader.ProviderError
+	if !errors.As(err, &perr) || perr.Status != http.StatusGatewayTimeout || rep.Pending != 1 {
+		t.Fatalf("report %+v, %v: want the provider's 504 and the batch left open", rep, err)
+	}
+	if got := f.received(); len(got) != 3 {
+		t.Fatalf("%d batch requests, want 3 (the first send and MaxResends 2 resends)", len(got))
+	}
+}
+
+// tilectl's own backoff after no answer counts the batch's attempts in
+// the run too: a batch sent once, advised to wait apart, and then timed
+// out waits as its second attempt's backoff (1 s), not as a first's.
+func TestTheTransportBackoffCountsAcrossAWaitApart(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
+		switch b.Attempt {
+		case 1:
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 20 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+		case 2:
+			<-r.Context().Done() // no answer in time
+		default:
+			answerAll(w, b, "accepted")
+		}
+	})
+	c := providertest.NewClient(t, "fo")
+	c.AddTiles(t, "fo", 1, 256, 14)
+	u, sl := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.RequestTimeout = 300 * time.Millisecond })
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fo", BatchSize: 1, Concurrency: 1})
+	if err != nil || rep.Uploaded() != 1 {
+		t.Fatalf("report %+v, %v: want the tile uploaded", rep, err)
+	}
+	if got := f.received(); len(got) != 3 {
+		t.Fatalf("%d batch requests, want 3", len(got))
+	}
+	// The waits: the advised one (its Retry-After's whole second), then
+	// the backoff after the timeout.
+	if waits := sl.all(); len(waits) == 0 || waits[len(waits)-1] != time.Second {
+		t.Errorf("waits %v: want the timed-out second attempt's backoff, 1s, last", waits)
 	}
 }

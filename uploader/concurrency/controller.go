@@ -140,6 +140,7 @@ type Controller struct {
 	// limit is measured from then on. sized is set by ExpectBatchBytes.
 	heard, sized bool
 	inflight     int
+	first        int           // AcquireFirst callers waiting
 	changed      chan struct{} // closed and replaced when a slot frees or the limit moves
 	// slowStart grows the limit by one per answer (doubling it each
 	// round trip) until the first queue or overload; afterwards it grows
@@ -275,11 +276,35 @@ func (c *Controller) Ahead() int {
 }
 
 // Acquire waits for a slot; release gives it back. It returns ctx's error
-// when ctx ends first.
+// when ctx ends first. A slot goes to an AcquireFirst waiting before it.
 func (c *Controller) Acquire(ctx context.Context) (release func(), err error) {
+	return c.acquire(ctx, false)
+}
+
+// AcquireFirst is Acquire ahead of every Acquire waiting: the slot that
+// frees next is its. The uploader takes it for a batch back from the
+// provider's advised wait, which goes before a batch not yet claimed.
+func (c *Controller) AcquireFirst(ctx context.Context) (release func(), err error) {
+	return c.acquire(ctx, true)
+}
+
+func (c *Controller) acquire(ctx context.Context, first bool) (release func(), err error) {
+	c.mu.Lock()
+	if first {
+		c.first++
+		defer func() {
+			c.mu.Lock()
+			c.first--
+			c.notify() // an Acquire it held back may go now
+			c.mu.Unlock()
+		}()
+	}
 	for {
-		c.mu.Lock()
-		if c.inflight < c.effective() {
+		ahead := c.first
+		if first {
+			ahead = 0
+		}
+		if c.inflight+ahead < c.effective() {
 			c.inflight++
 			c.peak = max(c.peak, c.inflight)
 			c.mu.Unlock()
@@ -292,6 +317,7 @@ func (c *Controller) Acquire(ctx context.Context) (release func(), err error) {
 			return nil, ctx.Err()
 		case <-ch:
 		}
+		c.mu.Lock()
 	}
 }
 

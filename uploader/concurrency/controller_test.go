@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -683,5 +684,55 @@ func TestControllerComesBackFromSlowStartsOvershootToWhatFillsTheLink(t *testing
 		if low < bdp {
 			t.Errorf("%d KiB batches: the limit rose to %d and came back to %d, under the %d batches that fill the link", size>>10, top, low, bdp)
 		}
+	}
+}
+
+// A slot that frees goes to an AcquireFirst waiting before any Acquire,
+// whichever began to wait first; an Acquire gets the next one.
+func TestAFreedSlotGoesToAcquireFirstBeforeAcquire(t *testing.T) {
+	t.Parallel()
+	type gate interface {
+		Acquire(context.Context) (func(), error)
+		AcquireFirst(context.Context) (func(), error)
+	}
+	for name, g := range map[string]gate{
+		"controller": concurrency.New(concurrency.Options{Initial: 1, Max: 1}),
+		"fixed":      concurrency.NewFixed(1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			held, err := g.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			later := make(chan func(), 1)
+			go func() {
+				rel, err := g.Acquire(context.Background())
+				if err != nil {
+					t.Error(err)
+				}
+				later <- rel
+			}()
+			first := make(chan func(), 1)
+			go func() {
+				rel, err := g.AcquireFirst(context.Background())
+				if err != nil {
+					t.Error(err)
+				}
+				first <- rel
+			}()
+			for concurrency.FirstWaiting(g) == 0 {
+				runtime.Gosched()
+			}
+			held()
+			rel := <-first
+			select {
+			case <-later:
+				t.Fatal("Acquire got a slot while AcquireFirst held the only one")
+			default:
+			}
+			rel()
+			(<-later)()
+		})
 	}
 }

@@ -1,0 +1,17 @@
+package concurrency
+
+// FirstWaiting is how many AcquireFirst callers wait on g (a *Controller
+// or a *Fixed).
+func FirstWaiting(g any) int {
+	switch g := g.(type) {
+	case *Controller:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.first
+	case *Fixed:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.first
+	}
+	return 0
+}
