@@ -300,6 +300,32 @@ func TestSHA256IsValidatedWheneverItIsWritten(t *testing.T) {
 	}
 }
 
+// TestNoRowTriggerOnTilesRunsBeforeAnUpdate: Postgres fetches and locks
+// each row an UPDATE writes for a BEFORE UPDATE row trigger of the table,
+// whatever the trigger's column list, before it even looks at whether
+// the trigger fires. Claims and settlements write every tile of a flight
+// (the claim's mark, the settlement's status), so such a trigger would
+// make each of those writes lock its row first, one more WAL record per
+// settled tile. The sha256 rule checks an update after the write instead
+// (TestSHA256IsValidatedWheneverItIsWritten).
+func TestNoRowTriggerOnTilesRunsBeforeAnUpdate(t *testing.T) {
+	dbURL := pgtest.NewURL(t)
+	ctx, conn := connect(t, dbURL)
+	// tgtype bits (pg_trigger.h): 1 row, 2 before, 16 update.
+	rows, err := conn.Query(ctx, `SELECT tgname FROM pg_trigger
+		WHERE tgrelid = 'tiles'::regclass AND NOT tgisinternal AND tgtype & (1 | 2 | 16) = (1 | 2 | 16)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) > 0 {
+		t.Errorf("row triggers that run before an UPDATE of tiles: %v; want none", names)
+	}
+}
+
 func TestCheckSchemaSaysWhatToDoForEveryState(t *testing.T) {
 	dbURL := pgtest.NewEmptyDatabase(t)
 	ctx, conn := connect(t, dbURL)

@@ -358,3 +358,39 @@ func TestTheClaimsGenericPlanReadsTheOrdersIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestAClaimReadsNoTilesUncountedRejectionsWhenThereAreNone: a claim with
+// a budget leaves out the tiles whose attempts and uncounted rejections
+// reach it. Uncounted rejections are few and short-lived (the next count
+// takes them), so a claim looks once whether there are any before it
+// counts a candidate's: with none, it reads none per candidate.
+func TestAClaimReadsNoTilesUncountedRejectionsWhenThereAreNone(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := testCtx(t)
+	seedFlight(t, s, "FU", 2000)
+	if _, err := s.Pool().Exec(ctx, "ANALYZE tiles"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Pool().BeginTx(ctx, pgx.TxOptions{BeginQuery: tilestore.ClaimTxBegin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "PREPARE claim AS "+tilestore.ClaimMarkSQL(tilestore.OrderZoom), pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := explain(ctx, tx, "(ANALYZE) EXECUTE claim('FU', 64, 5, '{}'::text[], '{}'::text[], now(), '', 'op-u', -1)",
+		pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "rows=64 ") {
+		t.Fatalf("the claim did not take 64 tiles:\n%s", plan)
+	}
+	for _, m := range regexp.MustCompile(`upload_rejections_uncounted_idx[^\n]*loops=(\d+)`).FindAllStringSubmatch(plan, -1) {
+		if m[1] != "1" {
+			t.Errorf("the claim read the uncounted rejections %s times, once per candidate, with none there:\n%s", m[1], plan)
+		}
+	}
+}

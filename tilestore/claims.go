@@ -156,7 +156,9 @@ type Claimed struct {
 // claimSQL locks the next uploadable tiles of the flight that are in no
 // open batch, are not excluded ($4) and, with a budget ($3 > 0), have
 // attempts left counting the uncounted rejections (read through their
-// small partial index). SKIP LOCKED lets concurrent claims take different
+// small partial index; a candidate's are read only when the claim, which
+// looks once, finds any at all: they are few and short-lived, the next
+// count takes them, and most claims find none). SKIP LOCKED lets concurrent claims take different
 // tiles without waiting; a tile another claim took and committed meanwhile
 // fails the recheck of open_op_id on its new version. Tiles awaiting a
 // lookup (members of a failed batch of the flight, or rejected with
@@ -210,8 +212,10 @@ func claimSQL(o Order) string {
 	        UNION ALL
 	        SELECT r.tile_id FROM upload_rejections r WHERE r.reason = '` + ReasonProtocolError + `'))
 	  AND ` + cursor + `
-	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base + (SELECT count(*) FROM upload_rejections r
-	                                            WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL) < $3::int)
+	  AND ($3::int <= 0 OR t.upload_attempts - t.budget_base
+	        + CASE WHEN EXISTS (SELECT 1 FROM upload_rejections r WHERE r.counted_at IS NULL)
+	               THEN (SELECT count(*) FROM upload_rejections r WHERE r.tile_id = t.tile_id AND r.counted_at IS NULL)
+	               ELSE 0 END < $3::int)
 	ORDER BY ` + orderBy + ` LIMIT $2
 	FOR UPDATE OF t SKIP LOCKED`
 }

@@ -324,6 +324,15 @@ var (
 	// read from disk, could read and hash the whole table instead, once
 	// per batch, at many times the cost of the key lookups; settlements
 	// (key lookups only) turn sequential scans off.
-	settleRelaxedBegin = txBegin{"BEGIN", "SET LOCAL synchronous_commit = off", "SET LOCAL enable_seqscan = off"}
-	settleDurableBegin = txBegin{"BEGIN", "SET LOCAL synchronous_commit = on", "SET LOCAL enable_seqscan = off"}
+	//
+	// Their statements run on generic plans from the first: a plan made
+	// for the values (a custom plan, which Postgres makes for the first
+	// five runs of a statement on each connection before it weighs the
+	// generic one) finds the same rows by the same keys, and a run's few
+	// dozen settlements, spread over its pool's connections, would mostly
+	// pay for one.
+	settleRelaxedBegin = txBegin{"BEGIN", "SET LOCAL synchronous_commit = off", "SET LOCAL enable_seqscan = off",
+		"SET LOCAL plan_cache_mode = force_generic_plan"}
+	settleDurableBegin = txBegin{"BEGIN", "SET LOCAL synchronous_commit = on", "SET LOCAL enable_seqscan = off",
+		"SET LOCAL plan_cache_mode = force_generic_plan"}
 )
