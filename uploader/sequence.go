@@ -300,7 +300,8 @@ func (u *Client) sequenceBusy(ctx, stopCtx context.Context, flightID string, bus
 		}
 		return true, nil
 	case busy.FlightID == flightID:
-		if _, err := u.settleOpen(ctx, flightID, nil, rep, claims, nil, due); err != nil {
+		// The worker's slot carries the expired batch's resend (nil gate).
+		if _, err := u.settleOpen(ctx, flightID, nil, rep, claims, nil, due, nil); err != nil {
 			return false, err
 		}
 		return true, nil
