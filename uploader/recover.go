@@ -83,7 +83,7 @@ func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string,
 
 // settleInSlot is settleAdopted in a slot of g, the first that frees;
 // with g nil, in the caller's. An adopted batch starts its attempts in
-// this call from none (sent 0).
+// this call from none (carried{}): its journaled sends are not counted.
 func (u *Client) settleInSlot(ctx context.Context, g gate, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, rep *runReport, claims *claimState) error {
 	if g != nil {
 		release, err := g.AcquireFirst(ctx)
@@ -92,7 +92,7 @@ func (u *Client) settleInSlot(ctx context.Context, g gate, flightID string, b ti
 		}
 		defer release()
 	}
-	return u.settleAdopted(ctx, flightID, b, members, 0, rep, claims)
+	return u.settleAdopted(ctx, flightID, b, members, carried{}, rep, claims)
 }
 
 // settleAdopted settles one open batch this run adopted: resent under its
@@ -100,15 +100,15 @@ func (u *Client) settleInSlot(ctx context.Context, g gate, flightID string, b ti
 // the provider's record of it. A batch the provider asks to wait is left
 // open with its journaled not-before, and its *waitingError returned; one
 // whose outcome stays unknown is left open, and errUnsettled returned.
-// sent: how many times this run sent it already before it waited apart
-// (sendOpts.sent).
-func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, sent int, rep *runReport, claims *claimState) error {
+// past: what its sends in this call before it waited apart leave its next
+// exchange (sendOpts.past).
+func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, past carried, rep *runReport, claims *claimState) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 		Msg("settling a batch an earlier run left open")
 	var err error
 	if ok {
-		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, sendOpts{sent: sent}, rep, claims)
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, sendOpts{past: past}, rep, claims)
 		switch {
 		case errors.Is(err, errWaiting):
 			return err
