@@ -81,12 +81,15 @@ type exchange struct {
 	adm admission
 	// budgetSpent: a resend was refused by the run's retry budget.
 	budgetSpent bool
-	// prior is how many times this run sent the batch before this
-	// exchange, which began after it waited apart for the provider's
-	// advised time (0: none). Its first attempt here is then a resend,
-	// taken from the retry budget and counted as one, and its attempts
-	// count on from prior: a provider's limit on attempts (max_attempts,
-	// the contract table's) is of the request's, not of one exchange's.
+	// prior is how many times this upload call (of this process) sent
+	// the batch before this exchange, which began after it waited apart
+	// for the provider's advised time (0: none). Its first attempt here is
+	// then a resend, taken from the retry budget and counted as one, and
+	// its attempts count on from prior: a provider's limit on attempts
+	// (max_attempts, the contract table's) is of the request's, not of one
+	// exchange's. Sends of earlier calls or processes (the journal's
+	// Batch.Sends) are not counted: a batch adopted after a crash is
+	// resent whatever it cost before, or it might never be settled.
 	prior int
 	// priorOwn is how many of the batch's resends in this call before this
 	// exchange tilectl decided on its own, after an answer that named no
@@ -523,7 +526,7 @@ func (ex *exchange) waitToResend() bool {
 // run: a run that dies meanwhile, or any other run, then waits for it too.
 // The wait is the advice's for this attempt (d, the verdict's: an
 // exponential strategy backs off from "after" by the batch's attempts in
-// the run, which count on across its waits apart), cut to the cap on one
+// this upload call, which count on across its waits apart), cut to the cap on one
 // wait but never below the floor the provider named, and to
 // MaxAdvisedWait. It reports false, with giveUp set, when the journal
 // cannot be written.
