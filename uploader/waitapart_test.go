@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,12 +252,20 @@ func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 // flight that the workers' batches take their slots from: with a fixed
 // limit, the provider never has more batches of the run at once than it,
 // however many of them come due while the workers send new ones.
+//
+// Every first send is held on the wire until a batch comes back from its
+// wait, or for 300 ms, ten times the 30 ms wait: a batch that came due
+// outside the limit would be on the wire beside the held ones, which fill
+// it. The wait is named by the retry extension alone, so it is 30 ms and
+// not Retry-After's whole second.
 func TestBatchesBackFromAnAdvisedWaitKeepToTheLimitOnBatchesInFlight(t *testing.T) {
 	t.Parallel()
 	for _, limit := range []int{1, 2} {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
 			t.Parallel()
 			var now, top atomic.Int32
+			back := make(chan struct{})
+			var backOnce sync.Once
 			f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
 				n := now.Add(1)
 				defer now.Add(-1)
@@ -266,14 +275,16 @@ func TestBatchesBackFromAnAdvisedWaitKeepToTheLimitOnBatchesInFlight(t *testing.
 						break
 					}
 				}
-				// Each batch takes a while on the wire (a slow link), so
-				// batches that come due meet the workers' on it.
-				time.Sleep(20 * time.Millisecond)
 				if b.Attempt == 1 {
-					operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-						&operation.RetryExtension{Allowed: true, After: 30 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+					select {
+					case <-back:
+					case <-time.After(300 * time.Millisecond):
+					}
+					writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+						&operation.RetryExtension{Allowed: true, After: 30 * time.Millisecond, Strategy: operation.StrategyFixed})
 					return
 				}
+				backOnce.Do(func() { close(back) })
 				answerAll(w, b, "accepted")
 			})
 			c := providertest.NewClient(t, "fc")
