@@ -161,7 +161,7 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		if err != nil {
 			return finishDue(err)
 		}
-		if done {
+		if done && !due.sendAgain() {
 			return finishDue(nil)
 		}
 	}

@@ -187,6 +187,10 @@ type dueBatches struct {
 	// (resends or the resend budget spent, outcome unknown): a later pass
 	// of the call does not adopt them either; the next call settles them.
 	left map[string]bool
+	// behind: a sequenced worker ended because a batch d holds, waiting
+	// within the deadline, has the client's next number (sequenceBusy);
+	// the call passes again once d has settled it (sendAgain).
+	behind bool
 }
 
 func newDueBatches(ctx context.Context, u *Client, flightID string, rep *runReport, claims *claimState, g gate) *dueBatches {
@@ -224,6 +228,36 @@ func (d *dueBatches) holdFor(w Wait, left time.Duration, past carried) {
 			d.mu.Unlock()
 		}
 	})
+}
+
+// stoppedBy records that a sequenced worker ended because batch opID, this
+// call's, holds the client's next number; it reports whether d holds the
+// batch to settle within the call (else it is left for the next call).
+func (d *dueBatches) stoppedBy(opID string) bool {
+	if d.report.leftWaiting(opID) {
+		return false // its time is past the deadline
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ok := d.held[opID] && !d.left[opID]
+	d.behind = d.behind || ok
+	return ok
+}
+
+// sendAgain reports whether the call should pass again before it ends: a
+// sequenced worker stopped behind a batch d held, and d has since settled
+// every batch it held (it waits for them). The tiles the worker left are
+// then sent in the call, not left pending for the next. It reports false
+// when a held batch ended the call with a run-level error.
+func (d *dueBatches) sendAgain() bool {
+	d.mu.Lock()
+	behind := d.behind
+	d.behind = false
+	d.mu.Unlock()
+	if !behind {
+		return false
+	}
+	return d.wait() == nil && d.ctx.Err() == nil
 }
 
 // leave records that the call left batch opID open for the next call.
