@@ -94,9 +94,9 @@ var errSettledElsewhere = errors.New("batch settled or failed meanwhile; not sen
 // journaled); a batch it cannot settle is left open for the next run. It makes no body reader after it returns,
 // so the caller may then release tb.
 //
-// opts.sent says how many times the batch went in this run already before
-// it waited apart for the provider's advised time (dueBatches): its sends
-// are resends, and its attempts count on from there.
+// opts.past says what the batch's sends in this call before it waited
+// apart for the provider's advised time (dueBatches) leave: its sends are
+// resends, and its counts go on from there (carried).
 // opts.counted says the journal already counts the first attempt (a batch
 // claimed with Claim.Sending): it goes without NoteSend; every further
 // attempt is noted.
@@ -110,7 +110,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	if err != nil {
 		return err
 	}
-	resumed, counted := opts.sent > 0, opts.counted
+	resumed, counted := opts.past.sent > 0, opts.counted
 	noteSend := func(ctx context.Context) error {
 		if counted {
 			counted = false
@@ -127,9 +127,9 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	// provider's client state, which only this caller reads and journals
 	// (RebindSequence, settleCommitted). So a gap's resend, under a new
 	// number, is this loop's; each send still goes through the sender.
-	prior := opts.sent // a rebound number's exchange starts anew
+	past := opts.past // a rebound number's exchange starts anew
 	for rebinds := 0; ; rebinds++ {
-		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), prior: prior,
+		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), prior: past.sent, priorOwn: past.own,
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
 				return u.store.DeferBatch(ctx, opID, wait)
 			}},
@@ -162,7 +162,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 		if err != nil {
 			return err
 		}
-		seq.n, prior = n, 0
+		seq.n, past = n, carried{}
 	}
 
 	log := u.log.With().Str("op_id", opID).Int("tiles", len(tiles)).Logger()
@@ -221,9 +221,10 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 
 // sendOpts are what sendBatch needs to know of a batch's past.
 type sendOpts struct {
-	// sent is how many times it went in this run already, before it
-	// waited for the provider's advised time (0: it did not).
-	sent    int
+	// past is what its sends in this call before it waited for the
+	// provider's advised time leave its next exchange (none: it did not
+	// wait).
+	past    carried
 	counted bool // the journal counts its first attempt already (Claim.Sending)
 }
 

@@ -88,11 +88,15 @@ type ClientOptions struct {
 	// instead of spending RequestTimeout on each attempt. Default 8s.
 	FirstContactTimeout time.Duration
 	// MaxResends is how many times one batch is resent in an inner call
-	// after a transport failure or a retryable answer, counted across the
-	// waits the provider names and the batch waits apart (those waits
-	// themselves never spend it: a batch the provider asks to wait goes
-	// apart whatever its count, bounded by the provider's max_attempts or
-	// the contract table's, the retry budget and the deadline). Default 5: with
+	// (one UploadPendingTiles call of one process) on tilectl's own
+	// decision: after a transport failure or a retryable answer that names
+	// no wait. Those resends count on across the batch's waits apart in
+	// the call; a send the provider asked for by naming a wait never
+	// spends it (those are bounded by the provider's max_attempts or the
+	// contract table's, the retry budget and the deadline). The count
+	// starts from none in each call, whatever the journal says the batch
+	// was sent before: a batch adopted after a crash is resent again, or
+	// it might never be settled. Default 5: with
 	// the default 60 s request timeout, 4 inner calls of 6 attempts and
 	// their backoffs fit the default 30 m deadline (25m16s); a batch whose
 	// resends run out stays open and the next inner call resends it under

@@ -30,7 +30,15 @@ import (
 // now, is adopted but not sent before then: due holds it, and a batch due
 // already holds is left to it. settling, if not nil, is told when settling
 // starts and when it is done.
-func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string, rep *runReport, claims *claimState, settling func(SettlingProgress), due *dueBatches) (int, error) {
+//
+// Each batch is settled in a slot of the call's limit on batches in flight
+// (g), taken with AcquireFirst as a batch back from an advised wait takes
+// it, so the limit holds beside the batches coming due. g is nil when the
+// caller already holds a slot, which the batches then go in one after
+// another: a worker whose claim found an expired batch holding the
+// client's next number (sequenceBusy), where a second slot would never
+// come with one allowed.
+func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string, rep *runReport, claims *claimState, settling func(SettlingProgress), due *dueBatches, g gate) (int, error) {
 	// Which batches due holds is read before the adoption: a batch due
 	// lets go has its settlement or failure committed before it leaves
 	// held, so one read after the adoption could be a stale open row of a
@@ -57,7 +65,7 @@ func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string,
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		err := u.settleAdopted(ctx, flightID, b, members, 0, rep, claims)
+		err := u.settleInSlot(ctx, g, flightID, b, members, rep, claims)
 		if we := (*waitingError)(nil); errors.As(err, &we) {
 			due.hold(we)
 			continue
@@ -73,20 +81,34 @@ func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string,
 	return len(open), nil
 }
 
+// settleInSlot is settleAdopted in a slot of g, the first that frees;
+// with g nil, in the caller's. An adopted batch starts its attempts in
+// this call from none (carried{}): its journaled sends are not counted.
+func (u *Client) settleInSlot(ctx context.Context, g gate, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, rep *runReport, claims *claimState) error {
+	if g != nil {
+		release, err := g.AcquireFirst(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for a slot to settle open batch %s: %w", b.OpID, err)
+		}
+		defer release()
+	}
+	return u.settleAdopted(ctx, flightID, b, members, carried{}, rep, claims)
+}
+
 // settleAdopted settles one open batch this run adopted: resent under its
 // key when its members still verify, else (or when it stays open) from
 // the provider's record of it. A batch the provider asks to wait is left
 // open with its journaled not-before, and its *waitingError returned; one
 // whose outcome stays unknown is left open, and errUnsettled returned.
-// sent: how many times this run sent it already before it waited apart
-// (sendOpts.sent).
-func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, sent int, rep *runReport, claims *claimState) error {
+// past: what its sends in this call before it waited apart leave its next
+// exchange (sendOpts.past).
+func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, past carried, rep *runReport, claims *claimState) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 		Msg("settling a batch an earlier run left open")
 	var err error
 	if ok {
-		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, sendOpts{sent: sent}, rep, claims)
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, sendOpts{past: past}, rep, claims)
 		switch {
 		case errors.Is(err, errWaiting):
 			return err

@@ -161,7 +161,7 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		if err != nil {
 			return finishDue(err)
 		}
-		if done {
+		if done && !due.sendAgain() {
 			return finishDue(nil)
 		}
 	}
@@ -172,7 +172,7 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 // left unclear, and sends what is pending and not held by another run.
 // Batches that wait for the provider's advised time go to due.
 func (u *Client) pass(ctx context.Context, req Request, g gate, lim limits, rep *runReport, claims *claimState, dead []string, first bool, warned *sync.WaitGroup, due *dueBatches) error {
-	settled, err := u.settleOpen(ctx, req.FlightID, dead, rep, claims, req.Settling, due)
+	settled, err := u.settleOpen(ctx, req.FlightID, dead, rep, claims, req.Settling, due, g)
 	if err != nil {
 		return err
 	}

@@ -81,13 +81,23 @@ type exchange struct {
 	adm admission
 	// budgetSpent: a resend was refused by the run's retry budget.
 	budgetSpent bool
-	// prior is how many times this run sent the batch before this
-	// exchange, which began after it waited apart for the provider's
-	// advised time (0: none). Its first attempt here is then a resend,
-	// taken from the retry budget and counted as one, and its attempts
-	// count on from prior: a provider's limit on attempts (max_attempts,
-	// the contract table's) is of the request's, not of one exchange's.
+	// prior is how many times this upload call (of this process) sent
+	// the batch before this exchange, which began after it waited apart
+	// for the provider's advised time (0: none). Its first attempt here is
+	// then a resend, taken from the retry budget and counted as one, and
+	// its attempts count on from prior: a provider's limit on attempts
+	// (max_attempts, the contract table's) is of the request's, not of one
+	// exchange's. Sends of earlier calls or processes (the journal's
+	// Batch.Sends) are not counted: a batch adopted after a crash is
+	// resent whatever it cost before, or it might never be settled.
 	prior int
+	// priorOwn is how many of the batch's resends in this call before this
+	// exchange tilectl decided on its own, after an answer that named no
+	// wait; own is this exchange's. MaxResends and the transport backoff
+	// count on from priorOwn: the sends a provider asked for by naming a
+	// wait spend neither (its max_attempts, the contract table's limits
+	// and the deadline bound those).
+	priorOwn, own int
 	// prevTransport is the last transport resend wait (decorrelated jitter).
 	prevTransport time.Duration
 	// lostOnce: an answer of this exchange was lost already (resend).
@@ -293,7 +303,7 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 	a.cancelled = ex.cancelled || (a.err != nil && runCtx.Err() != nil && errors.Is(a.err, runCtx.Err()))
 	if ex.deferred && ex.giveUp == nil {
 		a.waiting = &waitingError{w: Wait{Reason: WaitProviderAdvice, OpID: ex.opID, Tiles: ex.tiles, Until: ex.notBefore,
-			Detail: ex.advice}, left: ex.advisedWait, attempts: ex.prior + ex.attempts}
+			Detail: ex.advice}, left: ex.advisedWait, past: carried{sent: ex.prior + ex.attempts, own: ex.priorOwn + ex.own}}
 	}
 	return a
 }
@@ -480,12 +490,16 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 		ex.giveUp = fmt.Errorf("provider asks to wait %s before resending (status %d), beyond the %s cap or the run's deadline: giving this request up",
 			d.Round(time.Second), v.status, ex.u.maxDelay)
 		return false
-	case ex.prior+ex.attempts > ex.u.resends:
-		// The batch's resends in this run are spent (counted across its
-		// waits apart): the caller reads the last answer, or a journaled
-		// wait is waited apart.
+	case ex.priorOwn+ex.attempts > ex.u.resends:
+		// The batch's resends are spent: this exchange's sends, and the
+		// resends tilectl decided on its own before the batch's earlier
+		// waits apart in this call. The caller reads the last answer, or a
+		// journaled wait is waited apart.
 		ex.deferred = journaled
 		return false
+	}
+	if v.floor == 0 {
+		ex.own++ // the answer named no wait: tilectl's own resend
 	}
 	ex.wait, ex.announce = d, journaled
 	return true
@@ -512,7 +526,7 @@ func (ex *exchange) waitToResend() bool {
 // run: a run that dies meanwhile, or any other run, then waits for it too.
 // The wait is the advice's for this attempt (d, the verdict's: an
 // exponential strategy backs off from "after" by the batch's attempts in
-// the run, which count on across its waits apart), cut to the cap on one
+// this upload call, which count on across its waits apart), cut to the cap on one
 // wait but never below the floor the provider named, and to
 // MaxAdvisedWait. It reports false, with giveUp set, when the journal
 // cannot be written.
@@ -534,15 +548,17 @@ func (ex *exchange) journalAdvice(v verdict, d time.Duration) bool {
 func (ex *exchange) probeSpent() bool { return ex.probeAttempts > 0 && ex.attempts >= ex.probeAttempts }
 
 // transportWait is the wait before resending after no answer or a lost
-// one: exponential from 500 ms by the attempt's number in the run (across
-// the batch's waits apart), capped at 30 s,
+// one: exponential from 500 ms by the attempt's number in this exchange
+// plus the resends tilectl decided on its own before the batch's earlier
+// waits apart in this call (the provider's advised sends do not count),
+// capped at 30 s,
 // jittered as configured (decorrelated jitter draws from [500 ms, 3 x the
 // previous wait]). The first resend after a broken connection or a lost
 // answer (not a timeout) does not wait at all (resend).
 func (ex *exchange) transportWait() time.Duration {
 	b := TransportBackoff(ex.u.jitter)
 	ex.u.randMu.Lock()
-	d := b.Delay(ex.prior+ex.attempts, ex.u.rand, ex.prevTransport)
+	d := b.Delay(ex.priorOwn+ex.attempts, ex.u.rand, ex.prevTransport)
 	ex.u.randMu.Unlock()
 	ex.prevTransport = d
 	return d

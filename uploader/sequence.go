@@ -288,8 +288,15 @@ func (u *Client) settleCommitted(ctx context.Context, flightID, opID string, seq
 func (u *Client) sequenceBusy(ctx, stopCtx context.Context, flightID string, busy *tilestore.SequenceBusyError, rep *runReport, claims *claimState, due *dueBatches) (more bool, err error) {
 	switch {
 	case busy.Own:
-		// Left open in this run (its resends were refused): a new number
-		// would be a gap until it is settled, by the next run.
+		// This run's: waiting apart for the provider's advised time (due
+		// settles it, then the call passes again), or left open (its
+		// resends were refused) for the next run. A new number would be a
+		// gap until it is settled.
+		if due.stoppedBy(busy.OpID) {
+			u.log.Info().Str("op_id", busy.OpID).Uint64("client_sequence", busy.Seq).
+				Msg("this run's batch waiting for the provider's advised time holds the client's next number; the next batches go once it is settled")
+			return false, nil
+		}
 		u.log.Info().Str("op_id", busy.OpID).Uint64("client_sequence", busy.Seq).
 			Msg("this run's open batch holds the client's next number; no further batch is sent in this run")
 		return false, nil
@@ -300,7 +307,8 @@ func (u *Client) sequenceBusy(ctx, stopCtx context.Context, flightID string, bus
 		}
 		return true, nil
 	case busy.FlightID == flightID:
-		if _, err := u.settleOpen(ctx, flightID, nil, rep, claims, nil, due); err != nil {
+		// The worker's slot carries the expired batch's resend (nil gate).
+		if _, err := u.settleOpen(ctx, flightID, nil, rep, claims, nil, due, nil); err != nil {
 			return false, err
 		}
 		return true, nil

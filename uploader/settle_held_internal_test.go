@@ -58,9 +58,10 @@ func TestSettleOpenLeavesABatchDueFinishesDuringTheAdoptionToDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, claims := newRunReport("fsh", u.now(), nil, nil), &claimState{}
-	due = newDueBatches(ctx, u, "fsh", rep, claims, concurrency.NewFixed(1))
+	g := concurrency.NewFixed(1)
+	due = newDueBatches(ctx, u, "fsh", rep, claims, g)
 	due.held = map[string]bool{op: true}
-	settled, err := u.settleOpen(ctx, "fsh", nil, rep, claims, nil, due)
+	settled, err := u.settleOpen(ctx, "fsh", nil, rep, claims, nil, due, g)
 	if err != nil || settled != 0 {
 		t.Fatalf("settleOpen settled %d, err %v; want the batch due held left to it", settled, err)
 	}
@@ -94,7 +95,7 @@ func TestABatchNoLongerOpenIsNotSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := u.settleAdopted(ctx, "fno", journaled, members, 0, rep, claims); err != nil {
+	if err := u.settleAdopted(ctx, "fno", journaled, members, carried{}, rep, claims); err != nil {
 		t.Fatalf("settle a batch failed meanwhile: %v; want nothing to do", err)
 	}
 	if l := p.Ledger(t); len(l.Tiles) != 0 {

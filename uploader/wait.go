@@ -86,10 +86,20 @@ var errWaiting = errors.New("batch waits for the provider's advised time")
 type waitingError struct {
 	w    Wait
 	left time.Duration // from when the answer came until the not-before
-	// attempts is how many times this run sent the batch so far: its
-	// next exchange counts on from it (exchange.prior).
-	attempts int
+	// past is what the batch's next exchange counts on from.
+	past carried
 }
+
+// carried is what a batch's exchanges in one upload call (of one process)
+// leave to its next exchange in that call, after a wait apart: sent is
+// every send (exchange.prior: a provider's max_attempts, the contract
+// table's limits and an exponential advice count them), own the resends
+// tilectl decided on its own after an answer that named no wait
+// (exchange.priorOwn: MaxResends and the transport backoff count them).
+// Both start from none in each call: a batch adopted from the journal,
+// after a crash say, gets its full resends again, or it might never be
+// settled.
+type carried struct{ sent, own int }
 
 func (e *waitingError) Error() string {
 	return fmt.Sprintf("batch %s waits until %s as the provider advised (%s)", e.w.OpID, e.w.Until.Format(time.RFC3339), e.w.Detail)
@@ -177,6 +187,10 @@ type dueBatches struct {
 	// (resends or the resend budget spent, outcome unknown): a later pass
 	// of the call does not adopt them either; the next call settles them.
 	left map[string]bool
+	// behind: a sequenced worker ended because a batch d holds, waiting
+	// within the deadline, has the client's next number (sequenceBusy);
+	// the call passes again once d has settled it (sendAgain).
+	behind bool
 }
 
 func newDueBatches(ctx context.Context, u *Client, flightID string, rep *runReport, claims *claimState, g gate) *dueBatches {
@@ -186,12 +200,12 @@ func newDueBatches(ctx context.Context, u *Client, flightID string, rep *runRepo
 // hold takes a batch that this run sent and that waits for its not-before,
 // left from now: it is announced, then waited for within the deadline or
 // left for a later run.
-func (d *dueBatches) hold(we *waitingError) { d.holdFor(we.w, we.left, we.attempts) }
+func (d *dueBatches) hold(we *waitingError) { d.holdFor(we.w, we.left, we.past) }
 
-// holdFor is hold; sent is how many times this run sent the batch before
-// it waited (its next send is a resend, and its attempts count on), 0 for
-// a batch an earlier run left waiting.
-func (d *dueBatches) holdFor(w Wait, left time.Duration, sent int) {
+// holdFor is hold; past is what the batch's sends in this call before it
+// waited leave its next exchange (its next send is a resend, and its
+// counts go on), none for a batch an earlier run left waiting.
+func (d *dueBatches) holdFor(w Wait, left time.Duration, past carried) {
 	d.mu.Lock()
 	if d.held == nil {
 		d.held = map[string]bool{}
@@ -205,7 +219,7 @@ func (d *dueBatches) holdFor(w Wait, left time.Duration, sent int) {
 		return
 	}
 	d.wg.Go(func() {
-		d.settleWhenDue(w, left, sent)
+		d.settleWhenDue(w, left, past)
 		if !d.report.leftWaiting(w.OpID) {
 			// Settled, failed, or left open for another reason: a later
 			// pass may adopt it again.
@@ -214,6 +228,36 @@ func (d *dueBatches) holdFor(w Wait, left time.Duration, sent int) {
 			d.mu.Unlock()
 		}
 	})
+}
+
+// stoppedBy records that a sequenced worker ended because batch opID, this
+// call's, holds the client's next number; it reports whether d holds the
+// batch to settle within the call (else it is left for the next call).
+func (d *dueBatches) stoppedBy(opID string) bool {
+	if d.report.leftWaiting(opID) {
+		return false // its time is past the deadline
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ok := d.held[opID] && !d.left[opID]
+	d.behind = d.behind || ok
+	return ok
+}
+
+// sendAgain reports whether the call should pass again before it ends: a
+// sequenced worker stopped behind a batch d held, and d has since settled
+// every batch it held (it waits for them). The tiles the worker left are
+// then sent in the call, not left pending for the next. It reports false
+// when a held batch ended the call with a run-level error.
+func (d *dueBatches) sendAgain() bool {
+	d.mu.Lock()
+	behind := d.behind
+	d.behind = false
+	d.mu.Unlock()
+	if !behind {
+		return false
+	}
+	return d.wait() == nil && d.ctx.Err() == nil
 }
 
 // leave records that the call left batch opID open for the next call.
@@ -252,7 +296,7 @@ func notIn(open []tilestore.Batch, ids map[string]bool) []tilestore.Batch {
 func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 	for _, b := range waiting {
 		d.holdFor(Wait{Reason: WaitProviderAdvice, OpID: b.OpID, Tiles: len(b.TileIDs), Until: *b.NotBefore,
-			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read), 0)
+			Detail: "advised when an earlier run sent it"}, b.NotBeforeIn-d.u.now().Sub(read), carried{})
 	}
 }
 
@@ -260,7 +304,7 @@ func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 // (another advice may have moved its not-before, or a run settled it) and
 // settles it as an adopted batch, until it is settled, failed or left for
 // a later run.
-func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, sent int) {
+func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) {
 	for {
 		if d.waitOut(left) != nil {
 			return // the call ended first: the batch stays open
@@ -287,7 +331,7 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, sent int) {
 			}
 			continue
 		}
-		err = d.settle(b, sent)
+		err = d.settle(b, past)
 		var we *waitingError
 		switch {
 		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
@@ -297,7 +341,7 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, sent int) {
 			return
 		case errors.As(err, &we):
 			d.u.announce(d.report, we.w)
-			w, left, sent = we.w, we.left, we.attempts
+			w, left, past = we.w, we.left, we.past
 		case errors.Is(err, errLeftOpen):
 			d.leave(w.OpID) // its outcome is unknown: the next call asks again
 			return
@@ -353,7 +397,7 @@ func (d *dueBatches) cutOff() bool {
 // waiting batch: with a client sequence (one slot), a claim that finds this
 // run's waiting batch holding the next number ends its worker
 // (sequenceBusy), which frees the slot.
-func (d *dueBatches) settle(b tilestore.Batch, sent int) error {
+func (d *dueBatches) settle(b tilestore.Batch, past carried) error {
 	release, err := d.gate.AcquireFirst(d.ctx)
 	if err != nil {
 		return nil // the call ended first: the batch stays open
@@ -363,7 +407,7 @@ func (d *dueBatches) settle(b tilestore.Batch, sent int) error {
 	if err != nil {
 		return err
 	}
-	return d.u.settleAdopted(d.ctx, d.flightID, b, members, sent, d.report, d.claims)
+	return d.u.settleAdopted(d.ctx, d.flightID, b, members, past, d.report, d.claims)
 }
 
 // fail records a run-level failure and stops the call's loop at once.

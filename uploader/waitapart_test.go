@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,12 +252,20 @@ func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 // flight that the workers' batches take their slots from: with a fixed
 // limit, the provider never has more batches of the run at once than it,
 // however many of them come due while the workers send new ones.
+//
+// Every first send is held on the wire until a batch comes back from its
+// wait, or for 300 ms, ten times the 30 ms wait: a batch that came due
+// outside the limit would be on the wire beside the held ones, which fill
+// it. The wait is named by the retry extension alone, so it is 30 ms and
+// not Retry-After's whole second.
 func TestBatchesBackFromAnAdvisedWaitKeepToTheLimitOnBatchesInFlight(t *testing.T) {
 	t.Parallel()
 	for _, limit := range []int{1, 2} {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
 			t.Parallel()
 			var now, top atomic.Int32
+			back := make(chan struct{})
+			var backOnce sync.Once
 			f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
 				n := now.Add(1)
 				defer now.Add(-1)
@@ -266,14 +275,16 @@ func TestBatchesBackFromAnAdvisedWaitKeepToTheLimitOnBatchesInFlight(t *testing.
 						break
 					}
 				}
-				// Each batch takes a while on the wire (a slow link), so
-				// batches that come due meet the workers' on it.
-				time.Sleep(20 * time.Millisecond)
 				if b.Attempt == 1 {
-					operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-						&operation.RetryExtension{Allowed: true, After: 30 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+					select {
+					case <-back:
+					case <-time.After(300 * time.Millisecond):
+					}
+					writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+						&operation.RetryExtension{Allowed: true, After: 30 * time.Millisecond, Strategy: operation.StrategyFixed})
 					return
 				}
+				backOnce.Do(func() { close(back) })
 				answerAll(w, b, "accepted")
 			})
 			c := providertest.NewClient(t, "fc")
@@ -335,17 +346,19 @@ func TestAnExponentialAdviceBacksOffAcrossWaitsApart(t *testing.T) {
 	}
 }
 
-// The bound on a batch's resends (MaxResends) counts its sends in the run
-// across a wait apart: a batch sent once, advised to wait, and then
-// answered 504 without advice gets MaxResends resends in all, not
-// MaxResends more after its wait; the run then ends with the provider's
-// error, the batch left open for the next call to resend under its key.
-func TestTheResendBoundCountsAcrossAWaitApart(t *testing.T) {
+// The bound on a batch's resends (MaxResends) counts the resends tilectl
+// decided on its own across the batch's waits apart, and only those: a
+// batch answered 504 (one resend of its own), then advised to wait apart,
+// then 504 again gets MaxResends 2 resends of its own in all, not 2 more
+// after its wait, and its advised send spends none; the run then ends
+// with the provider's error, the batch left open for the next call to
+// resend under its key.
+func TestTheResendBoundCountsOwnResendsAcrossAWaitApart(t *testing.T) {
 	t.Parallel()
 	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-		if b.Attempt == 1 {
-			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-				&operation.RetryExtension{Allowed: true, After: 20 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+		if b.Attempt == 2 {
+			writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 20 * time.Millisecond, Strategy: operation.StrategyFixed})
 			return
 		}
 		operation.WriteError(w, http.StatusGatewayTimeout, operation.CodeDeadlineExceeded, "storage timed out", nil, nil)
@@ -362,41 +375,92 @@ func TestTheResendBoundCountsAcrossAWaitApart(t *testing.T) {
 	if !errors.As(err, &perr) || perr.Status != http.StatusGatewayTimeout || rep.Pending != 1 {
 		t.Fatalf("report %+v, %v: want the provider's 504 and the batch left open", rep, err)
 	}
-	if got := f.received(); len(got) != 3 {
-		t.Fatalf("%d batch requests, want 3 (the first send and MaxResends 2 resends)", len(got))
+	// The first send, its own resend, the advised send, one more own resend.
+	if got := f.received(); len(got) != 4 {
+		t.Fatalf("%d batch requests, want 4 (the first send, 2 resends of its own and the advised one)", len(got))
 	}
 }
 
-// tilectl's own backoff after no answer counts the batch's attempts in
-// the run too: a batch sent once, advised to wait apart, and then timed
-// out waits as its second attempt's backoff (1 s), not as a first's.
-func TestTheTransportBackoffCountsAcrossAWaitApart(t *testing.T) {
+// tilectl's own backoff after no answer counts on across a wait apart
+// from the resends it decided on its own, not from the sends the provider
+// asked for: a batch that timed out once (a first resend's backoff,
+// 500 ms), then polled 409 twice, each an advised wait apart, and then
+// timed out again waits as its second own resend's backoff (1 s), neither
+// a first's again nor a fourth's.
+func TestTheTransportBackoffCountsOwnResendsAcrossAWaitApart(t *testing.T) {
 	t.Parallel()
 	f, hs := newFake(t, func(w http.ResponseWriter, r *http.Request, b fakeBatch) {
 		switch b.Attempt {
-		case 1:
-			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-				&operation.RetryExtension{Allowed: true, After: 20 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
-		case 2:
+		case 1, 4:
 			<-r.Context().Done() // no answer in time
+		case 2, 3:
+			writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 20 * time.Millisecond, Strategy: operation.StrategyFixed})
 		default:
 			answerAll(w, b, "accepted")
 		}
 	})
 	c := providertest.NewClient(t, "fo")
 	c.AddTiles(t, "fo", 1, 256, 14)
-	u, sl := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.RequestTimeout = 300 * time.Millisecond })
+	u, sl := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.RequestTimeout = 1500 * time.Millisecond })
 
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fo", BatchSize: 1, Concurrency: 1})
 	if err != nil || rep.Uploaded() != 1 {
 		t.Fatalf("report %+v, %v: want the tile uploaded", rep, err)
 	}
-	if got := f.received(); len(got) != 3 {
-		t.Fatalf("%d batch requests, want 3", len(got))
+	if got := f.received(); len(got) != 5 {
+		t.Fatalf("%d batch requests, want 5", len(got))
 	}
-	// The waits: the advised one (its Retry-After's whole second), then
-	// the backoff after the timeout.
-	if waits := sl.all(); len(waits) == 0 || waits[len(waits)-1] != time.Second {
-		t.Errorf("waits %v: want the timed-out second attempt's backoff, 1s, last", waits)
+	// The waits: the first timeout's backoff, the two advised ones, then
+	// the second timeout's backoff.
+	waits := sl.all()
+	if len(waits) == 0 || waits[0] != 500*time.Millisecond || waits[len(waits)-1] != time.Second {
+		t.Errorf("waits %v: want the first timeout's backoff, 500ms, first and the second's, 1s, last", waits)
+	}
+}
+
+// writeExtensionAlone writes operation.WriteError's answer without its
+// Retry-After header: the retry extension alone names the wait, whose
+// milliseconds are then the wait, not a whole second.
+func writeExtensionAlone(w http.ResponseWriter, status int, code, msg string, ext *operation.RetryExtension) {
+	rec := httptest.NewRecorder()
+	operation.WriteError(rec, status, code, msg, ext, nil)
+	w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// MaxResends bounds the resends tilectl decides on its own, after answers
+// that name no wait: the sends the provider asked for by naming a wait do
+// not spend it (its max_attempts, the table and the deadline bound them).
+// A batch that polled 409 IDEMPOTENCY_PROCESSING five times, each an
+// advised wait apart, and is then answered 504 is resent, and the run
+// completes.
+func TestAdvisedPollsDoNotSpendTheResendBound(t *testing.T) {
+	t.Parallel()
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		switch {
+		case b.Attempt <= 5:
+			writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 10 * time.Millisecond, Strategy: operation.StrategyFixed})
+		case b.Attempt == 6:
+			operation.WriteError(w, http.StatusGatewayTimeout, operation.CodeDeadlineExceeded, "storage timed out", nil, nil)
+		default:
+			answerAll(w, b, "accepted")
+		}
+	})
+	c := providertest.NewClient(t, "fp")
+	c.AddTiles(t, "fp", 1, 256, 15)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+		o.Sleep = operation.Sleep
+		o.MaxResends = 5
+	})
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fp", BatchSize: 1, Concurrency: 1})
+	if err != nil || rep.Uploaded() != 1 || rep.Pending != 0 {
+		t.Fatalf("report %+v, %v: want the 504 resent and the tile uploaded", rep, err)
+	}
+	if got := len(f.received()); got != 7 {
+		t.Errorf("%d batch requests, want 7 (5 advised polls, the 504, its resend)", got)
 	}
 }

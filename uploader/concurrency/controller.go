@@ -141,6 +141,7 @@ type Controller struct {
 	heard, sized bool
 	inflight     int
 	first        int           // AcquireFirst callers waiting
+	blocked      int           // callers that found no slot and wait on changed
 	changed      chan struct{} // closed and replaced when a slot frees or the limit moves
 	// slowStart grows the limit by one per answer (doubling it each
 	// round trip) until the first queue or overload; afterwards it grows
@@ -311,13 +312,18 @@ func (c *Controller) acquire(ctx context.Context, first bool) (release func(), e
 			return sync.OnceFunc(c.release), nil
 		}
 		ch := c.changed
+		c.blocked++
 		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
+			c.mu.Lock()
+			c.blocked--
+			c.mu.Unlock()
 			return nil, ctx.Err()
 		case <-ch:
 		}
 		c.mu.Lock()
+		c.blocked--
 	}
 }
 

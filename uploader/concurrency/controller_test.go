@@ -688,7 +688,9 @@ func TestControllerComesBackFromSlowStartsOvershootToWhatFillsTheLink(t *testing
 }
 
 // A slot that frees goes to an AcquireFirst waiting before any Acquire,
-// whichever began to wait first; an Acquire gets the next one.
+// whichever began to wait first; an Acquire gets the next one. Both wait
+// before the slot frees; a gate that gets it wrong fails the test within
+// a few seconds instead of hanging it.
 func TestAFreedSlotGoesToAcquireFirstBeforeAcquire(t *testing.T) {
 	t.Parallel()
 	type gate interface {
@@ -701,38 +703,63 @@ func TestAFreedSlotGoesToAcquireFirstBeforeAcquire(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			held, err := g.Acquire(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			held, err := g.Acquire(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			later := make(chan func(), 1)
 			go func() {
-				rel, err := g.Acquire(context.Background())
+				rel, err := g.Acquire(ctx)
 				if err != nil {
-					t.Error(err)
+					rel = func() {}
 				}
 				later <- rel
 			}()
+			// The Acquire waits before AcquireFirst begins to.
+			waitFor(t, func() bool { return concurrency.Blocked(g) == 1 }, "Acquire to wait for the slot")
 			first := make(chan func(), 1)
 			go func() {
-				rel, err := g.AcquireFirst(context.Background())
+				rel, err := g.AcquireFirst(ctx)
 				if err != nil {
-					t.Error(err)
+					rel = func() {}
 				}
 				first <- rel
 			}()
-			for concurrency.FirstWaiting(g) == 0 {
-				runtime.Gosched()
-			}
+			waitFor(t, func() bool { return concurrency.Blocked(g) == 2 && concurrency.FirstWaiting(g) == 1 },
+				"AcquireFirst to wait for the slot")
 			held()
-			rel := <-first
+			var rel func()
+			select {
+			case rel = <-first:
+			case <-later:
+				t.Fatal("the freed slot went to Acquire, not to the AcquireFirst waiting")
+			case <-time.After(5 * time.Second):
+				t.Fatal("AcquireFirst got no slot within 5s of it freeing")
+			}
 			select {
 			case <-later:
 				t.Fatal("Acquire got a slot while AcquireFirst held the only one")
-			default:
+			case <-time.After(50 * time.Millisecond):
 			}
 			rel()
-			(<-later)()
+			select {
+			case rel := <-later:
+				rel()
+			case <-time.After(5 * time.Second):
+				t.Fatal("Acquire got no slot within 5s of AcquireFirst's release")
+			}
 		})
+	}
+}
+
+// waitFor waits, up to 5 s, until cond holds, or fails the test.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); runtime.Gosched() {
+		if time.Now().After(end) {
+			t.Fatalf("waited 5s for %s", what)
+		}
 	}
 }

@@ -15,3 +15,19 @@ func FirstWaiting(g any) int {
 	}
 	return 0
 }
+
+// Blocked is how many Acquire and AcquireFirst callers wait on g for a
+// slot (a *Controller or a *Fixed).
+func Blocked(g any) int {
+	switch g := g.(type) {
+	case *Controller:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.blocked
+	case *Fixed:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.blocked
+	}
+	return 0
+}

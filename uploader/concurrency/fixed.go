@@ -13,6 +13,7 @@ type Fixed struct {
 	mu       sync.Mutex
 	inflight int
 	first    int           // AcquireFirst callers waiting
+	blocked  int           // callers that found no slot and wait on changed
 	changed  chan struct{} // closed and replaced when a slot frees or a first waiter leaves
 }
 
@@ -61,13 +62,18 @@ func (f *Fixed) acquire(ctx context.Context, first bool) (release func(), err er
 			return sync.OnceFunc(f.release), nil
 		}
 		ch := f.changed
+		f.blocked++
 		f.mu.Unlock()
 		select {
 		case <-ctx.Done():
+			f.mu.Lock()
+			f.blocked--
+			f.mu.Unlock()
 			return nil, ctx.Err()
 		case <-ch:
 		}
 		f.mu.Lock()
+		f.blocked--
 	}
 }
 
