@@ -98,6 +98,10 @@ type exchange struct {
 	// wait spend neither (its max_attempts, the contract table's limits
 	// and the deadline bound those).
 	priorOwn, own int
+	// asked is how many of this exchange's resends followed a wait the
+	// answer named (a sequenced batch waits its advice here): they are
+	// not tilectl's own (ownSent).
+	asked int
 	// prevTransport is the last transport resend wait (decorrelated jitter).
 	prevTransport time.Duration
 	// lostOnce: an answer of this exchange was lost already (resend).
@@ -490,20 +494,30 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 		ex.giveUp = fmt.Errorf("provider asks to wait %s before resending (status %d), beyond the %s cap or the run's deadline: giving this request up",
 			d.Round(time.Second), v.status, ex.u.maxDelay)
 		return false
-	case ex.priorOwn+ex.attempts > ex.u.resends:
-		// The batch's resends are spent: this exchange's sends, and the
-		// resends tilectl decided on its own before the batch's earlier
-		// waits apart in this call. The caller reads the last answer, or a
-		// journaled wait is waited apart.
+	case ex.ownSent() > ex.u.resends:
+		// The batch's own resends are spent: this exchange's, and those
+		// tilectl decided on before the batch's earlier waits apart in
+		// this call. The caller reads the last answer, or a journaled
+		// wait is waited apart.
 		ex.deferred = journaled
 		return false
 	}
 	if v.floor == 0 {
 		ex.own++ // the answer named no wait: tilectl's own resend
+	} else {
+		ex.asked++
 	}
 	ex.wait, ex.announce = d, journaled
 	return true
 }
+
+// ownSent is the batch's sends in this call that were not the provider's
+// asking: this exchange's first send and the resends tilectl decided on
+// its own, in it and before the batch's earlier waits apart (priorOwn).
+// The resends after a wait the provider named (asked), which a sequenced
+// batch waits in place, spend neither MaxResends nor the transport
+// backoff.
+func (ex *exchange) ownSent() int { return ex.priorOwn + ex.attempts - ex.asked }
 
 // waitToResend waits the wait resend set, announcing a provider-advised
 // one; no resend starts once the run is cancelled.
@@ -558,7 +572,7 @@ func (ex *exchange) probeSpent() bool { return ex.probeAttempts > 0 && ex.attemp
 func (ex *exchange) transportWait() time.Duration {
 	b := TransportBackoff(ex.u.jitter)
 	ex.u.randMu.Lock()
-	d := b.Delay(ex.priorOwn+ex.attempts, ex.u.rand, ex.prevTransport)
+	d := b.Delay(ex.ownSent(), ex.u.rand, ex.prevTransport)
 	ex.u.randMu.Unlock()
 	ex.prevTransport = d
 	return d

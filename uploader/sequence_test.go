@@ -519,3 +519,53 @@ func TestASequencedBatchWaitingApartTakesTheOneSlotOnceTheWorkerLetsItGo(t *test
 		t.Errorf("most batches in flight at the provider = %d, want 1", n)
 	}
 }
+
+// A sequenced batch waits the provider's advice in place (the next number
+// must not go before it), and those sends are the provider's asking, not
+// tilectl's own resends: a batch polled as advised is still resent after
+// an answer that names no wait, as an unsequenced one is
+// (TestAdvisedPollsDoNotSpendTheResendBound).
+func TestASequencedBatchsAdvisedPollsDoNotSpendTheResendBound(t *testing.T) {
+	t.Parallel()
+	_, rec, url := strictProvider(t, nil)
+	target, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := httputil.NewSingleHostReverseProxy(target)
+	var posts atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			switch n := posts.Add(1); {
+			case n <= 5:
+				_, _ = io.Copy(io.Discard, r.Body)
+				writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+					&operation.RetryExtension{Allowed: true, After: 5 * time.Millisecond, Strategy: operation.StrategyFixed})
+				return
+			case n == 6:
+				_, _ = io.Copy(io.Discard, r.Body)
+				operation.WriteError(w, http.StatusGatewayTimeout, operation.CodeDeadlineExceeded, "storage timed out", nil, nil)
+				return
+			}
+		}
+		back.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := providertest.NewClient(t, "sp")
+	c.AddTiles(t, "sp", 1, 256, 14)
+	u, _ := newUploader(t, front.URL, c, func(o *uploader.ClientOptions) {
+		o.ClientID = "drone-4"
+		o.Sleep = operation.Sleep
+		o.MaxResends = 5
+	})
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "sp", BatchSize: 1})
+	if err != nil || rep.Uploaded() != 1 || rep.Pending != 0 {
+		t.Fatalf("report %+v, %v: want the 504 resent and the tile uploaded", rep, err)
+	}
+	if got := posts.Load(); got != 7 {
+		t.Errorf("%d batch requests, want 7 (5 advised polls, the 504, its resend)", got)
+	}
+	if reqs := rec.all(); len(reqs) != 1 || reqs[0].Seq != 1 {
+		t.Errorf("requests at the provider %+v: want the resend alone, number 1", reqs)
+	}
+}
