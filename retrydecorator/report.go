@@ -70,7 +70,7 @@ func (a *aggregate) add(rep uploader.Report) {
 		r.Concurrency = rep.Concurrency // the limit in force as the last call that sent ended
 	}
 	// What waits, and when the work left may go on, are the last call's.
-	r.Waiting, r.NextRetryAt = rep.Waiting, rep.NextRetryAt
+	r.Waiting, r.NextRetryAt, r.WaitsBehind = rep.Waiting, rep.NextRetryAt, rep.WaitsBehind
 	a.addLocal(rep, false)
 	r.Traffic.Add(rep.Traffic)
 	if r.Started.IsZero() {

@@ -27,6 +27,8 @@ type runReport struct {
 	// heldBy is the remaining work other runs held when the run stopped
 	// waiting for it (its deadline came); nil when none.
 	heldBy *Held
+	// behind: stoppedBehindWaiting.
+	behind bool
 	// gate is the limit on batches in flight of the sends (nil before
 	// the first): its limit goes with each settled batch and the report.
 	gate gate
@@ -155,6 +157,15 @@ func (r *runReport) waiting(w Wait) {
 	r.waits[w.OpID] = w
 }
 
+// stoppedBehindWaiting notes that a sequenced worker stopped behind a
+// batch left open for the provider's advised time past the deadline
+// (Report.WaitsBehind).
+func (r *runReport) stoppedBehindWaiting() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.behind = true
+}
+
 // leftWaiting reports whether the batch opID was left open for the
 // provider's advised time past the deadline.
 func (r *runReport) leftWaiting(opID string) bool {
@@ -191,6 +202,7 @@ func (r *runReport) report(finished time.Time, pending int, err error) Report {
 	out.LocalFailures = append([]LocalFailure(nil), r.rep.LocalFailures...)
 	out.Finished = finished
 	out.Pending = pending
+	out.WaitsBehind = r.behind
 	if r.gate != nil {
 		out.Concurrency = r.gate.Limit()
 	}

@@ -569,3 +569,48 @@ func TestASequencedBatchsAdvisedPollsDoNotSpendTheResendBound(t *testing.T) {
 		t.Errorf("requests at the provider %+v: want the resend alone, number 1", reqs)
 	}
 }
+
+// In a sequenced flight no batch goes before the one holding the client's
+// next number: when that batch waits for the provider's advised time past
+// the run's deadline, every tile left waits with it, and the call says so
+// (Blocked: stop, until the batch's not-before) rather than reporting a
+// partial run that another call at once could go on with.
+func TestASequencedCallBehindItsBatchWaitingPastTheDeadlineIsBlocked(t *testing.T) {
+	t.Parallel()
+	_, _, url := strictProvider(t, nil)
+	target, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := httputil.NewSingleHostReverseProxy(target)
+	var posts atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && posts.Add(1) == 1 {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Retry-After", "600")
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "busy", nil, nil)
+			return
+		}
+		back.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := providertest.NewClient(t, "sb")
+	c.AddTiles(t, "sb", 4, 256, 14)
+	u, _ := newUploader(t, front.URL, c, withClientID("drone-5"))
+	ctx, cancel := context.WithTimeout(testCtx(t), 3*time.Second)
+	defer cancel()
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "sb", BatchSize: 2})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if rep.Pending != 4 || len(rep.Waiting) != 1 || rep.Waiting[0].Tiles != 2 {
+		t.Fatalf("report %+v: want the 4 tiles pending behind one waiting batch of 2", rep)
+	}
+	until, stop := rep.Blocked()
+	if !stop || !until.Equal(rep.Waiting[0].Until) {
+		t.Errorf("Blocked() = %v, %v: want stop, until the waiting batch's %v", until, stop, rep.Waiting[0].Until)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Errorf("%d batch requests, want 1: nothing goes behind the waiting batch", n)
+	}
+}

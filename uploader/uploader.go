@@ -177,6 +177,11 @@ type Report struct {
 	// Waiting lists the batches left open for the provider's advised time,
 	// which comes after the call's deadline, earliest first.
 	Waiting []Wait `json:"waiting,omitempty"`
+	// WaitsBehind says the call's sends stopped behind a batch of its own
+	// in Waiting that holds the client's next number (a strict client
+	// sequence): no tile left can go before it, so all of them wait with
+	// it (Blocked).
+	WaitsBehind bool `json:"-"`
 	// Held is the remaining work other runs still held when the run's
 	// deadline ended its wait for it (their tiles are in Pending); nil when
 	// the run waited for none or saw it through.

@@ -56,7 +56,8 @@ type Wait struct {
 // retry: the call waited for other runs' batches until its deadline
 // (Held), or all of the flight's pending work waits (every pending tile is
 // in a batch waiting for the provider's advised time, or was left for its
-// bad cached blob). Such a run ends (exit 3, next_retry_at = until)
+// bad cached blob, or, in a strict client sequence, stopped behind a
+// waiting batch holding the client's next number). Such a run ends (exit 3, next_retry_at = until)
 // instead of retrying what cannot go yet.
 func (r Report) Blocked() (until time.Time, stop bool) {
 	tiles := 0
@@ -71,6 +72,9 @@ func (r Report) Blocked() (until time.Time, stop bool) {
 			until = h.Until
 		}
 		return until, true
+	}
+	if r.WaitsBehind {
+		return until, tiles > 0 && r.Pending > 0
 	}
 	return until, tiles > 0 && r.Pending > 0 && r.Pending <= tiles+r.LocalFailed
 }
@@ -235,7 +239,8 @@ func (d *dueBatches) holdFor(w Wait, left time.Duration, past carried) {
 // batch to settle within the call (else it is left for the next call).
 func (d *dueBatches) stoppedBy(opID string) bool {
 	if d.report.leftWaiting(opID) {
-		return false // its time is past the deadline
+		d.report.stoppedBehindWaiting() // its time is past the deadline: the rest waits with it
+		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
