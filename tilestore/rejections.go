@@ -118,8 +118,9 @@ const ReasonProtocolError = "protocol_error"
 // uncountedExistSQL reads the partial index of uncounted rejections after
 // the cursor $2, in tile_id order, and checks each one's flight through its
 // tile's primary key, so it stops at the flight's first uncounted
-// rejection. Where pgx prepares its statement once per connection, it runs
-// on a generic plan, made without the cursor or the flight: written as a
+// rejection. Where pgx prepares its statement once per connection, it may
+// run on a generic plan (Postgres weighs one after five runs), made
+// without the cursor or the flight: written as a
 // join, that plan could merge the index with tiles_pkey and walk every
 // tile from the cursor up to the first uncounted rejection's
 // (TestTheLookForUncountedRejectionsReadsOnlyThem).

@@ -82,9 +82,10 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 	}
 	g := u.gateFor(req)
 	if !req.DryRun {
-		// The connections of the first batches open while the provider
-		// is asked its limits: its answer finds them ready, not one
-		// handshake away. Over HTTPS they open once that answer shows
+		// On a long link the connections of the first batches open
+		// while the provider is asked its limits: its answer finds them
+		// ready, not one handshake away (on a link that answers within
+		// warmHold, none opens ahead). Over HTTPS they open once that answer shows
 		// HTTP/1.x (none for HTTP/2, whose one connection carries every
 		// request): the dialer keeps what is asked here until then.
 		u.warm.ahead(g.Ahead())

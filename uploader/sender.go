@@ -540,9 +540,9 @@ func (ex *exchange) waitToResend() bool {
 // run: a run that dies meanwhile, or any other run, then waits for it too.
 // The wait is the advice's for this attempt (d, the verdict's: an
 // exponential strategy backs off from "after" by the batch's attempts in
-// this upload call, which count on across its waits apart), cut to the cap on one
-// wait but never below the floor the provider named, and to
-// MaxAdvisedWait. It reports false, with giveUp set, when the journal
+// this upload call, which count on across its waits apart; an "immediate"
+// strategy's is none), cut to the cap on one wait (where it is cut, not
+// below the floor the provider named: bound) and to MaxAdvisedWait. It reports false, with giveUp set, when the journal
 // cannot be written.
 func (ex *exchange) journalAdvice(v verdict, d time.Duration) bool {
 	d, _ = bound(d, v.floor, ex.u.maxDelay, time.Duration(math.MaxInt64))

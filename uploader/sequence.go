@@ -289,9 +289,10 @@ func (u *Client) sequenceBusy(ctx, stopCtx context.Context, flightID string, bus
 	switch {
 	case busy.Own:
 		// This run's: waiting apart for the provider's advised time (due
-		// settles it, then the call passes again), or left open (its
-		// resends were refused) for the next run. A new number would be a
-		// gap until it is settled.
+		// settles it, then the call passes again), waiting past the
+		// deadline (every tile left waits with it: Report.WaitsBehind), or
+		// left open (its resends were refused) for the next run. A new
+		// number would be a gap until it is settled.
 		if due.stoppedBy(busy.OpID) {
 			u.log.Info().Str("op_id", busy.OpID).Uint64("client_sequence", busy.Seq).
 				Msg("this run's batch waiting for the provider's advised time holds the client's next number; the next batches go once it is settled")

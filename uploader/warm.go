@@ -22,7 +22,9 @@ import (
 // proxy's): nothing is dialed ahead before the transport's first dial,
 // which the run's first request (GET /v1/capabilities) makes. Over plain
 // HTTP (HTTP/1.1: net/http does not speak HTTP/2 in the clear) the
-// connections for the run's first batches open during that request. Over
+// connections for the run's first batches open during that request, on a
+// link whose first answer does not come within warmHold of the first dial
+// (on a shorter one, none is dialed ahead). Over
 // HTTPS the provider may choose HTTP/2 (ALPN), where one connection
 // carries every request and connections dialed ahead would only be
 // closed unused: nothing is dialed ahead until an answer shows the
@@ -128,8 +130,9 @@ const maxParked = 20 * time.Second
 // warmDialTimeout bounds one dial ahead.
 const warmDialTimeout = 30 * time.Second
 
-// newWarmDialer dials ahead at once (plain HTTP); awaitProtocol holds it
-// until an answer shows the protocol.
+// newWarmDialer dials ahead once the link shows itself long (warmHold
+// after the first dial with no answer yet), over plain HTTP at once then;
+// awaitProtocol holds it until an answer shows the protocol.
 func newWarmDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), now func() time.Time) *warmDialer {
 	if dial == nil {
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // net/http's default transport's
