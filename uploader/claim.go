@@ -15,8 +15,8 @@ import (
 
 // gate is the limit on batches in flight: a worker holds a slot from its
 // claim to its batch's settlement, and a batch back from the provider's
-// advised wait (dueBatches) one from its resend to its settlement, taken
-// with AcquireFirst: it goes before a batch not yet claimed, and never
+// advised wait (dueBatches), or an adopted open batch (settleOpen), one
+// from its resend to its settlement, taken with AcquireFirst: it goes before a batch not yet claimed, and never
 // beside the limit. *concurrency.Controller (adaptive) and
 // *concurrency.Fixed implement it. Ahead is the most slots it may allow a
 // round trip from now: the connections to have open by then (warm.go).

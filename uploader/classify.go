@@ -61,8 +61,8 @@ type verdict struct {
 	wait       time.Duration
 	ownBackoff bool
 	// floor is the least wait the provider asked for (Retry-After, or the
-	// extension's "after"): the bounds never cut below it, and a batch
-	// journals it.
+	// extension's "after"): where the cap on one wait cuts a wait, it
+	// does not cut below it (bound).
 	floor time.Duration
 	// exhausted: permanent only because the provider's max_attempts or
 	// the table's limit is reached.

@@ -284,7 +284,8 @@ func (c *Controller) Acquire(ctx context.Context) (release func(), err error) {
 
 // AcquireFirst is Acquire ahead of every Acquire waiting: the slot that
 // frees next is its. The uploader takes it for a batch back from the
-// provider's advised wait, which goes before a batch not yet claimed.
+// provider's advised wait and for the resend of an adopted open batch,
+// which go before a batch not yet claimed.
 func (c *Controller) AcquireFirst(ctx context.Context) (release func(), err error) {
 	return c.acquire(ctx, true)
 }
