@@ -469,37 +469,19 @@ func TestAnotherRunsBatchHoldingTheNumberIsWaitedForAndSettledOnceItsLeaseEnds(t
 // tiles left, so the run uploads them all.
 func TestASequencedBatchWaitingApartTakesTheOneSlotOnceTheWorkerLetsItGo(t *testing.T) {
 	t.Parallel()
-	_, rec, url := strictProvider(t, nil)
-	target, err := neturl.Parse(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back := httputil.NewSingleHostReverseProxy(target)
 	var advised atomic.Bool
-	var now, top atomic.Int32 // batches in flight at the provider, and the most at once
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			n := now.Add(1)
-			defer now.Add(-1)
-			for {
-				tp := top.Load()
-				if n <= tp || top.CompareAndSwap(tp, n) {
-					break
-				}
-			}
-		}
+	rec, url, top := strictBehindFront(t, func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPost && advised.CompareAndSwap(false, true) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "busy",
 				&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
-			return
+			return true
 		}
-		back.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
+		return false
+	})
 	c := providertest.NewClient(t, "sa")
 	c.AddTiles(t, "sa", 4, 256, 14)
-	u, _ := newUploader(t, front.URL, c, func(o *uploader.ClientOptions) {
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.ClientID = "drone-9"
 		o.Sleep = operation.Sleep
 		o.MaxRetryDelay = 10 * time.Millisecond // the advice goes past it: the batch waits apart
@@ -515,7 +497,7 @@ func TestASequencedBatchWaitingApartTakesTheOneSlotOnceTheWorkerLetsItGo(t *test
 	if !advised.Load() {
 		t.Fatal("no batch was advised to wait")
 	}
-	if n := top.Load(); n != 1 {
+	if n := top(); n != 1 {
 		t.Errorf("most batches in flight at the provider = %d, want 1", n)
 	}
 }
@@ -527,33 +509,27 @@ func TestASequencedBatchWaitingApartTakesTheOneSlotOnceTheWorkerLetsItGo(t *test
 // (TestAdvisedPollsDoNotSpendTheResendBound).
 func TestASequencedBatchsAdvisedPollsDoNotSpendTheResendBound(t *testing.T) {
 	t.Parallel()
-	_, rec, url := strictProvider(t, nil)
-	target, err := neturl.Parse(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back := httputil.NewSingleHostReverseProxy(target)
 	var posts atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			switch n := posts.Add(1); {
-			case n <= 5:
-				_, _ = io.Copy(io.Discard, r.Body)
-				writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-					&operation.RetryExtension{Allowed: true, After: 5 * time.Millisecond, Strategy: operation.StrategyFixed})
-				return
-			case n == 6:
-				_, _ = io.Copy(io.Discard, r.Body)
-				operation.WriteError(w, http.StatusGatewayTimeout, operation.CodeDeadlineExceeded, "storage timed out", nil, nil)
-				return
-			}
+	rec, url, _ := strictBehindFront(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
 		}
-		back.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
+		switch n := posts.Add(1); {
+		case n <= 5:
+			_, _ = io.Copy(io.Discard, r.Body)
+			writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 5 * time.Millisecond, Strategy: operation.StrategyFixed})
+			return true
+		case n == 6:
+			_, _ = io.Copy(io.Discard, r.Body)
+			operation.WriteError(w, http.StatusGatewayTimeout, operation.CodeDeadlineExceeded, "storage timed out", nil, nil)
+			return true
+		}
+		return false
+	})
 	c := providertest.NewClient(t, "sp")
 	c.AddTiles(t, "sp", 1, 256, 14)
-	u, _ := newUploader(t, front.URL, c, func(o *uploader.ClientOptions) {
+	u, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) {
 		o.ClientID = "drone-4"
 		o.Sleep = operation.Sleep
 		o.MaxResends = 5
@@ -577,26 +553,19 @@ func TestASequencedBatchsAdvisedPollsDoNotSpendTheResendBound(t *testing.T) {
 // partial run that another call at once could go on with.
 func TestASequencedCallBehindItsBatchWaitingPastTheDeadlineIsBlocked(t *testing.T) {
 	t.Parallel()
-	_, _, url := strictProvider(t, nil)
-	target, err := neturl.Parse(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back := httputil.NewSingleHostReverseProxy(target)
 	var posts atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && posts.Add(1) == 1 {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Retry-After", "600")
-			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "busy", nil, nil)
-			return
+	_, url, _ := strictBehindFront(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost || posts.Add(1) != 1 {
+			return false
 		}
-		back.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Retry-After", "600")
+		operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "busy", nil, nil)
+		return true
+	})
 	c := providertest.NewClient(t, "sb")
 	c.AddTiles(t, "sb", 4, 256, 14)
-	u, _ := newUploader(t, front.URL, c, withClientID("drone-5"))
+	u, _ := newUploader(t, url, c, withClientID("drone-5"))
 	ctx, cancel := context.WithTimeout(testCtx(t), 3*time.Second)
 	defer cancel()
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "sb", BatchSize: 2})
@@ -613,4 +582,33 @@ func TestASequencedCallBehindItsBatchWaitingPastTheDeadlineIsBlocked(t *testing.
 	if n := posts.Load(); n != 1 {
 		t.Errorf("%d batch requests, want 1: nothing goes behind the waiting batch", n)
 	}
+}
+
+// strictBehindFront starts a provider with strict client sequencing (its
+// requests recorded) behind a front server: answer answers a request
+// itself and reports true, or reports false and the request goes on to
+// the provider. url is the front's; top is the most batch requests the
+// front has had in flight at once (answered or passed on).
+func strictBehindFront(t *testing.T, answer func(http.ResponseWriter, *http.Request) bool) (rec *seqRecorder, url string, top func() int32) {
+	t.Helper()
+	_, rec, url = strictProvider(t, nil)
+	target, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := httputil.NewSingleHostReverseProxy(target)
+	var now, most atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			n := now.Add(1)
+			defer now.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+		}
+		if !answer(w, r) {
+			back.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(front.Close)
+	return rec, front.URL, most.Load
 }

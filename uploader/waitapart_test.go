@@ -316,12 +316,8 @@ func TestAnExponentialAdviceBacksOffAcrossWaitsApart(t *testing.T) {
 		if b.Attempt <= 3 {
 			// The extension alone names the wait: no Retry-After, whose
 			// whole seconds would be the floor of every wait.
-			rec := httptest.NewRecorder()
-			operation.WriteError(rec, http.StatusBadGateway, operation.CodeDependencyError, "storage is slow",
-				&operation.RetryExtension{Allowed: true, After: after, Strategy: operation.StrategyExponential}, nil)
-			w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
-			w.WriteHeader(rec.Code)
-			_, _ = w.Write(rec.Body.Bytes())
+			writeExtensionAlone(w, http.StatusBadGateway, operation.CodeDependencyError, "storage is slow",
+				&operation.RetryExtension{Allowed: true, After: after, Strategy: operation.StrategyExponential})
 			return
 		}
 		answerAll(w, b, "accepted")
