@@ -139,10 +139,7 @@ type Controller struct {
 	// heard is set by the first request's end that Observe takes: the
 	// limit is measured from then on. sized is set by ExpectBatchBytes.
 	heard, sized bool
-	inflight     int
-	first        int           // AcquireFirst callers waiting
-	blocked      int           // callers that found no slot and wait on changed
-	changed      chan struct{} // closed and replaced when a slot frees or the limit moves
+	slots        // notified also when the limit moves
 	// slowStart grows the limit by one per answer (doubling it each
 	// round trip) until the first queue or overload; afterwards it grows
 	// by its square root each round trip.
@@ -209,7 +206,7 @@ func New(o Options) *Controller {
 	clamp := func(v int) float64 { return float64(min(max(v, o.Min), o.Max)) }
 	return &Controller{now: o.Now, min: float64(o.Min), max: float64(o.Max), floor: clamp(o.Floor),
 		baseWindow: o.BaseWindow, limit: clamp(o.Initial), initial: clamp(o.Initial), initialBytes: o.InitialBytes,
-		slowStart: true, roundStart: o.Now(), changed: make(chan struct{})}
+		slowStart: true, roundStart: o.Now(), slots: newSlots()}
 }
 
 // Limit is how many slots may be held now.
@@ -291,54 +288,7 @@ func (c *Controller) AcquireFirst(ctx context.Context) (release func(), err erro
 }
 
 func (c *Controller) acquire(ctx context.Context, first bool) (release func(), err error) {
-	c.mu.Lock()
-	if first {
-		c.first++
-		defer func() {
-			c.mu.Lock()
-			c.first--
-			c.notify() // an Acquire it held back may go now
-			c.mu.Unlock()
-		}()
-	}
-	for {
-		ahead := c.first
-		if first {
-			ahead = 0
-		}
-		if c.inflight+ahead < c.effective() {
-			c.inflight++
-			c.peak = max(c.peak, c.inflight)
-			c.mu.Unlock()
-			return sync.OnceFunc(c.release), nil
-		}
-		ch := c.changed
-		c.blocked++
-		c.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			c.mu.Lock()
-			c.blocked--
-			c.mu.Unlock()
-			return nil, ctx.Err()
-		case <-ch:
-		}
-		c.mu.Lock()
-		c.blocked--
-	}
-}
-
-func (c *Controller) release() {
-	c.mu.Lock()
-	c.inflight--
-	c.notify()
-	c.mu.Unlock()
-}
-
-// notify wakes the waiters; c.mu is held.
-func (c *Controller) notify() {
-	close(c.changed)
-	c.changed = make(chan struct{})
+	return c.slots.acquire(ctx, &c.mu, c.effective, first, func() { c.peak = max(c.peak, c.inflight) })
 }
 
 // Observe takes one request's end into account.

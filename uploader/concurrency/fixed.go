@@ -10,16 +10,13 @@ import (
 type Fixed struct {
 	n int
 
-	mu       sync.Mutex
-	inflight int
-	first    int           // AcquireFirst callers waiting
-	blocked  int           // callers that found no slot and wait on changed
-	changed  chan struct{} // closed and replaced when a slot frees or a first waiter leaves
+	mu sync.Mutex
+	slots
 }
 
 // NewFixed returns a gate of n slots (at least 1).
 func NewFixed(n int) *Fixed {
-	return &Fixed{n: max(n, 1), changed: make(chan struct{})}
+	return &Fixed{n: max(n, 1), slots: newSlots()}
 }
 
 // Limit is n.
@@ -41,53 +38,7 @@ func (f *Fixed) AcquireFirst(ctx context.Context) (release func(), err error) {
 }
 
 func (f *Fixed) acquire(ctx context.Context, first bool) (release func(), err error) {
-	f.mu.Lock()
-	if first {
-		f.first++
-		defer func() {
-			f.mu.Lock()
-			f.first--
-			f.notify()
-			f.mu.Unlock()
-		}()
-	}
-	for {
-		ahead := f.first
-		if first {
-			ahead = 0
-		}
-		if f.inflight+ahead < f.n {
-			f.inflight++
-			f.mu.Unlock()
-			return sync.OnceFunc(f.release), nil
-		}
-		ch := f.changed
-		f.blocked++
-		f.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			f.mu.Lock()
-			f.blocked--
-			f.mu.Unlock()
-			return nil, ctx.Err()
-		case <-ch:
-		}
-		f.mu.Lock()
-		f.blocked--
-	}
-}
-
-func (f *Fixed) release() {
-	f.mu.Lock()
-	f.inflight--
-	f.notify()
-	f.mu.Unlock()
-}
-
-// notify wakes the waiters; f.mu is held.
-func (f *Fixed) notify() {
-	close(f.changed)
-	f.changed = make(chan struct{})
+	return f.slots.acquire(ctx, &f.mu, func() int { return f.n }, first, nil)
 }
 
 // ExpectBatchBytes does nothing: the limit is fixed, in batches.
