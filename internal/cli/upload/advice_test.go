@@ -284,7 +284,11 @@ func TestARunWhoseDueBatchWaitsForASlotAtItsDeadlineEndsWithExit3(t *testing.T) 
 	ids := r.seed("F1", tilestore.FlightOnGround, 4)
 
 	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
-	<-s.released
+	select {
+	case <-s.released:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no batch was resent while its journal row was held: exit %d (%v)\n%s", res.code, res.err, res.stderr)
+	}
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3: the batch left waiting for its slot waits for the next run\n%s", res.code, res.err, res.stderr)
 	}
