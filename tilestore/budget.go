@@ -7,17 +7,26 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// atBudgetSQL finds uploadable tiles whose counted attempts plus uncounted
-// rejections reach the budget ($2). The uncounted side is read through the
-// partial index on uncounted rejections, which is small.
+// atBudgetSQL finds uploadable tiles whose counted attempts since their
+// last requeue plus uncounted rejections reach the budget ($2, at least
+// 1). Every counted attempt of a tile not uploaded is one of its
+// rejections, marked counted: upload_attempts rises only as a count marks
+// them (CountRejectionsUpTo), and a counted rejection is dropped only once
+// its tile is uploaded (PruneJournal), which it then stays, or with its
+// flight (migration 0006 took those it dropped back out of
+// upload_attempts). So a tile at its budget has at least $2 rejections,
+// counted or not: the statement groups upload_rejections by tile, keeps
+// the tiles with that many, and looks each of those up in tiles by its
+// key, in a correlated subquery so that no plan scans the flight's tiles
+// instead, however many rejections there are.
 const atBudgetSQL = `
-SELECT t.tile_id
-  FROM tiles t
-  LEFT JOIN (SELECT tile_id, count(*)::int AS n FROM upload_rejections
-              WHERE counted_at IS NULL GROUP BY tile_id) u USING (tile_id)
- WHERE t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted')
-   AND t.upload_attempts - t.budget_base + coalesce(u.n, 0) >= $2
- ORDER BY t.tile_id`
+SELECT r.tile_id
+  FROM (SELECT tile_id, count(*) FILTER (WHERE counted_at IS NULL)::int AS uncounted
+          FROM upload_rejections GROUP BY tile_id HAVING count(*) >= $2) r
+ WHERE (SELECT t.upload_attempts - t.budget_base FROM tiles t
+         WHERE t.tile_id = r.tile_id AND t.flight_id = $1 AND t.voting_status IN ('pending', 'trusted'))
+       + r.uncounted >= $2
+ ORDER BY r.tile_id`
 
 // AtBudget returns the flight's uploadable tiles whose upload_attempts plus
 // uncounted rejections reach maxAttempts, in tile_id order: the next count

@@ -12,3 +12,6 @@ var ClaimTxBegin = claimTx.BeginQuery
 // UncountedExistSQL lets the tests EXPLAIN the look for uncounted
 // rejections.
 const UncountedExistSQL = uncountedExistSQL
+
+// AtBudgetSQL lets the tests EXPLAIN the look for tiles at their budget.
+const AtBudgetSQL = atBudgetSQL

@@ -193,8 +193,7 @@ func (u *Client) pass(ctx context.Context, req Request, g gate, lim limits, rep 
 	if first && req.MaxAttempts > 0 {
 		// Each claim leaves these out itself (Claim.MaxAttempts), also when
 		// another run's rejection brings a tile to its budget mid-run; this
-		// only says so. It scans the flight's pending tiles (0.3 s and more
-		// at 1M), so it runs beside the sends instead of before the first.
+		// only says so, beside the sends: no send waits for it.
 		warned.Go(func() {
 			ids, err := u.store.AtBudget(ctx, req.FlightID, req.MaxAttempts)
 			switch {

@@ -174,8 +174,12 @@ type Report struct {
 	// left waits (Blocked) or, by the retry decorator, when its in-call
 	// budget ran out with tiles pending.
 	NextRetryAt *time.Time `json:"next_retry_at,omitempty"`
-	// Waiting lists the batches left open for the provider's advised time,
-	// which comes after the call's deadline, earliest first.
+	// Waiting lists the batches left open waiting for the provider's
+	// advised time as the call ended, earliest Until first: those whose
+	// time comes after the call's deadline, and those the deadline found
+	// still waiting, for their time or, their time come, for a slot of the
+	// limit on batches in flight (their Until may then be past: the next
+	// run may send them at once).
 	Waiting []Wait `json:"waiting,omitempty"`
 	// WaitsBehind says the call's sends stopped behind a batch of its own
 	// in Waiting that holds the client's next number (a strict client

@@ -46,8 +46,10 @@ type Wait struct {
 	// Detail says who asked for the wait and how ("503 UNAVAILABLE asked
 	// for 1m0s").
 	Detail string `json:"detail,omitempty"`
-	// PastDeadline: Until comes after the run's deadline, so this run does
-	// not wait for it; the batch stays open for a later run.
+	// PastDeadline: this run does not send the batch again, and it stays
+	// open for a later run: Until comes after the run's deadline, or the
+	// deadline came while the batch still waited (for Until, or for a slot
+	// of the limit on batches in flight).
 	PastDeadline bool `json:"past_deadline"`
 }
 
@@ -164,9 +166,10 @@ func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
 // tiles never wait for it while it waits; its resend takes a slot of the
 // call's limit on batches in flight (gate), ahead of the workers' next
 // claims, so the limit holds for every batch on the wire; one whose time
-// comes after it stays open, listed in the report's
-// Waiting. It lives for one UploadPendingTiles call and holds that call's
-// context, which ends its waits.
+// comes after it, or that the deadline finds still waiting (for its time,
+// or for its slot), stays open, listed in the report's Waiting. It lives
+// for one UploadPendingTiles call and holds that call's context, which
+// ends its waits.
 type dueBatches struct {
 	u        *Client
 	ctx      context.Context
@@ -223,14 +226,17 @@ func (d *dueBatches) holdFor(w Wait, left time.Duration, past carried) {
 		return
 	}
 	d.wg.Go(func() {
-		d.settleWhenDue(w, left, past)
-		if !d.report.leftWaiting(w.OpID) {
-			// Settled, failed, or left open for another reason: a later
-			// pass may adopt it again.
-			d.mu.Lock()
-			delete(d.held, w.OpID)
-			d.mu.Unlock()
+		if still, ok := d.settleWhenDue(w, left, past); ok {
+			// The batch stays open waiting as the call ends: listed, and
+			// still held, so no later pass of the call adopts it.
+			d.report.waiting(still)
+			return
 		}
+		// Settled, failed, or left open for another reason: a later pass
+		// may adopt it again.
+		d.mu.Lock()
+		delete(d.held, w.OpID)
+		d.mu.Unlock()
 	})
 }
 
@@ -308,22 +314,29 @@ func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 // settleWhenDue waits for the batch's time, reads it again from the journal
 // (another advice may have moved its not-before, or a run settled it) and
 // settles it as an adopted batch, until it is settled, failed or left for
-// a later run.
-func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) {
+// a later run. It returns the batch's wait, PastDeadline set, when the
+// batch stays open waiting as the call ends: its advised time comes after
+// the deadline, or the deadline came before the batch went again (in its
+// wait, or, its time come, in its wait for a slot of the call's limit on
+// batches in flight). It returns false when the batch was settled, failed
+// or left open for another reason, or the call was cancelled before its
+// deadline.
+func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wait, bool) {
 	for {
 		if d.waitOut(left) != nil {
-			return // the call ended first: the batch stays open
+			return d.unsentAtDeadline(w) // the call ended first: the batch stays open
 		}
 		open, err := d.u.store.OpenBatches(d.ctx, d.flightID)
 		if err != nil {
 			if !d.cutOff() {
 				d.fail(fmt.Errorf("read batch %s after its advised wait: %w", w.OpID, err))
+				return Wait{}, false
 			}
-			return
+			return d.unsentAtDeadline(w)
 		}
 		i := slices.IndexFunc(open, func(b tilestore.Batch) bool { return b.OpID == w.OpID })
 		if i < 0 {
-			return // settled or failed meanwhile
+			return Wait{}, false // settled or failed meanwhile
 		}
 		b := open[i]
 		if b.NotBeforeIn > 0 {
@@ -331,34 +344,50 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) {
 			if w.Until = *b.NotBefore; !d.u.fitsDeadline(d.ctx, left) {
 				w.PastDeadline = true
 				d.u.announce(d.report, w)
-				d.report.waiting(w)
-				return
+				return w, true
 			}
 			continue
 		}
 		err = d.settle(b, past)
 		var we *waitingError
 		switch {
+		case errors.Is(err, errNoSlot):
+			return d.unsentAtDeadline(w)
 		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
 			we.w.PastDeadline = true
 			d.u.announce(d.report, we.w)
-			d.report.waiting(we.w)
-			return
+			return we.w, true
 		case errors.As(err, &we):
 			d.u.announce(d.report, we.w)
 			w, left, past = we.w, we.left, we.past
 		case errors.Is(err, errLeftOpen):
 			d.leave(w.OpID) // its outcome is unknown: the next call asks again
-			return
+			return Wait{}, false
 		case err != nil && d.cutOff():
-			return // the call ended while it was on the wire: the batch stays open
+			return Wait{}, false // the call ended while it was on the wire: the batch stays open
 		case err != nil:
 			d.fail(err)
-			return
+			return Wait{}, false
 		default:
-			return
+			return Wait{}, false
 		}
 	}
+}
+
+// unsentAtDeadline is settleWhenDue's end for a batch the call ended
+// before it went again: when the call's deadline ended it, the batch waits
+// on, for the next run, which may send it from w.Until on (its journaled
+// not-before, which may have come already); a cancellation before the
+// deadline leaves it open unlisted, as it does the call's other work.
+func (d *dueBatches) unsentAtDeadline(w Wait) (Wait, bool) {
+	if !d.deadlineCame() {
+		return Wait{}, false
+	}
+	w.PastDeadline = true
+	d.u.log.Warn().Str("op_id", w.OpID).Int("tiles", w.Tiles).Time("until", w.Until).
+		Msg("the run's deadline came before the batch waiting for the provider's advised time went again: " +
+			"it stays open for the next run, which sends it once that time has come (at once, if it has)")
+	return w, true
 }
 
 // minRecheck and maxRecheck bound the real time between two reads of a
@@ -385,6 +414,17 @@ func (d *dueBatches) waitOut(left time.Duration) error {
 	return operation.Sleep(d.ctx, min(left, maxRecheck)-time.Since(start))
 }
 
+// deadlineCame reports whether the call's deadline has come: its context
+// ended by it, or, not yet ended, the uploader's clock has reached it. A
+// call cancelled before its deadline has not.
+func (d *dueBatches) deadlineCame() bool {
+	if err := d.ctx.Err(); err != nil {
+		return errors.Is(err, context.DeadlineExceeded)
+	}
+	dl, ok := d.ctx.Deadline()
+	return ok && !d.u.now().Before(dl)
+}
+
 // cutOff reports whether the call's context has ended, or its deadline has
 // come by the uploader's clock (the request's own deadline, the same
 // instant, may fire first): what a batch's exchange ended with then is the
@@ -401,11 +441,12 @@ func (d *dueBatches) cutOff() bool {
 // the first that frees. The worker holding a slot never waits for a
 // waiting batch: with a client sequence (one slot), a claim that finds this
 // run's waiting batch holding the next number ends its worker
-// (sequenceBusy), which frees the slot.
+// (sequenceBusy), which frees the slot. When the call ends before a slot
+// frees, b is not sent and the error is errNoSlot.
 func (d *dueBatches) settle(b tilestore.Batch, past carried) error {
 	release, err := d.gate.AcquireFirst(d.ctx)
 	if err != nil {
-		return nil // the call ended first: the batch stays open
+		return fmt.Errorf("batch %s: %w (%w)", b.OpID, errNoSlot, err)
 	}
 	defer release()
 	members, err := d.u.loadMembers(d.ctx, d.flightID, []tilestore.Batch{b})
@@ -414,6 +455,10 @@ func (d *dueBatches) settle(b tilestore.Batch, past carried) error {
 	}
 	return d.u.settleAdopted(d.ctx, d.flightID, b, members, past, d.report, d.claims)
 }
+
+// errNoSlot: the call ended while a batch whose time had come waited for a
+// slot of the call's limit on batches in flight; it was not sent again.
+var errNoSlot = errors.New("the call ended before a slot of its limit on batches in flight was free")
 
 // fail records a run-level failure and stops the call's loop at once.
 func (d *dueBatches) fail(err error) {

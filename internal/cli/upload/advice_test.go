@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/tilectl/tilectl/internal/cli/exitcode"
@@ -206,5 +207,106 @@ func TestStatusLineSaysWhatWaitsForTheProvidersAdviceAndUntilWhen(t *testing.T) 
 	p.wait(uploader.Wait{Reason: uploader.WaitProviderAdvice, OpID: "op-2", Tiles: 2, Until: now.Add(time.Minute), PastDeadline: true})
 	if got := p.line(); !strings.Contains(got, "2 tiles wait until 10:01:00 as the provider advised (after this run's deadline)") {
 		t.Errorf("status %q, want the wait left for a later run and until when", got)
+	}
+}
+
+// slotHolder stands in front of the rig's provider: each batch's first
+// send is answered 503 with Retry-After: 1; the first resend goes on to
+// the provider once a transaction holds its batch's journal row, which it
+// keeps for hold, so the batch's settlement, and with it its slot of the
+// limit on batches in flight, waits that long.
+type slotHolder struct {
+	t    *testing.T
+	next http.Handler
+	pool *pgxpool.Pool
+	hold time.Duration
+
+	mu       sync.Mutex
+	posts    map[string]int
+	resent   bool
+	released chan struct{}
+}
+
+func (s *slotHolder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "tiles:batch") {
+		s.next.ServeHTTP(w, r)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	s.mu.Lock()
+	s.posts[key]++
+	first, holdIt := s.posts[key] == 1, s.posts[key] == 2 && !s.resent
+	s.resent = s.resent || holdIt
+	s.mu.Unlock()
+	switch {
+	case first:
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Retry-After", "1")
+		operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "wait 1 second", nil, nil)
+		return
+	case holdIt:
+		ctx := context.Background()
+		tx, err := s.pool.Begin(ctx)
+		if err == nil {
+			_, err = tx.Exec(ctx, `SELECT 1 FROM upload_batches WHERE op_id = $1 FOR UPDATE`, key)
+		}
+		if err != nil {
+			s.t.Errorf("hold batch %s's journal row: %v", key, err)
+		} else {
+			time.AfterFunc(s.hold, func() {
+				_ = tx.Commit(ctx)
+				close(s.released)
+			})
+		}
+	}
+	s.next.ServeHTTP(w, r)
+}
+
+// A batch whose advised time came but that the run's deadline found still
+// waiting for a slot of the limit on batches in flight stays open, and
+// the run reports it as waiting: it ends with exit 3 and next_retry_at at
+// that batch's not_before (already past: the next run sends it at once),
+// not with a failed retry past its deadline.
+//
+// Both batches are advised to wait 1 s; with one batch in flight, the
+// first back keeps its slot past the 3 s deadline (its settlement waits
+// for its journal row, held 3 s), so the other never goes again.
+func TestARunWhoseDueBatchWaitsForASlotAtItsDeadlineEndsWithExit3(t *testing.T) {
+	r := newCmdRig(t)
+	s := &slotHolder{t: t, next: r.srv.Config.Handler, pool: r.store.Pool(), hold: 3 * time.Second,
+		posts: map[string]int{}, released: make(chan struct{})}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	r.cfg.ProviderURL = hs.URL
+	r.cfg.Upload.Deadline = 3 * time.Second
+	r.cfg.Upload.BatchSize = 2
+	r.cfg.Upload.Concurrency = 1
+	ids := r.seed("F1", tilestore.FlightOnGround, 4)
+
+	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
+	select {
+	case <-s.released:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no batch was resent while its journal row was held: exit %d (%v)\n%s", res.code, res.err, res.stderr)
+	}
+	if res.code != exitcode.Partial {
+		t.Fatalf("exit %d (%v), want 3: the batch left waiting for its slot waits for the next run\n%s", res.code, res.err, res.stderr)
+	}
+	m := decodeSummary(t, res.stdout)
+	if m["outcome"] != "partial" || m["uploaded"] != 2.0 || m["still_pending"] != 2.0 || m["error"] != nil {
+		t.Fatalf("summary %v; want partial, 2 tiles uploaded, the waiting batch's 2 pending, no error", m)
+	}
+	nb := openNotBefore(t, r, "F1")
+	if got := nextRetryAt(t, m["next_retry_at"]); !got.Equal(nb) {
+		t.Fatalf("next_retry_at %v, want the waiting batch's not_before %v", got, nb)
+	}
+	uploaded := 0
+	for _, id := range ids {
+		if r.status(id) == "uploaded" {
+			uploaded++
+		}
+	}
+	if uploaded != 2 {
+		t.Fatalf("%d tiles uploaded, want the 2 of the batch that had the slot", uploaded)
 	}
 }
