@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tilectl/tilectl/operation"
@@ -348,11 +349,9 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wa
 			}
 			continue
 		}
-		err = d.settle(b, past)
+		sent, err := d.settle(b, past)
 		var we *waitingError
 		switch {
-		case errors.Is(err, errNoSlot):
-			return d.unsentAtDeadline(w)
 		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
 			we.w.PastDeadline = true
 			d.u.announce(d.report, we.w)
@@ -363,8 +362,15 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wa
 		case errors.Is(err, errLeftOpen):
 			d.leave(w.OpID) // its outcome is unknown: the next call asks again
 			return Wait{}, false
+		case err != nil && d.cutOff() && !sent:
+			// The call ended before the resend went on the wire (in its
+			// wait for a slot, the breaker's cool-down, the pacer, its
+			// journaling): it was not sent again.
+			return d.unsentAtDeadline(w)
 		case err != nil && d.cutOff():
-			return Wait{}, false // the call ended while it was on the wire: the batch stays open
+			// The call ended while the resend was on the wire: sent, its
+			// outcome unknown; the batch stays open for the next run.
+			return Wait{}, false
 		case err != nil:
 			d.fail(err)
 			return Wait{}, false
@@ -374,9 +380,11 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wa
 	}
 }
 
-// unsentAtDeadline is settleWhenDue's end for a batch the call ended
-// before it went again: when the call's deadline ended it, the batch waits
-// on, for the next run, which may send it from w.Until on (its journaled
+// unsentAtDeadline is settleWhenDue's one end for a batch the call ended
+// before its resend went on the wire, wherever it was (its wait, the
+// journal's read, its wait for a slot, the breaker, the pacer, its
+// journaling): when the call's deadline ended it, the batch waits on, for
+// the next run, which may send it from w.Until on (its journaled
 // not-before, which may have come already); a cancellation before the
 // deadline leaves it open unlisted, as it does the call's other work.
 func (d *dueBatches) unsentAtDeadline(w Wait) (Wait, bool) {
@@ -438,27 +446,25 @@ func (d *dueBatches) cutOff() bool {
 }
 
 // settle settles b in a slot of the call's limit on batches in flight,
-// the first that frees. The worker holding a slot never waits for a
-// waiting batch: with a client sequence (one slot), a claim that finds this
-// run's waiting batch holding the next number ends its worker
-// (sequenceBusy), which frees the slot. When the call ends before a slot
-// frees, b is not sent and the error is errNoSlot.
-func (d *dueBatches) settle(b tilestore.Batch, past carried) error {
+// the first that frees, and reports whether its resend went on the wire
+// (sendOpts.wire): when the call ends before it did, b was not sent again.
+// The worker holding a slot never waits for a waiting batch: with a client
+// sequence (one slot), a claim that finds this run's waiting batch holding
+// the next number ends its worker (sequenceBusy), which frees the slot.
+func (d *dueBatches) settle(b tilestore.Batch, past carried) (sent bool, err error) {
 	release, err := d.gate.AcquireFirst(d.ctx)
 	if err != nil {
-		return fmt.Errorf("batch %s: %w (%w)", b.OpID, errNoSlot, err)
+		return false, fmt.Errorf("wait for a slot to resend batch %s: %w", b.OpID, err)
 	}
 	defer release()
 	members, err := d.u.loadMembers(d.ctx, d.flightID, []tilestore.Batch{b})
 	if err != nil {
-		return err
+		return false, err
 	}
-	return d.u.settleAdopted(d.ctx, d.flightID, b, members, past, d.report, d.claims)
+	var wire atomic.Bool
+	err = d.u.settleAdopted(d.ctx, d.flightID, b, members, sendOpts{past: past, wire: &wire}, d.report, d.claims)
+	return wire.Load(), err
 }
-
-// errNoSlot: the call ended while a batch whose time had come waited for a
-// slot of the call's limit on batches in flight; it was not sent again.
-var errNoSlot = errors.New("the call ended before a slot of its limit on batches in flight was free")
 
 // fail records a run-level failure and stops the call's loop at once.
 func (d *dueBatches) fail(err error) {
