@@ -2,6 +2,8 @@ package uploader_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -178,5 +180,98 @@ func TestADueBatchWhoseResendTheDeadlineCutsOnTheWireIsNotListedAsWaiting(t *tes
 	}
 	if len(rep.Waiting) != 0 || rep.NextRetryAt != nil {
 		t.Errorf("Waiting = %+v, NextRetryAt = %v: want none, the resend went and its outcome is unknown", rep.Waiting, rep.NextRetryAt)
+	}
+}
+
+// secondClaimSlowStore is firstSettleHeldStore whose second claim takes
+// claimDelay: the first batch comes due meanwhile and waits for the
+// worker's slot, which it gets, ahead of the worker's next claim, once
+// the second batch has gone.
+type secondClaimSlowStore struct {
+	*firstSettleHeldStore
+	claims atomic.Int32
+}
+
+const claimDelay = 150 * time.Millisecond
+
+func (s *secondClaimSlowStore) ClaimBatch(ctx context.Context, c tilestore.Claim) (tilestore.Claimed, error) {
+	if s.claims.Add(1) == 2 {
+		if err := operation.Sleep(ctx, claimDelay); err != nil {
+			return tilestore.Claimed{}, err
+		}
+	}
+	return s.Store.ClaimBatch(ctx, c)
+}
+
+// A worker whose next claim waits for a slot that due batches, ahead of
+// it, keep until the deadline had nothing left to send when every tile
+// still pending is in a batch listed as waiting: the run ends blocked
+// (no error, NextRetryAt), not cut by its deadline. When tiles nobody
+// claimed are left, the deadline cut work that could have gone: the run
+// ends with its deadline's error, and no NextRetryAt.
+//
+// Each batch is advised to come back in 100 ms; the first comes due while
+// the worker's second claim takes 150 ms, takes the slot as the second
+// batch waits apart, and keeps it (its settlement is held) until after
+// the deadline: the worker never claims again, the second batch never
+// goes again.
+func TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		tiles   int
+		blocked bool
+	}{
+		{"every pending tile waits: blocked", 2, true},
+		{"a tile nobody claimed is left: cut by the deadline", 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+				if b.Attempt == 1 {
+					writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+						&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
+					return
+				}
+				answerAll(w, b, "accepted")
+			})
+			flight := fmt.Sprintf("fs%d", tc.tiles)
+			c := providertest.NewClient(t, flight)
+			c.AddTiles(t, flight, tc.tiles, 256, 12)
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			st := &secondClaimSlowStore{firstSettleHeldStore: &firstSettleHeldStore{Store: c.Store, runCtx: ctx}}
+			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+				o.Sleep = operation.Sleep
+				o.Store = st
+			})
+
+			rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: flight, BatchSize: 1, Concurrency: 1})
+			if got := st.claims.Load(); got != 2 {
+				t.Fatalf("%d claims, want 2: the worker's third waits for its slot until the deadline", got)
+			}
+			open, oerr := c.Store.OpenBatches(testCtx(t), flight)
+			if oerr != nil {
+				t.Fatal(oerr)
+			}
+			if len(open) != 1 || open[0].NotBefore == nil || len(rep.Waiting) != 1 || rep.Waiting[0].OpID != open[0].OpID {
+				t.Fatalf("open batches %+v, Waiting %+v: want the second batch open and listed as waiting", open, rep.Waiting)
+			}
+			if rep.Uploaded() != 1 || rep.Pending != tc.tiles-1 {
+				t.Fatalf("report %+v: want 1 tile uploaded and %d pending", rep, tc.tiles-1)
+			}
+			if !tc.blocked {
+				if !errors.Is(err, context.DeadlineExceeded) || rep.NextRetryAt != nil {
+					t.Errorf("error %v, NextRetryAt %v: want the deadline's error and none: a tile nobody claimed is left", err, rep.NextRetryAt)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("report %+v, %v: want no error, all the work left waits", rep, err)
+			}
+			if rep.NextRetryAt == nil || !rep.NextRetryAt.Equal(*open[0].NotBefore) {
+				t.Errorf("NextRetryAt = %v, want the waiting batch's not-before %v", rep.NextRetryAt, *open[0].NotBefore)
+			}
+		})
 	}
 }

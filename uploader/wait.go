@@ -20,7 +20,9 @@ import (
 // the settling of batches an earlier run left waiting), and
 // Report.Blocked, the one place that decides whether a call ends
 // for blocked work (the provider's advice, or other runs' batches: see
-// blocked.go), which the retry decorator and the summary read.
+// blocked.go), which the retry decorator and the summary read, with
+// endedBlocked, which says when the deadline that ended a call's sends
+// cut only such work.
 
 // WaitReason says why work waits.
 type WaitReason string
@@ -80,6 +82,35 @@ func (r Report) Blocked() (until time.Time, stop bool) {
 		return until, tiles > 0 && r.Pending > 0
 	}
 	return until, tiles > 0 && r.Pending > 0 && r.Pending <= tiles+r.LocalFailed
+}
+
+// endedBlocked reports whether err, which ended a call whose report would
+// be out without it, is only the call's deadline cutting work that all
+// waits past it: the call then ends blocked (no error, NextRetryAt), as
+// one whose sends ended first does. The deadline may end a call's sends
+// while they wait for nothing they could still do: a worker's last claim
+// waits for a slot that due batches, ahead of it, keep until the deadline,
+// and would have found nothing to claim. It is so when out is Blocked and
+// every tile still pending is in a batch listed as waiting, in other runs'
+// batches (Held), or left for its bad blob, or waits behind a waiting
+// batch holding the client's next number (WaitsBehind). A tile nobody
+// claimed, or one in a batch the deadline cut on the wire, is work the
+// deadline cut: err stands.
+func endedBlocked(ctx context.Context, err error, out Report) bool {
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return false
+	}
+	if _, stop := out.Blocked(); !stop {
+		return false
+	}
+	accounted := out.LocalFailed
+	for _, w := range out.Waiting {
+		accounted += w.Tiles
+	}
+	if out.Held != nil {
+		accounted += out.Held.Tiles
+	}
+	return out.WaitsBehind || out.Pending <= accounted
 }
 
 // errWaiting is matched by *waitingError.
