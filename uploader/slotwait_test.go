@@ -18,14 +18,19 @@ import (
 // firstSettleHeldStore holds the call's first settlement until the run's
 // context ends: the batch it settles keeps its slot of the limit on
 // batches in flight until after the run's deadline, and is settled then.
+// held, if not nil, is closed as the hold begins.
 type firstSettleHeldStore struct {
 	*tilestore.Store
 	runCtx  context.Context
 	settled atomic.Bool
+	held    chan struct{}
 }
 
 func (s *firstSettleHeldStore) SettleBatch(ctx context.Context, st tilestore.Settlement) error {
 	if s.settled.CompareAndSwap(false, true) {
+		if s.held != nil {
+			close(s.held)
+		}
 		<-s.runCtx.Done()
 	}
 	return s.Store.SettleBatch(ctx, st)
@@ -273,5 +278,58 @@ func TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline(t *testing.T) {
 				t.Errorf("NextRetryAt = %v, want the waiting batch's not-before %v", rep.NextRetryAt, *open[0].NotBefore)
 			}
 		})
+	}
+}
+
+// A run cancelled (Ctrl-C) while a due batch waits for its slot, before
+// the deadline, leaves the batch open as it leaves the rest of its work:
+// not listed as waiting past the deadline, and no NextRetryAt (nothing
+// blocks it; the run was stopped).
+//
+// Both batches are advised to come back in 100 ms; with Concurrency 1,
+// the first back takes the slot and keeps it (its settlement is held)
+// until the run is cancelled, 300 ms after, when the other waits for it.
+func TestACancelledRunListsNoDueBatchWaitingForItsSlot(t *testing.T) {
+	t.Parallel()
+	_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if b.Attempt == 1 {
+			writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fc")
+	c.AddTiles(t, "fc", 2, 256, 12)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	st := &firstSettleHeldStore{Store: c.Store, runCtx: ctx, held: make(chan struct{})}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+		o.Sleep = operation.Sleep
+		o.Store = st
+	})
+	go func() {
+		select {
+		case <-st.held:
+			time.Sleep(300 * time.Millisecond) // the other batch's time has come: it waits for the slot
+		case <-time.After(10 * time.Second):
+			t.Error("no batch was settled within 10s")
+		}
+		cancel()
+	}()
+
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fc", BatchSize: 1, Concurrency: 1})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("report %+v, %v: want the cancellation or no error", rep, err)
+	}
+	open, oerr := c.Store.OpenBatches(testCtx(t), "fc")
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	if len(open) != 1 || rep.Uploaded() != 1 || rep.Pending != 1 {
+		t.Fatalf("open batches %+v, report %+v: want one batch settled and the other left open", open, rep)
+	}
+	if len(rep.Waiting) != 0 || rep.NextRetryAt != nil {
+		t.Errorf("Waiting = %+v, NextRetryAt = %v: want none, the run was cancelled before its deadline", rep.Waiting, rep.NextRetryAt)
 	}
 }
