@@ -9,16 +9,19 @@ import (
 
 // atBudgetSQL finds uploadable tiles whose counted attempts since their
 // last requeue plus uncounted rejections reach the budget ($2, at least
-// 1). Every counted attempt of a tile not uploaded is one of its
-// rejections, marked counted: upload_attempts rises only as a count marks
-// them (CountRejectionsUpTo), and a counted rejection is dropped only once
-// its tile is uploaded (PruneJournal), which it then stays, or with its
-// flight (migration 0006 took those it dropped back out of
-// upload_attempts). So a tile at its budget has at least $2 rejections,
-// counted or not: the statement groups upload_rejections by tile, keeps
-// the tiles with that many, and looks each of those up in tiles by its
-// key, in a correlated subquery so that no plan scans the flight's tiles
-// instead, however many rejections there are.
+// 1). Every counted attempt of a tile is one of its rejections, marked
+// counted: upload_attempts rises only as a count marks them
+// (CountRejectionsUpTo). A counted rejection is dropped only once its tile
+// is uploaded (PruneJournal), or with its flight; a tile goes back to
+// pending, from uploaded or given up, only by a requeue (Requeue,
+// RequeueUploaded), which sets budget_base to upload_attempts. So every
+// attempt an uploadable tile has counted since then (upload_attempts -
+// budget_base) is a counted rejection still kept, and a tile at its
+// budget has at least $2 rejections, counted or not: the statement groups
+// upload_rejections by tile, keeps the tiles with that many, and looks
+// each of those up in tiles by its key, in a correlated subquery so that
+// no plan scans the flight's tiles instead, however many rejections there
+// are.
 const atBudgetSQL = `
 SELECT r.tile_id
   FROM (SELECT tile_id, count(*) FILTER (WHERE counted_at IS NULL)::int AS uncounted

@@ -77,8 +77,8 @@ func TestAtBudgetListsTheFlightsUploadableTilesWhoseRejectionsReachTheBudget(t *
 	}
 }
 
-// AtBudget runs as an upload starts, on flights of a million tiles. Only
-// a tile a rejection names can be at its budget, so it reads those and no
+// AtBudget runs as an upload starts, on a flight of any size. Only a
+// tile a rejection names can be at its budget, so it reads those and no
 // other tile of the flight, however many there are, with the plan a
 // parameterised statement gets at first (custom) and later (generic),
 // whether rejections are few or a third of the flight has one.

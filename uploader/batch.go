@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -129,7 +130,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	// number, is this loop's; each send still goes through the sender.
 	past := opts.past // a rebound number's exchange starts anew
 	for rebinds := 0; ; rebinds++ {
-		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), prior: past.sent, priorOwn: past.own,
+		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), prior: past.sent, priorOwn: past.own, wire: opts.wire,
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
 				return u.store.DeferBatch(ctx, opID, wait)
 			}},
@@ -226,6 +227,10 @@ type sendOpts struct {
 	// wait).
 	past    carried
 	counted bool // the journal counts its first attempt already (Claim.Sending)
+	// wire, when set, is set once one of the batch's attempts goes on the
+	// wire (reaches a connection to the provider, or is answered): a batch
+	// whose exchange the call's end cut before then was not sent.
+	wire *atomic.Bool
 }
 
 // detachedCtx outlives the run's cancellation by a little, so an answer that

@@ -62,7 +62,7 @@ func TestALiveOperationIsAskedAgainAfterTheContractsWaitForAKeyInProgress(t *tes
 	}
 	rep, claims := newRunReport("flv", u.now(), nil, nil), &claimState{}
 	// No members: the batch cannot be resent, only its state settles it.
-	if err := u.settleAdopted(ctx, "flv", journaled, map[string]tilestore.Tile{}, carried{}, rep, claims); err != nil {
+	if err := u.settleAdopted(ctx, "flv", journaled, map[string]tilestore.Tile{}, sendOpts{}, rep, claims); err != nil {
 		t.Fatalf("settle a batch whose operation is live, then sealed: %v", err)
 	}
 	mu.Lock()

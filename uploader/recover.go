@@ -83,7 +83,7 @@ func (u *Client) settleOpen(ctx context.Context, flightID string, dead []string,
 
 // settleInSlot is settleAdopted in a slot of g, the first that frees;
 // with g nil, in the caller's. An adopted batch starts its attempts in
-// this call from none (carried{}): its journaled sends are not counted.
+// this call from none (no sendOpts.past): its journaled sends are not counted.
 func (u *Client) settleInSlot(ctx context.Context, g gate, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, rep *runReport, claims *claimState) error {
 	if g != nil {
 		release, err := g.AcquireFirst(ctx)
@@ -92,7 +92,7 @@ func (u *Client) settleInSlot(ctx context.Context, g gate, flightID string, b ti
 		}
 		defer release()
 	}
-	return u.settleAdopted(ctx, flightID, b, members, carried{}, rep, claims)
+	return u.settleAdopted(ctx, flightID, b, members, sendOpts{}, rep, claims)
 }
 
 // settleAdopted settles one open batch this run adopted: resent under its
@@ -100,15 +100,16 @@ func (u *Client) settleInSlot(ctx context.Context, g gate, flightID string, b ti
 // the provider's record of it. A batch the provider asks to wait is left
 // open with its journaled not-before, and its *waitingError returned; one
 // whose outcome stays unknown is left open, and errUnsettled returned.
-// past: what its sends in this call before it waited apart leave its next
-// exchange (sendOpts.past).
-func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, past carried, rep *runReport, claims *claimState) error {
+// opts: what its sends in this call before it waited apart leave its next
+// exchange (past), and what to tell once its resend goes on the wire
+// (wire).
+func (u *Client) settleAdopted(ctx context.Context, flightID string, b tilestore.Batch, members map[string]tilestore.Tile, opts sendOpts, rep *runReport, claims *claimState) error {
 	tiles, tb, ok := u.resendable(flightID, b, members)
 	u.log.Info().Str("op_id", b.OpID).Int("tiles", len(b.TileIDs)).Bool("resend", ok).
 		Msg("settling a batch an earlier run left open")
 	var err error
 	if ok {
-		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, sendOpts{past: past}, rep, claims)
+		err = u.sendBatch(ctx, flightID, b.OpID, seqOf(b), tiles, tb, opts, rep, claims)
 		switch {
 		case errors.Is(err, errWaiting):
 			return err

@@ -59,6 +59,9 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 		if perr != nil && err == nil {
 			err = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
 		}
+		if err != nil && !req.DryRun && endedBlocked(ctx, err, rep.report(u.now(), pending, nil)) {
+			err = nil
+		}
 		out := rep.report(u.now(), pending, err)
 		if !req.DryRun {
 			out.PendingBytes = pendingBytes

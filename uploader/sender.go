@@ -137,6 +137,11 @@ type exchange struct {
 	// dialed is when the attempt got a connection it had to open (zero:
 	// it reused one), under writesMu.
 	dialed time.Time
+	// wire, when set, is set once an attempt goes on the wire: it got a
+	// connection to the provider (the transport writes it next), or an
+	// answer (a transport that tells no connection). An attempt that the
+	// request's end cut before either never left (sendOpts.wire).
+	wire *atomic.Bool
 }
 
 // attemptCtx returns ctx with a trace of its own for one attempt: its
@@ -150,6 +155,9 @@ func (ex *exchange) attemptCtx(ctx context.Context) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { n.Add(1) },
 		GotConn: func(info httptrace.GotConnInfo) {
+			if ex.wire != nil {
+				ex.wire.Store(true)
+			}
 			if info.Reused {
 				return
 			}
@@ -381,6 +389,9 @@ func (ex *exchange) send(reqCtx context.Context, method, path string, body *batc
 	asked := u.now()
 	resp, err := u.client.Do(req)
 	ex.attemptStart = ex.onWire(asked)
+	if err == nil && ex.wire != nil {
+		ex.wire.Store(true)
+	}
 	if err != nil {
 		return attemptEnd{err: err, accept: ex.accept}, true
 	}

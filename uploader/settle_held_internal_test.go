@@ -95,7 +95,7 @@ func TestABatchNoLongerOpenIsNotSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := u.settleAdopted(ctx, "fno", journaled, members, carried{}, rep, claims); err != nil {
+	if err := u.settleAdopted(ctx, "fno", journaled, members, sendOpts{}, rep, claims); err != nil {
 		t.Fatalf("settle a batch failed meanwhile: %v; want nothing to do", err)
 	}
 	if l := p.Ledger(t); len(l.Tiles) != 0 {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tilectl/tilectl/operation"
@@ -19,7 +20,9 @@ import (
 // the settling of batches an earlier run left waiting), and
 // Report.Blocked, the one place that decides whether a call ends
 // for blocked work (the provider's advice, or other runs' batches: see
-// blocked.go), which the retry decorator and the summary read.
+// blocked.go), which the retry decorator and the summary read, with
+// endedBlocked, which says when the deadline that ended a call's sends
+// cut only such work.
 
 // WaitReason says why work waits.
 type WaitReason string
@@ -79,6 +82,35 @@ func (r Report) Blocked() (until time.Time, stop bool) {
 		return until, tiles > 0 && r.Pending > 0
 	}
 	return until, tiles > 0 && r.Pending > 0 && r.Pending <= tiles+r.LocalFailed
+}
+
+// endedBlocked reports whether err, which ended a call whose report would
+// be out without it, is only the call's deadline cutting work that all
+// waits past it: the call then ends blocked (no error, NextRetryAt), as
+// one whose sends ended first does. The deadline may end a call's sends
+// while they wait for nothing they could still do: a worker's last claim
+// waits for a slot that due batches, ahead of it, keep until the deadline,
+// and would have found nothing to claim. It is so when out is Blocked and
+// every tile still pending is in a batch listed as waiting, in other runs'
+// batches (Held), or left for its bad blob, or waits behind a waiting
+// batch holding the client's next number (WaitsBehind). A tile nobody
+// claimed, or one in a batch the deadline cut on the wire, is work the
+// deadline cut: err stands.
+func endedBlocked(ctx context.Context, err error, out Report) bool {
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return false
+	}
+	if _, stop := out.Blocked(); !stop {
+		return false
+	}
+	accounted := out.LocalFailed
+	for _, w := range out.Waiting {
+		accounted += w.Tiles
+	}
+	if out.Held != nil {
+		accounted += out.Held.Tiles
+	}
+	return out.WaitsBehind || out.Pending <= accounted
 }
 
 // errWaiting is matched by *waitingError.
@@ -348,11 +380,9 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wa
 			}
 			continue
 		}
-		err = d.settle(b, past)
+		sent, err := d.settle(b, past)
 		var we *waitingError
 		switch {
-		case errors.Is(err, errNoSlot):
-			return d.unsentAtDeadline(w)
 		case errors.As(err, &we) && !d.u.fitsDeadline(d.ctx, we.left):
 			we.w.PastDeadline = true
 			d.u.announce(d.report, we.w)
@@ -363,8 +393,15 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wa
 		case errors.Is(err, errLeftOpen):
 			d.leave(w.OpID) // its outcome is unknown: the next call asks again
 			return Wait{}, false
+		case err != nil && d.cutOff() && !sent:
+			// The call ended before the resend went on the wire (in its
+			// wait for a slot, the breaker's cool-down, the pacer, its
+			// journaling): it was not sent again.
+			return d.unsentAtDeadline(w)
 		case err != nil && d.cutOff():
-			return Wait{}, false // the call ended while it was on the wire: the batch stays open
+			// The call ended while the resend was on the wire: sent, its
+			// outcome unknown; the batch stays open for the next run.
+			return Wait{}, false
 		case err != nil:
 			d.fail(err)
 			return Wait{}, false
@@ -374,9 +411,11 @@ func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wa
 	}
 }
 
-// unsentAtDeadline is settleWhenDue's end for a batch the call ended
-// before it went again: when the call's deadline ended it, the batch waits
-// on, for the next run, which may send it from w.Until on (its journaled
+// unsentAtDeadline is settleWhenDue's one end for a batch the call ended
+// before its resend went on the wire, wherever it was (its wait, the
+// journal's read, its wait for a slot, the breaker, the pacer, its
+// journaling): when the call's deadline ended it, the batch waits on, for
+// the next run, which may send it from w.Until on (its journaled
 // not-before, which may have come already); a cancellation before the
 // deadline leaves it open unlisted, as it does the call's other work.
 func (d *dueBatches) unsentAtDeadline(w Wait) (Wait, bool) {
@@ -438,27 +477,25 @@ func (d *dueBatches) cutOff() bool {
 }
 
 // settle settles b in a slot of the call's limit on batches in flight,
-// the first that frees. The worker holding a slot never waits for a
-// waiting batch: with a client sequence (one slot), a claim that finds this
-// run's waiting batch holding the next number ends its worker
-// (sequenceBusy), which frees the slot. When the call ends before a slot
-// frees, b is not sent and the error is errNoSlot.
-func (d *dueBatches) settle(b tilestore.Batch, past carried) error {
+// the first that frees, and reports whether its resend went on the wire
+// (sendOpts.wire): when the call ends before it did, b was not sent again.
+// The worker holding a slot never waits for a waiting batch: with a client
+// sequence (one slot), a claim that finds this run's waiting batch holding
+// the next number ends its worker (sequenceBusy), which frees the slot.
+func (d *dueBatches) settle(b tilestore.Batch, past carried) (sent bool, err error) {
 	release, err := d.gate.AcquireFirst(d.ctx)
 	if err != nil {
-		return fmt.Errorf("batch %s: %w (%w)", b.OpID, errNoSlot, err)
+		return false, fmt.Errorf("wait for a slot to resend batch %s: %w", b.OpID, err)
 	}
 	defer release()
 	members, err := d.u.loadMembers(d.ctx, d.flightID, []tilestore.Batch{b})
 	if err != nil {
-		return err
+		return false, err
 	}
-	return d.u.settleAdopted(d.ctx, d.flightID, b, members, past, d.report, d.claims)
+	var wire atomic.Bool
+	err = d.u.settleAdopted(d.ctx, d.flightID, b, members, sendOpts{past: past, wire: &wire}, d.report, d.claims)
+	return wire.Load(), err
 }
-
-// errNoSlot: the call ended while a batch whose time had come waited for a
-// slot of the call's limit on batches in flight; it was not sent again.
-var errNoSlot = errors.New("the call ended before a slot of its limit on batches in flight was free")
 
 // fail records a run-level failure and stops the call's loop at once.
 func (d *dueBatches) fail(err error) {

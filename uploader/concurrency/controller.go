@@ -274,7 +274,8 @@ func (c *Controller) Ahead() int {
 }
 
 // Acquire waits for a slot; release gives it back. It returns ctx's error
-// when ctx ends first. A slot goes to an AcquireFirst waiting before it.
+// when ctx ends first, or has ended already (then no slot, not even a free
+// one). A slot goes to an AcquireFirst waiting before it.
 func (c *Controller) Acquire(ctx context.Context) (release func(), err error) {
 	return c.acquire(ctx, false)
 }

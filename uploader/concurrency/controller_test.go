@@ -763,3 +763,71 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		}
 	}
 }
+
+// A caller whose context has ended gets no slot, though one is free: a
+// gate never hands its work a slot it would only give back (a batch due
+// at the run's deadline must not take the slot a batch cut by the same
+// deadline just freed).
+func TestACallerWhoseContextEndedGetsNoFreeSlot(t *testing.T) {
+	t.Parallel()
+	for name, g := range testGates() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ended, cancel := context.WithCancel(context.Background())
+			cancel()
+			for what, acquire := range map[string]func(context.Context) (func(), error){"Acquire": g.Acquire, "AcquireFirst": g.AcquireFirst} {
+				if rel, err := acquire(ended); err == nil {
+					rel()
+					t.Errorf("%s with an ended context took the free slot", what)
+				}
+			}
+		})
+	}
+}
+
+// A waiter whose context ends as the slot it waits for frees gets the
+// context's error every time, not the slot half of the time. Both wake it
+// before it runs: one processor, and neither wake yields it.
+func TestAWaiterWhoseContextEndsAsTheSlotFreesGetsNoSlot(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for name, g := range testGates() {
+		t.Run(name, func(t *testing.T) {
+			for i := range 50 {
+				held, err := g.Acquire(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				got := make(chan error, 1)
+				go func() {
+					rel, err := g.AcquireFirst(ctx)
+					if rel != nil {
+						rel()
+					}
+					got <- err
+				}()
+				waitFor(t, func() bool { return concurrency.FirstWaiting(g) == 1 && concurrency.Blocked(g) == 1 },
+					"AcquireFirst to wait for the slot")
+				held()
+				cancel()
+				if err := <-got; err == nil {
+					t.Fatalf("round %d: AcquireFirst took the slot that freed as its context ended", i+1)
+				}
+			}
+		})
+	}
+}
+
+// slotGate is what Controller and Fixed share for taking slots.
+type slotGate interface {
+	Acquire(context.Context) (func(), error)
+	AcquireFirst(context.Context) (func(), error)
+}
+
+// testGates are a Controller and a Fixed of one slot each.
+func testGates() map[string]slotGate {
+	return map[string]slotGate{
+		"controller": concurrency.New(concurrency.Options{Initial: 1, Max: 1}),
+		"fixed":      concurrency.NewFixed(1),
+	}
+}

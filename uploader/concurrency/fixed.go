@@ -26,7 +26,8 @@ func (f *Fixed) Limit() int { return f.n }
 func (f *Fixed) Ahead() int { return f.n }
 
 // Acquire waits for a slot; release gives it back. It returns ctx's error
-// when ctx ends first. A slot goes to an AcquireFirst waiting before it.
+// when ctx ends first, or has ended already (then no slot, not even a free
+// one). A slot goes to an AcquireFirst waiting before it.
 func (f *Fixed) Acquire(ctx context.Context) (release func(), err error) {
 	return f.acquire(ctx, false)
 }

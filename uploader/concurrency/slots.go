@@ -20,7 +20,10 @@ func newSlots() slots { return slots{changed: make(chan struct{})} }
 // acquire waits, mu unlocked, until a slot under limit() (read with mu
 // held) is free and takes it; a caller not first leaves as many slots as
 // there are first callers waiting. took runs with mu held as the slot is
-// taken (nil: nothing). It returns ctx's error when ctx ends first.
+// taken (nil: nothing). It returns ctx's error when ctx ends first, or
+// has ended as a slot frees: a caller whose context has ended gets no
+// slot, which it would only give back, even a free one (a slot that frees
+// as ctx ends wakes it as ctx does, and which wake it sees is chance).
 func (s *slots) acquire(ctx context.Context, mu *sync.Mutex, limit func() int, first bool, took func()) (release func(), err error) {
 	mu.Lock()
 	if first {
@@ -33,6 +36,10 @@ func (s *slots) acquire(ctx context.Context, mu *sync.Mutex, limit func() int, f
 		}()
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			mu.Unlock()
+			return nil, err
+		}
 		ahead := s.first
 		if first {
 			ahead = 0
