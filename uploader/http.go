@@ -122,7 +122,9 @@ type ClientOptions struct {
 	Breaker BreakerOptions
 	// ResendBudget is the retry budget's initial tokens: resends across
 	// the uploader's life are at most ResendBudget + ResendRatio x first
-	// attempts (see operation.RetryBudget). Default 10; negative means 0.
+	// attempts (see operation.RetryBudget). Resends the provider asked for
+	// by naming a wait (Retry-After, the retry extension's "after") take
+	// none. Default 10; negative means 0.
 	ResendBudget float64
 	// ResendRatio is the tokens each first attempt adds. Default 0.2;
 	// negative means 0.

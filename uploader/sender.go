@@ -23,9 +23,10 @@ import (
 // state, a client's sequence state) goes through doExchange, one loop that
 // for each attempt
 //
-//  1. admits it: the circuit breaker (breaker.go), then for a resend the
-//     run's retry budget (operation.RetryBudget), then the pacer
-//     (pacer.go);
+//  1. admits it: the circuit breaker (breaker.go), then for a resend
+//     tilectl decides on its own (not one the provider asked for by
+//     naming a wait) the run's retry budget (operation.RetryBudget), then
+//     the pacer (pacer.go);
 //  2. sends it, journaling a batch's attempt first (NoteSend; a batch's
 //     first attempt right after its claim is counted by the claim);
 //  3. classifies its end with classify (classify.go), the one decider of
@@ -100,8 +101,10 @@ type exchange struct {
 	priorOwn, own int
 	// asked is how many of this exchange's resends followed a wait the
 	// answer named (a sequenced batch waits its advice here): they are
-	// not tilectl's own (ownSent).
-	asked int
+	// not tilectl's own (ownSent). askedNext: the resend about to go is
+	// one of them (admit takes no retry budget for it).
+	asked     int
+	askedNext bool
 	// prevTransport is the last transport resend wait (decorrelated jitter).
 	prevTransport time.Duration
 	// lostOnce: an answer of this exchange was lost already (resend).
@@ -275,14 +278,10 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 		}
 		if !ex.admit() {
 			if ex.attempts == 0 {
-				// A batch that waited apart comes back for a resend,
-				// which the retry budget may refuse: it is left open as
-				// any refused resend is (budgetSpent), and the refusal
-				// counted.
-				if ex.budgetSpent && ex.report != nil {
-					ex.report.exchange(0, 0, true, true)
-				}
-				return exchangeResult{err: ex.giveUp, cancelled: ex.cancelled, budgetSpent: ex.budgetSpent}
+				// Nothing was sent: the breaker or the pacer stopped it
+				// (the retry budget is never asked for an exchange's
+				// first send).
+				return exchangeResult{err: ex.giveUp, cancelled: ex.cancelled}
 			}
 			break
 		}
@@ -331,9 +330,18 @@ func (ex *exchange) admit() bool {
 		return false
 	}
 	ex.adm = adm
-	if ex.attempts == 0 && ex.prior == 0 {
+	switch {
+	case ex.attempts == 0 && ex.prior == 0:
 		u.budget.OnFirstAttempt()
-	} else if !u.budget.TryResend() {
+	case ex.attempts == 0 || ex.askedNext:
+		// A send the provider asked for by naming a wait: the first after
+		// the batch waited apart (prior: only an advised wait is waited
+		// apart), or one after a wait waited here. The budget bounds what
+		// tilectl adds on its own while the provider fails without saying
+		// when to come back; a provider that names the time has set the
+		// pace (the pacer keeps to it), and a throttle that refused many
+		// batches at once would otherwise leave them unsent for the run.
+	case !u.budget.TryResend():
 		ex.budgetSpent, ex.giveUp = true, errResendBudget
 		return false
 	}
@@ -518,6 +526,7 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	} else {
 		ex.asked++
 	}
+	ex.askedNext = v.floor > 0
 	ex.wait, ex.announce = d, journaled
 	return true
 }

@@ -206,11 +206,11 @@ func TestAWaitingBatchDoesNotSpinOnTheJournalWhenSleepReturnsEarly(t *testing.T)
 	}
 }
 
-// A batch that waited apart and whose resend the run's retry budget
-// refuses is left open for the next run, as any batch whose resend the
-// budget refuses is: the run does not fail, the refusal is counted, and
-// its key goes again in a later run.
-func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
+// A batch that waited apart for the provider's advised time goes again
+// when it is due with the run's retry budget empty: the provider asked
+// for that send, and the budget bounds only the resends tilectl decides
+// on its own.
+func TestAWaitingBatchGoesAgainWhenDueWithTheRetryBudgetEmpty(t *testing.T) {
 	t.Parallel()
 	var advised atomic.Bool
 	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
@@ -225,7 +225,42 @@ func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 	c.AddTiles(t, "fb", 1, 256, 9)
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Sleep = operation.Sleep
-		o.ResendBudget, o.ResendRatio = -1, -1 // no resend at all
+		o.ResendBudget, o.ResendRatio = -1, -1 // no resend of tilectl's own at all
+	})
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
+	if err != nil || rep.Pending != 0 || rep.ResendsRefused != 0 {
+		t.Fatalf("report %+v, %v: want the batch settled in this run and no resend refused", rep, err)
+	}
+	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
+		t.Fatalf("%d batch requests, want 2 under one key: the first, and the one the provider asked for", len(got))
+	}
+}
+
+// A batch back from its wait apart whose next resend is tilectl's own (the
+// provider's answer named no wait) needs the run's retry budget; refused,
+// the batch is left open for the next run, as any batch whose resend the
+// budget refuses is: the run does not fail, the refusal is counted, and
+// its key goes again in a later run.
+func TestAWaitingBatchWhoseOwnResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		switch n.Add(1) {
+		case 1:
+			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+				&operation.RetryExtension{Allowed: true, After: 50 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+		case 2:
+			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "down", nil, nil)
+		default:
+			answerAll(w, b, "accepted")
+		}
+	})
+	c := providertest.NewClient(t, "fb")
+	c.AddTiles(t, "fb", 1, 256, 9)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+		o.Sleep = operation.Sleep
+		o.ResendBudget, o.ResendRatio = -1, -1 // no resend of tilectl's own at all
 	})
 
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
@@ -235,15 +270,15 @@ func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 	if rep.Pending != 1 || rep.ResendsRefused != 1 {
 		t.Fatalf("report %+v: want the batch left open (1 pending) and the refusal counted", rep)
 	}
-	if got := f.received(); len(got) != 1 {
-		t.Fatalf("%d batch requests, want 1: the budget refused the resend", len(got))
+	if got := f.received(); len(got) != 2 {
+		t.Fatalf("%d batch requests, want 2: the first, the one the provider asked for, and no resend of tilectl's own", len(got))
 	}
 	u2, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
 	rep, err = u2.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
 	if err != nil || rep.Pending != 0 {
 		t.Fatalf("next run: report %+v, %v: want the batch settled", rep, err)
 	}
-	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
+	if got := f.received(); len(got) != 3 || got[2].Key != got[0].Key {
 		t.Fatalf("%d batch requests: want the batch again under its key in the next run", len(got))
 	}
 }
