@@ -92,10 +92,11 @@ func (r Report) Blocked() (until time.Time, stop bool) {
 // waits for a slot that due batches, ahead of it, keep until the deadline,
 // and would have found nothing to claim. It is so when out is Blocked and
 // every tile still pending is in a batch listed as waiting, in other runs'
-// batches (Held), or left for its bad blob, or waits behind a waiting
-// batch holding the client's next number (WaitsBehind). A tile nobody
-// claimed, or one in a batch the deadline cut on the wire, is work the
-// deadline cut: err stands.
+// batches (Held), or left for its bad blob, each counted once, or waits
+// behind a waiting batch holding the client's next number (WaitsBehind).
+// A tile nobody claimed, or one in a batch the deadline cut on the wire,
+// is work the deadline cut: err stands. Where the counts cannot tell
+// (a tile left for its blob may be in Held), err stands too.
 func endedBlocked(ctx context.Context, err error, out Report) bool {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return false
@@ -103,12 +104,18 @@ func endedBlocked(ctx context.Context, err error, out Report) bool {
 	if _, stop := out.Blocked(); !stop {
 		return false
 	}
+	// Each tile counts once. The waiting batches are this run's, apart
+	// from other runs' batches and from the tiles left for their blob
+	// (those left every batch). A tile left for its blob may since have
+	// been claimed by another run, and so sit in Held too, which is a
+	// look at other runs' batches, not a list of tiles: the two may
+	// overlap, and only the larger counts.
 	accounted := out.LocalFailed
+	if out.Held != nil {
+		accounted = max(accounted, out.Held.Tiles)
+	}
 	for _, w := range out.Waiting {
 		accounted += w.Tiles
-	}
-	if out.Held != nil {
-		accounted += out.Held.Tiles
 	}
 	return out.WaitsBehind || out.Pending <= accounted
 }
