@@ -289,7 +289,7 @@ func TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline(t *testing.T) {
 //
 // Both batches are advised to come back in 100 ms; with Concurrency 1,
 // the first back takes the slot and keeps it (its settlement is held)
-// until the run is cancelled, 300 ms after, when the other waits for it.
+// until the run is cancelled, once the other waits for that slot.
 func TestACancelledRunListsNoDueBatchWaitingForItsSlot(t *testing.T) {
 	t.Parallel()
 	_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
@@ -309,14 +309,22 @@ func TestACancelledRunListsNoDueBatchWaitingForItsSlot(t *testing.T) {
 		o.Sleep = operation.Sleep
 		o.Store = st
 	})
+	slotWaits := uploader.WatchFirstWaits(u)
 	go func() {
+		defer cancel()
 		select {
 		case <-st.held:
-			time.Sleep(300 * time.Millisecond) // the other batch's time has come: it waits for the slot
 		case <-time.After(10 * time.Second):
 			t.Error("no batch was settled within 10s")
+			return
 		}
-		cancel()
+		// The other batch's time comes: it waits for the slot.
+		for limit := time.Now().Add(10 * time.Second); slotWaits() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(limit) {
+				t.Error("the other batch did not wait for the slot within 10s")
+				return
+			}
+		}
 	}()
 
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fc", BatchSize: 1, Concurrency: 1})

@@ -51,8 +51,10 @@ type Wait struct {
 	Detail string `json:"detail,omitempty"`
 	// PastDeadline: this run does not send the batch again, and it stays
 	// open for a later run: Until comes after the run's deadline, or the
-	// deadline came while the batch still waited (for Until, or for a slot
-	// of the limit on batches in flight).
+	// deadline came before the batch's resend went on the wire (while it
+	// waited for Until, was read again from the journal, waited for a slot
+	// of the limit on batches in flight, for the circuit breaker's
+	// cool-down or the pacer, or was journaled before the send).
 	PastDeadline bool `json:"past_deadline"`
 }
 
@@ -205,8 +207,10 @@ func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
 // tiles never wait for it while it waits; its resend takes a slot of the
 // call's limit on batches in flight (gate), ahead of the workers' next
 // claims, so the limit holds for every batch on the wire; one whose time
-// comes after it, or that the deadline finds still waiting (for its time,
-// or for its slot), stays open, listed in the report's Waiting. It lives
+// comes after it, or whose resend the deadline finds not yet on the wire
+// (waiting for its time or its slot, read again from the journal, in the
+// breaker's cool-down or the pacer, being journaled: unsentAtDeadline),
+// stays open, listed in the report's Waiting. It lives
 // for one UploadPendingTiles call and holds that call's context, which
 // ends its waits.
 type dueBatches struct {
@@ -355,9 +359,8 @@ func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 // settles it as an adopted batch, until it is settled, failed or left for
 // a later run. It returns the batch's wait, PastDeadline set, when the
 // batch stays open waiting as the call ends: its advised time comes after
-// the deadline, or the deadline came before the batch went again (in its
-// wait, or, its time come, in its wait for a slot of the call's limit on
-// batches in flight). It returns false when the batch was settled, failed
+// the deadline, or the deadline came before the batch's resend went on
+// the wire (wherever it was: unsentAtDeadline). It returns false when the batch was settled, failed
 // or left open for another reason, or the call was cancelled before its
 // deadline.
 func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wait, bool) {
