@@ -136,6 +136,14 @@ func (u *Uploader) UploadPendingTiles(ctx context.Context, req uploader.Request)
 				Msg("only tiles with bad cached blobs are still pending; not retrying")
 			return agg.finalReport(), nil
 		}
+		if err := ctx.Err(); err != nil {
+			// The run's end (its deadline, a signal), not its budget, stops
+			// the retries: what is left does not wait, so it is work that
+			// end cut, as in the wait before a retry below.
+			r := agg.finalReport()
+			r.Finished = u.clock.Now()
+			return r, fmt.Errorf("%d tiles of flight %s still pending as the run ended: %w", pending, req.FlightID, err)
+		}
 		if n >= u.cfg.MaxInCallRetries {
 			next := u.clock.Now().Add(u.cfg.BackoffCap)
 			if !waitsUntil.IsZero() && waitsUntil.Before(next) {

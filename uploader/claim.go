@@ -40,13 +40,17 @@ var (
 // second batch in flight would be a gap), the fixed number asked, or the
 // uploader's adaptive limit.
 func (u *Client) gateFor(req Request) gate {
+	var g gate = u.adaptive
 	switch {
 	case u.clientID != "":
-		return concurrency.NewFixed(1)
+		g = concurrency.NewFixed(1)
 	case req.Concurrency > 0:
-		return concurrency.NewFixed(req.Concurrency)
+		g = concurrency.NewFixed(req.Concurrency)
 	}
-	return u.adaptive
+	if u.wrapGate != nil {
+		g = u.wrapGate(g)
+	}
+	return g
 }
 
 // sendPending runs workers that each take a slot of the call's gate g

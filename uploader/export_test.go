@@ -3,6 +3,7 @@ package uploader
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,4 +27,24 @@ func (u *Client) ReadOperation(ctx context.Context, opID string) error {
 // /v1/clients/{client_id}/state) as a sequenced run does.
 func (u *Client) ClientState(ctx context.Context, client string) (uint64, error) {
 	return u.clientState(ctx, nil, client)
+}
+
+// WatchFirstWaits counts, on each call's gate from now on, the AcquireFirst
+// callers (due batches going again) that have asked for a slot and not
+// yet got one or given up: the returned func reads the count.
+func WatchFirstWaits(u *Client) func() int {
+	var waiting atomic.Int32
+	u.wrapGate = func(g gate) gate { return &firstWaitsGate{gate: g, waiting: &waiting} }
+	return func() int { return int(waiting.Load()) }
+}
+
+type firstWaitsGate struct {
+	gate
+	waiting *atomic.Int32
+}
+
+func (g *firstWaitsGate) AcquireFirst(ctx context.Context) (func(), error) {
+	g.waiting.Add(1)
+	defer g.waiting.Add(-1)
+	return g.gate.AcquireFirst(ctx)
 }

@@ -247,6 +247,9 @@ type Client struct {
 	// batches that will need them (warm.go); nil with
 	// ClientOptions.HTTPClient.
 	warm *warmDialer
+	// wrapGate, when set (by tests), wraps the gate of each call
+	// (gateFor): a test sees the call's waits for a slot.
+	wrapGate func(gate) gate
 }
 
 var _ TileUploader = (*Client)(nil)

@@ -50,17 +50,34 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 			(err == nil || errors.Is(err, context.Canceled)) {
 			err = context.Cause(lost)
 		}
-		if rerr != nil && err == nil {
-			err = rerr
+		// The end's own failures are reported whatever ended the run: a
+		// journal not made durable, leases not released or a pending count
+		// not known are never hidden behind the deadline that ended it.
+		var endErrs []error
+		if rerr != nil {
+			endErrs = append(endErrs, rerr)
 		}
-		if serr != nil && err == nil {
-			err = fmt.Errorf("make the upload journal durable: %w", serr)
+		if serr != nil {
+			endErrs = append(endErrs, fmt.Errorf("make the upload journal durable: %w", serr))
 		}
-		if perr != nil && err == nil {
-			err = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
+		if perr != nil {
+			endErrs = append(endErrs, fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr))
 		}
-		if err != nil && !req.DryRun && endedBlocked(ctx, err, rep.report(u.now(), pending, nil)) {
+		// Whether the deadline cut only work that waits is decided from a
+		// complete report only: its pending count known, its journal
+		// durable, its leases released.
+		if err != nil && len(endErrs) == 0 && !req.DryRun && endedBlocked(ctx, err, rep.report(u.now(), pending, nil)) {
 			err = nil
+		}
+		if err != nil {
+			endErrs = append([]error{err}, endErrs...)
+		}
+		switch len(endErrs) {
+		case 0:
+		case 1:
+			err = endErrs[0]
+		default:
+			err = errors.Join(endErrs...)
 		}
 		out := rep.report(u.now(), pending, err)
 		if !req.DryRun {

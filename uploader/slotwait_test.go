@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -288,7 +289,7 @@ func TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline(t *testing.T) {
 //
 // Both batches are advised to come back in 100 ms; with Concurrency 1,
 // the first back takes the slot and keeps it (its settlement is held)
-// until the run is cancelled, 300 ms after, when the other waits for it.
+// until the run is cancelled, once the other waits for that slot.
 func TestACancelledRunListsNoDueBatchWaitingForItsSlot(t *testing.T) {
 	t.Parallel()
 	_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
@@ -308,14 +309,22 @@ func TestACancelledRunListsNoDueBatchWaitingForItsSlot(t *testing.T) {
 		o.Sleep = operation.Sleep
 		o.Store = st
 	})
+	slotWaits := uploader.WatchFirstWaits(u)
 	go func() {
+		defer cancel()
 		select {
 		case <-st.held:
-			time.Sleep(300 * time.Millisecond) // the other batch's time has come: it waits for the slot
 		case <-time.After(10 * time.Second):
 			t.Error("no batch was settled within 10s")
+			return
 		}
-		cancel()
+		// The other batch's time comes: it waits for the slot.
+		for limit := time.Now().Add(10 * time.Second); slotWaits() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(limit) {
+				t.Error("the other batch did not wait for the slot within 10s")
+				return
+			}
+		}
 	}()
 
 	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fc", BatchSize: 1, Concurrency: 1})
@@ -331,5 +340,89 @@ func TestACancelledRunListsNoDueBatchWaitingForItsSlot(t *testing.T) {
 	}
 	if len(rep.Waiting) != 0 || rep.NextRetryAt != nil {
 		t.Errorf("Waiting = %+v, NextRetryAt = %v: want none, the run was cancelled before its deadline", rep.Waiting, rep.NextRetryAt)
+	}
+}
+
+// endFailStore is secondClaimSlowStore whose end-of-run step named by
+// fail (releasing the leases, making the journal durable, counting the
+// pending tiles) fails, once the run's context has ended.
+type endFailStore struct {
+	*secondClaimSlowStore
+	fail string
+}
+
+var errEndStep = errors.New("the end-of-run step failed")
+
+func (s *endFailStore) ReleaseLeases(ctx context.Context) error {
+	if s.fail == "ReleaseLeases" {
+		return errEndStep
+	}
+	return s.Store.ReleaseLeases(ctx)
+}
+
+func (s *endFailStore) SyncJournal(ctx context.Context, flightID string) error {
+	if s.fail == "SyncJournal" {
+		return errEndStep
+	}
+	return s.Store.SyncJournal(ctx, flightID)
+}
+
+func (s *endFailStore) PendingSummary(ctx context.Context, flightID string) (int, int64, error) {
+	if s.fail == "PendingSummary" && s.runCtx.Err() != nil {
+		return 0, 0, errEndStep
+	}
+	return s.Store.PendingSummary(ctx, flightID)
+}
+
+// A run whose deadline ended its sends while all its work waits ends
+// blocked only when what it reports is complete: when releasing its
+// leases, making its journal durable or counting its pending tiles fails
+// as it ends, the run reports that failure, with the deadline's error,
+// and no NextRetryAt: a journal not durable or a pending count not known
+// is no work that only waits.
+//
+// The rig is TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline's
+// blocked case.
+func TestARunWhoseEndFailsDoesNotEndBlockedAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"ReleaseLeases", "SyncJournal", "PendingSummary"} {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+				if b.Attempt == 1 {
+					writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+						&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
+					return
+				}
+				answerAll(w, b, "accepted")
+			})
+			flight := "fe" + strings.ToLower(step[:4])
+			c := providertest.NewClient(t, flight)
+			c.AddTiles(t, flight, 2, 256, 12)
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			st := &endFailStore{
+				secondClaimSlowStore: &secondClaimSlowStore{firstSettleHeldStore: &firstSettleHeldStore{Store: c.Store, runCtx: ctx}},
+				fail:                 step,
+			}
+			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+				o.Sleep = operation.Sleep
+				o.Store = st
+			})
+
+			rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: flight, BatchSize: 1, Concurrency: 1})
+			if got := st.claims.Load(); got != 2 {
+				t.Fatalf("%d claims, want 2: the worker's third waits for its slot until the deadline", got)
+			}
+			if len(rep.Waiting) != 1 {
+				t.Fatalf("Waiting %+v: want the second batch listed as waiting", rep.Waiting)
+			}
+			if !errors.Is(err, errEndStep) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("error %v: want the failure of %s and the deadline's error", err, step)
+			}
+			if rep.NextRetryAt != nil || rep.Outcome != uploader.OutcomeFailure {
+				t.Errorf("NextRetryAt %v, outcome %s: want none and a failure: the report is not complete", rep.NextRetryAt, rep.Outcome)
+			}
+		})
 	}
 }

@@ -176,10 +176,11 @@ type Report struct {
 	NextRetryAt *time.Time `json:"next_retry_at,omitempty"`
 	// Waiting lists the batches left open waiting for the provider's
 	// advised time as the call ended, earliest Until first: those whose
-	// time comes after the call's deadline, and those the deadline found
-	// still waiting, for their time or, their time come, for a slot of the
-	// limit on batches in flight (their Until may then be past: the next
-	// run may send them at once).
+	// time comes after the call's deadline, and those whose resend the
+	// deadline found not yet on the wire (waiting for their time or, their
+	// time come, for a slot of the limit on batches in flight, the circuit
+	// breaker's cool-down or the pacer; their Until may then be past: the
+	// next run may send them at once).
 	Waiting []Wait `json:"waiting,omitempty"`
 	// WaitsBehind says the call's sends stopped behind a batch of its own
 	// in Waiting that holds the client's next number (a strict client

@@ -51,8 +51,10 @@ type Wait struct {
 	Detail string `json:"detail,omitempty"`
 	// PastDeadline: this run does not send the batch again, and it stays
 	// open for a later run: Until comes after the run's deadline, or the
-	// deadline came while the batch still waited (for Until, or for a slot
-	// of the limit on batches in flight).
+	// deadline came before the batch's resend went on the wire (while it
+	// waited for Until, was read again from the journal, waited for a slot
+	// of the limit on batches in flight, for the circuit breaker's
+	// cool-down or the pacer, or was journaled before the send).
 	PastDeadline bool `json:"past_deadline"`
 }
 
@@ -92,10 +94,11 @@ func (r Report) Blocked() (until time.Time, stop bool) {
 // waits for a slot that due batches, ahead of it, keep until the deadline,
 // and would have found nothing to claim. It is so when out is Blocked and
 // every tile still pending is in a batch listed as waiting, in other runs'
-// batches (Held), or left for its bad blob, or waits behind a waiting
-// batch holding the client's next number (WaitsBehind). A tile nobody
-// claimed, or one in a batch the deadline cut on the wire, is work the
-// deadline cut: err stands.
+// batches (Held), or left for its bad blob, each counted once, or waits
+// behind a waiting batch holding the client's next number (WaitsBehind).
+// A tile nobody claimed, or one in a batch the deadline cut on the wire,
+// is work the deadline cut: err stands. Where the counts cannot tell
+// (a tile left for its blob may be in Held), err stands too.
 func endedBlocked(ctx context.Context, err error, out Report) bool {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return false
@@ -103,12 +106,18 @@ func endedBlocked(ctx context.Context, err error, out Report) bool {
 	if _, stop := out.Blocked(); !stop {
 		return false
 	}
+	// Each tile counts once. The waiting batches are this run's, apart
+	// from other runs' batches and from the tiles left for their blob
+	// (those left every batch). A tile left for its blob may since have
+	// been claimed by another run, and so sit in Held too, which is a
+	// look at other runs' batches, not a list of tiles: the two may
+	// overlap, and only the larger counts.
 	accounted := out.LocalFailed
+	if out.Held != nil {
+		accounted = max(accounted, out.Held.Tiles)
+	}
 	for _, w := range out.Waiting {
 		accounted += w.Tiles
-	}
-	if out.Held != nil {
-		accounted += out.Held.Tiles
 	}
 	return out.WaitsBehind || out.Pending <= accounted
 }
@@ -198,8 +207,10 @@ func splitWaiting(open []tilestore.Batch) (now, waiting []tilestore.Batch) {
 // tiles never wait for it while it waits; its resend takes a slot of the
 // call's limit on batches in flight (gate), ahead of the workers' next
 // claims, so the limit holds for every batch on the wire; one whose time
-// comes after it, or that the deadline finds still waiting (for its time,
-// or for its slot), stays open, listed in the report's Waiting. It lives
+// comes after it, or whose resend the deadline finds not yet on the wire
+// (waiting for its time or its slot, read again from the journal, in the
+// breaker's cool-down or the pacer, being journaled: unsentAtDeadline),
+// stays open, listed in the report's Waiting. It lives
 // for one UploadPendingTiles call and holds that call's context, which
 // ends its waits.
 type dueBatches struct {
@@ -348,9 +359,8 @@ func (d *dueBatches) holdAdopted(waiting []tilestore.Batch, read time.Time) {
 // settles it as an adopted batch, until it is settled, failed or left for
 // a later run. It returns the batch's wait, PastDeadline set, when the
 // batch stays open waiting as the call ends: its advised time comes after
-// the deadline, or the deadline came before the batch went again (in its
-// wait, or, its time come, in its wait for a slot of the call's limit on
-// batches in flight). It returns false when the batch was settled, failed
+// the deadline, or the deadline came before the batch's resend went on
+// the wire (wherever it was: unsentAtDeadline). It returns false when the batch was settled, failed
 // or left open for another reason, or the call was cancelled before its
 // deadline.
 func (d *dueBatches) settleWhenDue(w Wait, left time.Duration, past carried) (Wait, bool) {

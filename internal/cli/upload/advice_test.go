@@ -221,6 +221,9 @@ type slotHolder struct {
 	pool *pgxpool.Pool
 	hold time.Duration
 
+	// onHold, if set, runs as the resend's journal row is taken.
+	onHold func()
+
 	mu       sync.Mutex
 	posts    map[string]int
 	resent   bool
@@ -253,6 +256,9 @@ func (s *slotHolder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.t.Errorf("hold batch %s's journal row: %v", key, err)
 		} else {
+			if s.onHold != nil {
+				s.onHold()
+			}
 			time.AfterFunc(s.hold, func() {
 				_ = tx.Commit(ctx)
 				close(s.released)
@@ -308,5 +314,91 @@ func TestARunWhoseDueBatchWaitsForASlotAtItsDeadlineEndsWithExit3(t *testing.T) 
 	}
 	if uploaded != 2 {
 		t.Fatalf("%d tiles uploaded, want the 2 of the batch that had the slot", uploaded)
+	}
+}
+
+// A run whose deadline comes in one flight, that flight's work left
+// waiting (it ends blocked, no error), still owes the flights it did not
+// start: each is in the summary with its pending tiles counted, and a
+// flight the deadline kept from starting with tiles pending is work the
+// deadline cut: the run exits 1, saying the deadline was reached, not 3
+// with the first flight's next_retry_at. One that another run finished
+// meanwhile has nothing pending: it was not cut.
+//
+// F1 is TestARunWhoseDueBatchWaitsForASlotAtItsDeadlineEndsWithExit3's
+// flight; F2's 3 tiles come after it.
+func TestARunWhoseDeadlineKeepsAFlightFromStartingSummarizesItAndFails(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		f2DoneMeanwhile bool
+	}{
+		{"F2's tiles pending: cut by the deadline", false},
+		{"F2 finished by another run meanwhile: not cut", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCmdRig(t)
+			s := &slotHolder{t: t, next: r.srv.Config.Handler, pool: r.store.Pool(), hold: 3 * time.Second,
+				posts: map[string]int{}, released: make(chan struct{})}
+			if tc.f2DoneMeanwhile {
+				s.onHold = func() {
+					if _, err := r.store.Pool().Exec(context.Background(),
+						`UPDATE tiles SET voting_status = 'uploaded', uploaded_at = now() WHERE flight_id = 'F2'`); err != nil {
+						t.Errorf("finish F2 as another run would: %v", err)
+					}
+				}
+			}
+			hs := httptest.NewServer(s)
+			t.Cleanup(hs.Close)
+			r.cfg.ProviderURL = hs.URL
+			r.cfg.Upload.Deadline = 3 * time.Second
+			r.cfg.Upload.BatchSize = 2
+			r.cfg.Upload.Concurrency = 1
+			r.seed("F1", tilestore.FlightOnGround, 4)
+			f2 := r.seed("F2", tilestore.FlightOnGround, 3)
+
+			res := r.run(func(o *Options) { jsonOut(o) })
+			select {
+			case <-s.released:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no batch was resent while its journal row was held: exit %d (%v)\n%s", res.code, res.err, res.stderr)
+			}
+			m := decodeSummary(t, res.stdout)
+			fls := m["flights"].([]any)
+			if len(fls) != 2 {
+				t.Fatalf("summary flights %v, want F1 and F2", fls)
+			}
+			f1s, f2s := fls[0].(map[string]any), fls[1].(map[string]any)
+			if f1s["flight_id"] != "F1" || f1s["still_pending"] != 2.0 || f1s["error"] != nil {
+				t.Errorf("F1 %v: want its waiting batch's 2 tiles pending, no error", f1s)
+			}
+			if tc.f2DoneMeanwhile {
+				if res.code != exitcode.Partial {
+					t.Fatalf("exit %d (%v), want 3: all the work left waits\n%s", res.code, res.err, res.stderr)
+				}
+				if f2s["flight_id"] != "F2" || f2s["still_pending"] != 0.0 || f2s["outcome"] != "success" || f2s["error"] != nil {
+					t.Errorf("F2 %v: want nothing pending, success, no error", f2s)
+				}
+				if m["still_pending"] != 2.0 || m["error"] != nil || m["next_retry_at"] == nil {
+					t.Errorf("summary %v: want F1's 2 tiles pending, no error, a next_retry_at", m)
+				}
+				return
+			}
+			if res.code != exitcode.Failure {
+				t.Fatalf("exit %d (%v), want 1: the deadline kept F2's 3 tiles from going\n%s", res.code, res.err, res.stderr)
+			}
+			e, _ := f2s["error"].(string)
+			if f2s["flight_id"] != "F2" || f2s["still_pending"] != 3.0 || f2s["outcome"] != "failure" || !strings.Contains(e, "deadline") {
+				t.Errorf("F2 %v: want its 3 tiles pending, a failure naming the deadline", f2s)
+			}
+			msg, _ := m["error"].(string)
+			if m["still_pending"] != 5.0 || !strings.Contains(msg, "deadline") || !strings.Contains(msg, "raise --deadline") {
+				t.Errorf("summary %v: want 5 tiles pending and the deadline's error telling to raise --deadline", m)
+			}
+			for _, id := range f2 {
+				if st := r.status(id); st != "pending" {
+					t.Errorf("F2 tile %s is %s, want pending", id, st)
+				}
+			}
+		})
 	}
 }

@@ -137,7 +137,15 @@ func (r *run) upload(ctx context.Context) error {
 	var fdrRecords int
 	var fdrBytes int64
 	for _, id := range flights {
-		fs, err := r.flight(ctx, id)
+		var fs FlightSummary
+		var err error
+		if ctx.Err() != nil {
+			// The run's end (its deadline, an interruption) came before
+			// this flight: none of it is sent, and it is still reported.
+			fs, err = r.unstarted(ctx, id)
+		} else {
+			fs, err = r.flight(ctx, id)
+		}
 		if se := exitcode.Interruption(ctx); se != nil {
 			err = interruptedFlight(&fs, err, se)
 		}
@@ -160,9 +168,6 @@ func (r *run) upload(ctx context.Context) error {
 		}
 		if err != nil && firstErr == nil {
 			firstErr = err
-		}
-		if ctx.Err() != nil {
-			break // the deadline ended the run: start no other flight
 		}
 	}
 	if se := exitcode.Interruption(ctx); se != nil {
@@ -493,6 +498,47 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 		return fs, err
 	}
 	return flightSummary(rep, pending, pendingBytes, err, r.opts.DryRun), err
+}
+
+// unstarted is the part of the run of a flight that the run's end (its
+// deadline, an interruption) kept from starting: nothing of it was sent,
+// and what it leaves is counted apart, unknown (nil) where a count fails.
+// With tiles pending, or a pending count not known, the flight's work was
+// cut by that end: its error is the context's, which the caller words as
+// the deadline reached or the interruption. A flight with nothing pending
+// (another run finished it) was not cut.
+func (r *run) unstarted(ctx context.Context, id string) (FlightSummary, error) {
+	now := r.opts.Clock.Now()
+	rep := uploader.Report{FlightID: id, Started: now, Finished: now}
+	// The run's context has ended; the counts still tell what is left.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var pending *int
+	var pendingBytes *int64
+	n, b, perr := r.store.PendingSummary(cctx, id)
+	if perr == nil {
+		pending, pendingBytes = &n, &b
+	}
+	var awaiting *int64
+	if g, gerr := r.store.GiveUpCount(cctx, id); gerr == nil {
+		awaiting = &g
+	}
+	held, _, herr := uploader.HeldWork(cctx, r.store, r.locks, r.store.Run(), id)
+	for _, e := range []error{perr, herr} {
+		if e != nil && !databaseLost(e) {
+			r.log.Warn().Err(e).Str("flight_id", id).Msg("count what a flight the run did not start leaves")
+		}
+	}
+	var err error
+	if pending == nil || *pending > 0 {
+		err = fmt.Errorf("flight %s not started: %w", id, ctx.Err())
+	}
+	fs := flightSummary(rep, pending, pendingBytes, err, r.opts.DryRun)
+	if herr == nil {
+		fs.holdBy(held)
+	}
+	fs.GiveUpsAwaitingReview = awaiting
+	return fs, err
 }
 
 // rejectedNowGivenUp counts the tiles this run saw rejected that are now
