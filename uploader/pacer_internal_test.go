@@ -277,3 +277,144 @@ func TestAThrottleIsPacedOnlyWhenItGaveAWait(t *testing.T) {
 		t.Fatalf("a throttle without a wait while pacing holds: cut %v, paced %v; want a cut, not paced", cut, paced)
 	}
 }
+
+// bucketProvider allows rate requests a second after a burst (a token
+// bucket, full at the start; the rate may change at changeAt to rate2) and
+// refuses beyond it with Retry-After: 1. It decides each request half a
+// round trip after it starts and answers it a round trip after.
+type bucketProvider struct {
+	rate, burst float64
+	changeAt    time.Duration // 0: never
+	rate2       float64
+}
+
+// bucketRun is what a client paced by a pacer got from a bucketProvider:
+// the times, from the run's start, of the requests the provider took and
+// of those it refused.
+type bucketRun struct {
+	took, refused []time.Duration
+}
+
+// in counts the times in ts within [from, to).
+func in(ts []time.Duration, from, to time.Duration) int {
+	n := 0
+	for _, t := range ts {
+		if t >= from && t < to {
+			n++
+		}
+	}
+	return n
+}
+
+// runAgainst drives a pacer with a fake clock for d: a client that keeps
+// up to 16 requests in flight (starting at most one every 2 ms), 150 ms
+// round trips, and resends a refused request after the advised second.
+func runAgainst(bp bucketProvider, d time.Duration) bucketRun {
+	const inFlight, rtt, gap = 16, 150 * time.Millisecond, 2 * time.Millisecond
+	type event struct {
+		at, started time.Time
+		answer, ok  bool // answer: the answer comes; else the provider decides
+		resend      bool // a refused request is ready again
+	}
+	now := t0
+	var events []event // kept in time order
+	push := func(e event) {
+		i := len(events)
+		for i > 0 && events[i-1].at.After(e.at) {
+			i--
+		}
+		events = append(events[:i], append([]event{e}, events[i:]...)...)
+	}
+	var run bucketRun
+	p := &pacer{}
+	tokens, last := bp.burst, t0
+	flying, ready := 0, 0
+	process := func(e event) {
+		now = e.at
+		switch {
+		case e.resend:
+			ready++
+		case !e.answer:
+			rate := bp.rate
+			if bp.changeAt > 0 && now.Sub(t0) >= bp.changeAt {
+				rate = bp.rate2
+			}
+			tokens = min(bp.burst, tokens+now.Sub(last).Seconds()*rate)
+			last = now
+			ok := tokens >= 1
+			if ok {
+				tokens--
+				run.took = append(run.took, now.Sub(t0))
+			} else {
+				run.refused = append(run.refused, now.Sub(t0))
+			}
+			push(event{at: now.Add(rtt / 2), started: e.started, answer: true, ok: ok})
+		default:
+			flying--
+			if e.ok {
+				p.answered(okAnswer, e.started)
+			} else {
+				p.answered(throttle1, e.started)
+				push(event{at: now.Add(time.Second), resend: true})
+			}
+		}
+	}
+	until := func(t time.Time) {
+		for len(events) > 0 && !events[0].at.After(t) {
+			e := events[0]
+			events = events[1:]
+			process(e)
+		}
+		now = t
+	}
+	p.now = func() time.Time { return now }
+	p.sleep = func(_ context.Context, d time.Duration) error { until(now.Add(d)); return nil }
+	end := t0.Add(d)
+	for now.Before(end) {
+		if flying < inFlight {
+			if ready > 0 {
+				ready--
+			}
+			_ = p.wait(context.Background())
+			flying++
+			push(event{at: now.Add(rtt / 2), started: now})
+			until(now.Add(gap))
+			continue
+		}
+		until(events[0].at)
+	}
+	return run
+}
+
+// A provider that allows a rate after a burst takes more than the rate in
+// its first second. The pace a throttle sets keeps to the rate it
+// sustains (counted from a refusal on, when its allowance is spent), and
+// grows no further while the throttle is recent: after the first seconds,
+// at most one more refusal in the next 15 s (a pace that eases past the
+// rate comes to one every few seconds), and the rate taken all the same.
+func TestAThrottledPaceKeepsToTheRateTheProviderSustainsNotItsBurst(t *testing.T) {
+	t.Parallel()
+	for _, bp := range []bucketProvider{{rate: 20, burst: 5}, {rate: 20, burst: 40}, {rate: 100, burst: 10}, {rate: 5, burst: 2}} {
+		run := runAgainst(bp, 20*time.Second)
+		from, to := 5*time.Second, 20*time.Second
+		if n := in(run.refused, from, to); n > 1 {
+			t.Errorf("%v/s after a burst of %v: %d refused between %v and %v, want at most 1 (refused at %v)",
+				bp.rate, bp.burst, n, from, to, run.refused)
+		}
+		if got := float64(in(run.took, from, to)) / (to - from).Seconds(); got < 0.9*bp.rate {
+			t.Errorf("%v/s after a burst of %v: took %.1f/s between %v and %v, want at least 0.9 of the rate",
+				bp.rate, bp.burst, got, from, to)
+		}
+	}
+}
+
+// A provider whose limit rises after the pace has kept to it is met at
+// the new rate once the throttle is long past.
+func TestAPaceKeptToAProvidersRateFollowsTheRateWhenItRises(t *testing.T) {
+	t.Parallel()
+	run := runAgainst(bucketProvider{rate: 20, burst: 5, changeAt: 20 * time.Second, rate2: 40}, 60*time.Second)
+	from, to := 40*time.Second, 60*time.Second
+	if got := float64(in(run.took, from, to)) / (to - from).Seconds(); got < 0.9*40 {
+		t.Errorf("took %.1f/s in the 20 s after the limit rose from 20/s to 40/s (from %v), want at least 36", got, from)
+	}
+}
