@@ -87,6 +87,8 @@ var Targets = []Target{
 	{Issue: "#21", What: "  same rig: a naive client, 16 in flight, at a steady 200 Mbit/s (the emulator is not the limit)", Bench: "BenchmarkLink/changing", Metric: "naive-c16-steady-share", Unit: "of capacity", AtLeast: 0.9},
 	{Issue: "#21", What: "throttling provider (20 batches/s, 429 + Retry-After: 1 beyond): tilectl vs what it allows", Bench: "BenchmarkLink/throttled", Metric: "tilectl-tiles/s", BaselineMetric: "allowed-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
 	{Issue: "#21", What: "  same run: share of batch requests answered 429", Bench: "BenchmarkLink/throttled", Metric: "share-429", Unit: "of requests", AtMost: 0.1},
+	{Issue: "#21", What: "throttling provider with a burst of 40 batches (20 batches/s beyond): tilectl vs the bucket's least time for the tiles (the burst at once, the rest at its rate, 3 round trips)", Bench: "BenchmarkLink/throttled-burst", Metric: "tilectl-tiles/s", BaselineMetric: "least-tiles/s", Unit: "tiles/s", AtLeast: 0.9},
+	{Issue: "#21", What: "  same run: share of batch requests answered 429 (the burst's first refusal meets every batch in flight)", Bench: "BenchmarkLink/throttled-burst", Metric: "share-429", Unit: "of requests"},
 	{Issue: "#21", What: "`--bwlimit 2M` on the cellular link: rate the link carried", Bench: "BenchmarkLink/bwlimit", Metric: "achieved-MiB/s", Unit: "MiB/s"},
 	{Issue: "#21", What: "  same run: distance from 2 MiB/s", Bench: "BenchmarkLink/bwlimit", Metric: "bwlimit-error", Unit: "of 2 MiB/s", AtMost: 0.05},
 	// The whole upload-pending process on loopback, against the naive

@@ -38,13 +38,15 @@ var naiveConcurrencies = []int{4, 16, 64}
 // them: capacity-MB/s, the timeouts tilectl counted
 // and, when upload-pending has --progress-interval, its worst ETA error
 // from 25% done on (eta-error). The other sub-benchmarks are a link whose
-// rate changes mid-run, a throttling provider and a --bwlimit run.
+// rate changes mid-run, a throttling provider (with a small burst and
+// with a big one) and a --bwlimit run.
 func BenchmarkLink(b *testing.B) {
 	for _, p := range profiles {
 		b.Run(p.name, func(b *testing.B) { benchProfile(b, p) })
 	}
 	b.Run("changing", benchChanging)
-	b.Run("throttled", benchThrottled)
+	b.Run("throttled", benchThrottled(5))
+	b.Run("throttled-burst", benchThrottled(40))
 	b.Run("bwlimit", benchBwlimit)
 }
 
