@@ -130,7 +130,7 @@ func (u *Client) sendBatch(ctx context.Context, flightID, opID string, seq batch
 	// number, is this loop's; each send still goes through the sender.
 	past := opts.past // a rebound number's exchange starts anew
 	for rebinds := 0; ; rebinds++ {
-		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), prior: past.sent, priorOwn: past.own, wire: opts.wire,
+		a = u.doExchange(&exchange{u: u, runCtx: ctx, report: rep, opID: opID, seq: seq, accept: memo.accept, tiles: len(tiles), prior: past.sent, priorSpare: past.spare, priorOwn: past.own, wire: opts.wire,
 			advised: func(ctx context.Context, wait time.Duration) (time.Time, error) {
 				return u.store.DeferBatch(ctx, opID, wait)
 			}},

@@ -1,10 +1,13 @@
 package uploader_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tilectl/tilectl/operation"
 	"github.com/tilectl/tilectl/provider/providertest"
@@ -39,12 +42,12 @@ func (f *refuseFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.inner.ServeHTTP(w, r)
 }
 
-// TestResendsAProviderAskedForByNamingAWaitTakeNoResendBudget: the run's
-// retry budget bounds the resends tilectl decides on its own; a batch the
-// provider refused with Retry-After goes again when the provider said,
-// however many batches it refused at once, and the run finishes at the
-// default budget with every batch sent twice under its one key.
-func TestResendsAProviderAskedForByNamingAWaitTakeNoResendBudget(t *testing.T) {
+// TestResendsAfterAThrottlesWaitTakeNoResendBudget: a batch the provider
+// refused for load (429) with Retry-After goes again when the provider
+// said, however many batches it refused at once, without a token of the
+// run's retry budget: the run finishes at the default budget with every
+// batch sent twice under its one key.
+func TestResendsAfterAThrottlesWaitTakeNoResendBudget(t *testing.T) {
 	t.Parallel()
 	const batches, perBatch = 40, 2
 	p := providertest.Start(t, nil)
@@ -72,5 +75,52 @@ func TestResendsAProviderAskedForByNamingAWaitTakeNoResendBudget(t *testing.T) {
 		if n != 2 {
 			t.Errorf("key %s sent %d times, want 2: refused once, then sent when the provider said", k, n)
 		}
+	}
+}
+
+// TestAProviderThatAsksForResendsAtOnceIsBoundedByTheRetryBudget: a wait
+// the provider names spares the retry budget only for a refusal for load
+// (429, 503) of at least a second, which the pacer keeps the run to. Any
+// other advice (a 409 IDEMPOTENCY_PROCESSING that never settles, a 429
+// naming a millisecond) takes a token per resend, so a provider that asks
+// for the same request again at once, for ever, meets the budget, not
+// only the run's deadline.
+func TestAProviderThatAsksForResendsAtOnceIsBoundedByTheRetryBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		status int
+		code   string
+	}{
+		{"409 processing for ever, after 1 ms", http.StatusConflict, operation.CodeIdempotencyProcessing},
+		{"429 for ever, after 1 ms", http.StatusTooManyRequests, operation.CodeRateLimited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ fakeBatch) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				fmt.Fprintf(w, `{"errors": [{"code": %q, "message": "again"}], "extensions": [{"urn": "urn:forrst:ext:retry",
+					"data": {"allowed": true, "after": {"value": 1, "unit": "millisecond"}, "strategy": "fixed"}}]}`, tc.code)
+			})
+			c := providertest.NewClient(t, "fab")
+			c.AddTiles(t, "fab", 2, 256, 9)
+			const budget = 3
+			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+				o.Sleep = operation.Sleep
+				o.ResendBudget, o.ResendRatio = budget, -1
+			})
+			ctx, cancel := context.WithTimeout(testCtx(t), 3*time.Second)
+			defer cancel()
+			rep, _ := u.UploadPendingTiles(ctx, uploader.Request{FlightID: "fab", BatchSize: 1})
+			// Two first sends, and the budget's resends.
+			if got := len(f.received()); got > 2+budget {
+				t.Fatalf("%d batch requests (report %+v), want at most %d: two first sends and the budget's %d resends",
+					got, rep, 2+budget, budget)
+			}
+			if rep.Pending != 2 || rep.ResendsRefused == 0 {
+				t.Fatalf("report %+v: want both tiles left pending and the budget's refusal counted", rep)
+			}
+		})
 	}
 }

@@ -89,6 +89,16 @@ type verdict struct {
 	fromServer bool
 }
 
+// sparesBudget reports whether the resend the verdict asks for takes no
+// token of the run's retry budget: a refusal for load (429, 503) that
+// names a wait of at least a second. The provider has then set the pace,
+// the pacer keeps the run's requests to it, and a throttle that refused
+// many batches at once must not leave them unsent for the run. Any other
+// advice (a 409 IDEMPOTENCY_PROCESSING, a wait under a second) may ask for
+// the same request again at once, for ever: those resends take a token
+// like tilectl's own, so the budget, not only the deadline, bounds them.
+func (v verdict) sparesBudget() bool { return v.kind == throttled && v.floor >= time.Second }
+
 // retries reports whether the verdict asks for a resend.
 func (v verdict) retries() bool {
 	switch v.kind {

@@ -93,7 +93,8 @@ type ClientOptions struct {
 	// no wait. Those resends count on across the batch's waits apart in
 	// the call; a send the provider asked for by naming a wait never
 	// spends it (those are bounded by the provider's max_attempts or the
-	// contract table's, the retry budget and the deadline). The count
+	// contract table's, the retry budget but after a throttle's wait of a
+	// second or more, the pacer, and the deadline). The count
 	// starts from none in each call, whatever the journal says the batch
 	// was sent before: a batch adopted after a crash is resent again, or
 	// it might never be settled. Default 5: with
@@ -122,9 +123,10 @@ type ClientOptions struct {
 	Breaker BreakerOptions
 	// ResendBudget is the retry budget's initial tokens: resends across
 	// the uploader's life are at most ResendBudget + ResendRatio x first
-	// attempts (see operation.RetryBudget). Resends the provider asked for
-	// by naming a wait (Retry-After, the retry extension's "after") take
-	// none. Default 10; negative means 0.
+	// attempts (see operation.RetryBudget). A resend after a throttle (429,
+	// 503) that named a wait of a second or more takes none; every other
+	// resend takes one, the provider's asked-for ones included. Default
+	// 10; negative means 0.
 	ResendBudget float64
 	// ResendRatio is the tokens each first attempt adds. Default 0.2;
 	// negative means 0.

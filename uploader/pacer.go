@@ -68,9 +68,10 @@ type pacer struct {
 
 const (
 	// paceWindow is the least span over which the provider's rate is
-	// measured (one counted from a refusal starts at least this far back;
-	// without one, it is the span), and the least time between two
-	// raises: the requests already in flight when a throttle comes are
+	// measured (one counted from a refusal starts at least this far back,
+	// unless more answers came since than the ring of them holds: then it
+	// is over the ring's; without one, it is the span), and the least time
+	// between two raises: the requests already in flight when a throttle comes are
 	// refused too, and say nothing new.
 	paceWindow = time.Second
 	// paceMargin is the share of the rate a throttle showed that the
@@ -97,8 +98,9 @@ const (
 	paceFollow = 0.7
 	// paceFloor: an interval below it is no pacing at all.
 	paceFloor = time.Millisecond
-	// paceStep is the interval a throttle sets when no answer came in the
-	// last window to measure a rate from; it doubles on each such one.
+	// paceStep: a throttle with no rate to measure (no answer in the last
+	// window) raises the interval by half, to a quarter of paceStep at
+	// least.
 	paceStep = 50 * time.Millisecond
 	// paceCap bounds the interval when the throttle gave no wait.
 	paceCap     = 5 * time.Second

@@ -24,9 +24,9 @@ import (
 // for each attempt
 //
 //  1. admits it: the circuit breaker (breaker.go), then for a resend
-//     tilectl decides on its own (not one the provider asked for by
-//     naming a wait) the run's retry budget (operation.RetryBudget), then
-//     the pacer (pacer.go);
+//     (but one after a throttle's wait of a second or more:
+//     verdict.sparesBudget) the run's retry budget (operation.RetryBudget),
+//     then the pacer (pacer.go);
 //  2. sends it, journaling a batch's attempt first (NoteSend; a batch's
 //     first attempt right after its claim is counted by the claim);
 //  3. classifies its end with classify (classify.go), the one decider of
@@ -85,13 +85,14 @@ type exchange struct {
 	// prior is how many times this upload call (of this process) sent
 	// the batch before this exchange, which began after it waited apart
 	// for the provider's advised time (0: none). Its first attempt here is
-	// then a resend, taken from the retry budget and counted as one, and
-	// its attempts count on from prior: a provider's limit on attempts
+	// then a resend, counted as one (and taken from the retry budget unless
+	// the wait spares it: priorSpare), and its attempts count on from prior: a provider's limit on attempts
 	// (max_attempts, the contract table's) is of the request's, not of one
 	// exchange's. Sends of earlier calls or processes (the journal's
 	// Batch.Sends) are not counted: a batch adopted after a crash is
 	// resent whatever it cost before, or it might never be settled.
-	prior int
+	prior      int
+	priorSpare bool
 	// priorOwn is how many of the batch's resends in this call before this
 	// exchange tilectl decided on its own, after an answer that named no
 	// wait; own is this exchange's. MaxResends and the transport backoff
@@ -101,10 +102,10 @@ type exchange struct {
 	priorOwn, own int
 	// asked is how many of this exchange's resends followed a wait the
 	// answer named (a sequenced batch waits its advice here): they are
-	// not tilectl's own (ownSent). askedNext: the resend about to go is
-	// one of them (admit takes no retry budget for it).
+	// not tilectl's own (ownSent). spareNext: the resend about to go
+	// takes no token of the retry budget (verdict.sparesBudget).
 	asked     int
-	askedNext bool
+	spareNext bool
 	// prevTransport is the last transport resend wait (decorrelated jitter).
 	prevTransport time.Duration
 	// lostOnce: an answer of this exchange was lost already (resend).
@@ -278,10 +279,14 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 		}
 		if !ex.admit() {
 			if ex.attempts == 0 {
-				// Nothing was sent: the breaker or the pacer stopped it
-				// (the retry budget is never asked for an exchange's
-				// first send).
-				return exchangeResult{err: ex.giveUp, cancelled: ex.cancelled}
+				// A batch that waited apart comes back for a resend,
+				// which the retry budget may refuse: it is left open as
+				// any refused resend is (budgetSpent), and the refusal
+				// counted.
+				if ex.budgetSpent && ex.report != nil {
+					ex.report.exchange(0, 0, true, true)
+				}
+				return exchangeResult{err: ex.giveUp, cancelled: ex.cancelled, budgetSpent: ex.budgetSpent}
 			}
 			break
 		}
@@ -314,7 +319,7 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 	a.cancelled = ex.cancelled || (a.err != nil && runCtx.Err() != nil && errors.Is(a.err, runCtx.Err()))
 	if ex.deferred && ex.giveUp == nil {
 		a.waiting = &waitingError{w: Wait{Reason: WaitProviderAdvice, OpID: ex.opID, Tiles: ex.tiles, Until: ex.notBefore,
-			Detail: ex.advice}, left: ex.advisedWait, past: carried{sent: ex.prior + ex.attempts, own: ex.priorOwn + ex.own}}
+			Detail: ex.advice}, left: ex.advisedWait, past: carried{sent: ex.prior + ex.attempts, own: ex.priorOwn + ex.own, spare: ex.spareNext}}
 	}
 	return a
 }
@@ -333,14 +338,9 @@ func (ex *exchange) admit() bool {
 	switch {
 	case ex.attempts == 0 && ex.prior == 0:
 		u.budget.OnFirstAttempt()
-	case ex.attempts == 0 || ex.askedNext:
-		// A send the provider asked for by naming a wait: the first after
-		// the batch waited apart (prior: only an advised wait is waited
-		// apart), or one after a wait waited here. The budget bounds what
-		// tilectl adds on its own while the provider fails without saying
-		// when to come back; a provider that names the time has set the
-		// pace (the pacer keeps to it), and a throttle that refused many
-		// batches at once would otherwise leave them unsent for the run.
+	case ex.attempts == 0 && ex.priorSpare, ex.attempts > 0 && ex.spareNext:
+		// A resend after a throttle's wait of a second or more, waited
+		// apart or here (verdict.sparesBudget).
 	case !u.budget.TryResend():
 		ex.budgetSpent, ex.giveUp = true, errResendBudget
 		return false
@@ -450,6 +450,7 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	if !v.retries() {
 		return false
 	}
+	ex.spareNext = v.sparesBudget()
 	if ex.probeSpent() && (v.ownBackoff || !json.Valid(e.body)) {
 		// The first contact's fuse: no answer, a 2xx that is not the API,
 		// or an error page that is not the API's error body.
@@ -526,7 +527,6 @@ func (ex *exchange) resend(v verdict, e attemptEnd) bool {
 	} else {
 		ex.asked++
 	}
-	ex.askedNext = v.floor > 0
 	ex.wait, ex.announce = d, journaled
 	return true
 }

@@ -145,8 +145,12 @@ type waitingError struct {
 // (exchange.priorOwn: MaxResends and the transport backoff count them).
 // Both start from none in each call: a batch adopted from the journal,
 // after a crash say, gets its full resends again, or it might never be
-// settled.
-type carried struct{ sent, own int }
+// settled. spare: the wait apart spares the resend after it the retry
+// budget (verdict.sparesBudget).
+type carried struct {
+	sent, own int
+	spare     bool
+}
 
 func (e *waitingError) Error() string {
 	return fmt.Sprintf("batch %s waits until %s as the provider advised (%s)", e.w.OpID, e.w.Until.Format(time.RFC3339), e.w.Detail)

@@ -206,11 +206,11 @@ func TestAWaitingBatchDoesNotSpinOnTheJournalWhenSleepReturnsEarly(t *testing.T)
 	}
 }
 
-// A batch that waited apart for the provider's advised time goes again
-// when it is due with the run's retry budget empty: the provider asked
-// for that send, and the budget bounds only the resends tilectl decides
-// on its own.
-func TestAWaitingBatchGoesAgainWhenDueWithTheRetryBudgetEmpty(t *testing.T) {
+// A batch that waited apart and whose resend the run's retry budget
+// refuses is left open for the next run, as any batch whose resend the
+// budget refuses is: the run does not fail, the refusal is counted, and
+// its key goes again in a later run.
+func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 	t.Parallel()
 	var advised atomic.Bool
 	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
@@ -225,7 +225,48 @@ func TestAWaitingBatchGoesAgainWhenDueWithTheRetryBudgetEmpty(t *testing.T) {
 	c.AddTiles(t, "fb", 1, 256, 9)
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Sleep = operation.Sleep
-		o.ResendBudget, o.ResendRatio = -1, -1 // no resend of tilectl's own at all
+		o.ResendBudget, o.ResendRatio = -1, -1 // no resend at all
+	})
+
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
+	if err != nil {
+		t.Fatalf("a batch whose resend the budget refused: the run failed: %v (report %+v)", err, rep)
+	}
+	if rep.Pending != 1 || rep.ResendsRefused != 1 {
+		t.Fatalf("report %+v: want the batch left open (1 pending) and the refusal counted", rep)
+	}
+	if got := f.received(); len(got) != 1 {
+		t.Fatalf("%d batch requests, want 1: the budget refused the resend", len(got))
+	}
+	u2, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
+	rep, err = u2.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
+	if err != nil || rep.Pending != 0 {
+		t.Fatalf("next run: report %+v, %v: want the batch settled", rep, err)
+	}
+	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
+		t.Fatalf("%d batch requests: want the batch again under its key in the next run", len(got))
+	}
+}
+
+// A batch that waited apart after a throttle (429) named a wait of a
+// second goes again when it is due with the run's retry budget empty: the
+// provider set the pace, and the budget bounds the other resends.
+func TestAWaitingBatchGoesAgainWhenDueWithTheRetryBudgetEmpty(t *testing.T) {
+	t.Parallel()
+	var advised atomic.Bool
+	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if advised.CompareAndSwap(false, true) {
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, http.StatusTooManyRequests, operation.CodeRateLimited, "slow down", nil, nil)
+			return
+		}
+		answerAll(w, b, "accepted")
+	})
+	c := providertest.NewClient(t, "fb")
+	c.AddTiles(t, "fb", 1, 256, 9)
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+		o.Sleep = operation.Sleep
+		o.ResendBudget, o.ResendRatio = -1, -1 // an empty budget
 	})
 
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
@@ -237,8 +278,9 @@ func TestAWaitingBatchGoesAgainWhenDueWithTheRetryBudgetEmpty(t *testing.T) {
 	}
 }
 
-// A batch back from its wait apart whose next resend is tilectl's own (the
-// provider's answer named no wait) needs the run's retry budget; refused,
+// A batch back from a throttle's wait apart whose next resend is
+// tilectl's own (the provider's answer named no wait) needs the run's
+// retry budget; refused,
 // the batch is left open for the next run, as any batch whose resend the
 // budget refuses is: the run does not fail, the refusal is counted, and
 // its key goes again in a later run.
@@ -248,8 +290,8 @@ func TestAWaitingBatchWhoseOwnResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
 		switch n.Add(1) {
 		case 1:
-			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-				&operation.RetryExtension{Allowed: true, After: 50 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+			w.Header().Set("Retry-After", "1")
+			operation.WriteError(w, http.StatusTooManyRequests, operation.CodeRateLimited, "slow down", nil, nil)
 		case 2:
 			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "down", nil, nil)
 		default:
@@ -260,7 +302,7 @@ func TestAWaitingBatchWhoseOwnResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 	c.AddTiles(t, "fb", 1, 256, 9)
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Sleep = operation.Sleep
-		o.ResendBudget, o.ResendRatio = -1, -1 // no resend of tilectl's own at all
+		o.ResendBudget, o.ResendRatio = -1, -1 // an empty budget
 	})
 
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
