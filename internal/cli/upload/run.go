@@ -147,7 +147,11 @@ func (r *run) upload(ctx context.Context) error {
 			fs, err = r.flight(ctx, id)
 		}
 		if se := exitcode.Interruption(ctx); se != nil {
-			err = interruptedFlight(&fs, err, se)
+			// The run's error says it was interrupted: a failure beside
+			// the interruption is said here and in the flight's error.
+			if err = interruptedFlight(&fs, err, se); err != nil {
+				r.log.Error().Err(err).Str("flight_id", id).Msg("the interrupted flight also failed")
+			}
 		}
 		if err != nil {
 			err = r.explain(err)
