@@ -104,14 +104,44 @@ func (r *run) ownOpenBatches(ctx context.Context, flightID string) int {
 	return n
 }
 
-// interruptedFlight marks a flight the signal reached as interrupted. An
-// error that is only the cancellation is not the flight's error (the run
-// says it was interrupted); any other error is kept and returned.
+// interruptedFlight marks a flight the signal reached as interrupted. The
+// cancellation is not the flight's error (the run says it was interrupted);
+// any other error is kept, in the flight's error and returned, even one the
+// uploader joined to the cancellation (a pending count, a journal sync or a
+// lease release that failed as the run ended).
 func interruptedFlight(fs *FlightSummary, err error, se *exitcode.SignalError) error {
 	fs.Outcome = "interrupted"
-	if errors.Is(err, context.Canceled) || errors.Is(err, se) {
-		fs.Error = nil
-		return nil
+	fs.Error = nil
+	err = withoutCancellation(err, se)
+	if err != nil {
+		msg := err.Error()
+		fs.Error = &msg
 	}
 	return err
+}
+
+// withoutCancellation is err without its cancellation by ctx or by signal
+// se: nil when that is all of it. Of errors joined together, those that are
+// not the cancellation are kept as they are; a wrapper around such a join
+// gives way to what it wraps, whose errors say what failed themselves.
+func withoutCancellation(err error, se *exitcode.SignalError) error {
+	if err == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, se) {
+		return err
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		var kept []error
+		for _, e := range u.Unwrap() {
+			if k := withoutCancellation(e, se); k != nil {
+				kept = append(kept, k)
+			}
+		}
+		if len(kept) == 1 {
+			return kept[0]
+		}
+		return errors.Join(kept...) // nil when none is kept
+	case interface{ Unwrap() error }:
+		return withoutCancellation(u.Unwrap(), se)
+	}
+	return nil // the cancellation itself
 }

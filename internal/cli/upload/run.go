@@ -57,7 +57,18 @@ type run struct {
 	// handed to them is still in their send buffers; nil with a client
 	// the caller gave (Options.HTTPClient).
 	sockets *sockmeter.Meter
+	// unstartedBudget bounds the counts of all the flights the run's end
+	// kept from starting (unstarted), together; 0 is unstartedCountBudget.
+	// unstartedBy is when it runs out, set by the first of them.
+	unstartedBudget time.Duration
+	unstartedBy     time.Time
 }
+
+// unstartedCountBudget is how long the counts of what the flights the
+// run's end kept from starting leave may take, all of them together: a
+// database that does not answer delays the exit by it once, not once per
+// flight.
+const unstartedCountBudget = 5 * time.Second
 
 // uploadRun runs the command. Whatever ends it, -o json prints exactly one
 // object: the summary, or the failure that came before there was one.
@@ -147,7 +158,11 @@ func (r *run) upload(ctx context.Context) error {
 			fs, err = r.flight(ctx, id)
 		}
 		if se := exitcode.Interruption(ctx); se != nil {
-			err = interruptedFlight(&fs, err, se)
+			// The run's error says it was interrupted: a failure beside
+			// the interruption is said here and in the flight's error.
+			if err = interruptedFlight(&fs, err, se); err != nil {
+				r.log.Error().Err(err).Str("flight_id", id).Msg("the interrupted flight also failed")
+			}
 		}
 		if err != nil {
 			err = r.explain(err)
@@ -502,7 +517,8 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 
 // unstarted is the part of the run of a flight that the run's end (its
 // deadline, an interruption) kept from starting: nothing of it was sent,
-// and what it leaves is counted apart, unknown (nil) where a count fails.
+// and what it leaves is counted apart, unknown (nil) where a count fails
+// or the run's budget for these counts (unstartedCountBudget) is spent.
 // With tiles pending, or a pending count not known, the flight's work was
 // cut by that end: its error is the context's, which the caller words as
 // the deadline reached or the interruption. A flight with nothing pending
@@ -510,8 +526,16 @@ func (r *run) flight(ctx context.Context, id string) (FlightSummary, error) {
 func (r *run) unstarted(ctx context.Context, id string) (FlightSummary, error) {
 	now := r.opts.Clock.Now()
 	rep := uploader.Report{FlightID: id, Started: now, Finished: now}
-	// The run's context has ended; the counts still tell what is left.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// The run's context has ended; the counts still tell what is left,
+	// within the budget all the flights it kept from starting share.
+	if r.unstartedBy.IsZero() {
+		budget := r.unstartedBudget
+		if budget == 0 {
+			budget = unstartedCountBudget
+		}
+		r.unstartedBy = time.Now().Add(budget)
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), r.unstartedBy)
 	defer cancel()
 	var pending *int
 	var pendingBytes *int64
