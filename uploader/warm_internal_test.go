@@ -115,7 +115,12 @@ func TestWarmDialerOpensNoMoreThanItWasAskedForOrTheTransportTook(t *testing.T) 
 		t.Fatalf("open %d, parked %d after closing 8 of 11; want 3, 0", open, parked)
 	}
 	d.ahead(5)
-	eventually(t, "2 more dialed ahead to make 5", func() bool { return a.accepted() == 13 })
+	// Accepted is not yet parked: the dial's goroutine parks what it
+	// dialed once its dial returns, after the peer accepted.
+	eventually(t, "2 more dialed ahead to make 5, parked", func() bool {
+		_, parked := d.counts()
+		return a.accepted() == 13 && parked == 2
+	})
 	// A run's end closes what is parked.
 	d.idle()
 	if open, parked := d.counts(); open != 3 || parked != 0 {
