@@ -55,7 +55,9 @@ func advise(v *verdict, e attemptEnd, now time.Time) {
 	}
 	v.wait = strategyDelay(v.strategy, base, attempt)
 	throttle := e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable
+	var header time.Duration // Retry-After's wait
 	if ra, ok := operation.ParseRetryAfter(e.header.Get("Retry-After"), now); ok {
+		header = ra
 		if (v.strategy == operation.StrategyFixed || throttle) && (!hasExt || ext.After == 0) {
 			// The header is the server's own word on this wait; the
 			// table's 60 s for 429 is only for when it says nothing.
@@ -64,6 +66,14 @@ func advise(v *verdict, e attemptEnd, now time.Time) {
 		v.wait = max(v.wait, ra)
 		v.floor = max(v.floor, ra)
 	}
+	// A throttle whose wait the provider set at a second or more spares
+	// the run's retry budget (verdict.sparesBudget). Retry-After counts in
+	// whole seconds: any wait it names is one, though an HTTP date a
+	// second ahead leaves less of it by the time it is read. A retry
+	// extension's "after" counts by the wait its strategy makes of it
+	// (immediate: none). The table's wait for a throttle that named none
+	// is tilectl's, not the provider's: it spares nothing.
+	v.spare = throttle && (header > 0 || v.floor > 0 && v.wait >= time.Second)
 	switch {
 	case throttle:
 		v.kind = throttled

@@ -64,6 +64,9 @@ type verdict struct {
 	// extension's "after"): where the cap on one wait cuts a wait, it
 	// does not cut below it (bound).
 	floor time.Duration
+	// spare: a throttle whose wait is a second or more (advise;
+	// sparesBudget).
+	spare bool
 	// exhausted: permanent only because the provider's max_attempts or
 	// the table's limit is reached.
 	exhausted bool
@@ -90,14 +93,15 @@ type verdict struct {
 }
 
 // sparesBudget reports whether the resend the verdict asks for takes no
-// token of the run's retry budget: a refusal for load (429, 503) that
-// names a wait of at least a second. The provider has then set the pace,
+// token of the run's retry budget: a refusal for load (429, 503) whose
+// wait is a second or more (a Retry-After header, or a retry extension's
+// wait of a second or more; advise sets spare). The provider has then set the pace,
 // the pacer keeps the run's requests to it, and a throttle that refused
 // many batches at once must not leave them unsent for the run. Any other
 // advice (a 409 IDEMPOTENCY_PROCESSING, a wait under a second) may ask for
 // the same request again at once, for ever: those resends take a token
 // like tilectl's own, so the budget, not only the deadline, bounds them.
-func (v verdict) sparesBudget() bool { return v.kind == throttled && v.floor >= time.Second }
+func (v verdict) sparesBudget() bool { return v.kind == throttled && v.spare }
 
 // retries reports whether the verdict asks for a resend.
 func (v verdict) retries() bool {

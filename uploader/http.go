@@ -124,7 +124,8 @@ type ClientOptions struct {
 	// ResendBudget is the retry budget's initial tokens: resends across
 	// the uploader's life are at most ResendBudget + ResendRatio x first
 	// attempts (see operation.RetryBudget). A resend after a throttle (429,
-	// 503) that named a wait of a second or more takes none; every other
+	// 503) whose wait is a Retry-After header or a retry extension's wait of
+	// a second or more takes none; every other
 	// resend takes one, the provider's asked-for ones included. Default
 	// 10; negative means 0.
 	ResendBudget float64

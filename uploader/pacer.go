@@ -98,9 +98,9 @@ const (
 	paceFollow = 0.7
 	// paceFloor: an interval below it is no pacing at all.
 	paceFloor = time.Millisecond
-	// paceStep: a throttle with no rate to measure (no answer in the last
-	// window) raises the interval by half, to a quarter of paceStep at
-	// least.
+	// paceStep: a throttle with no rate to measure (no refusal to count
+	// from, and no full window of answers) raises the interval by half, to
+	// a quarter of paceStep at least.
 	paceStep = 50 * time.Millisecond
 	// paceCap bounds the interval when the throttle gave no wait.
 	paceCap     = 5 * time.Second

@@ -97,7 +97,8 @@ type exchange struct {
 	// exchange tilectl decided on its own, after an answer that named no
 	// wait; own is this exchange's. MaxResends and the transport backoff
 	// count on from priorOwn: the sends a provider asked for by naming a
-	// wait spend neither (its max_attempts, the contract table's limits
+	// wait spend neither (its max_attempts, the contract table's limits,
+	// the retry budget but after a throttle's wait of a second or more,
 	// and the deadline bound those).
 	priorOwn, own int
 	// asked is how many of this exchange's resends followed a wait the
@@ -279,9 +280,10 @@ func (u *Client) doExchange(ex *exchange, method, path string, body *batchBody, 
 		}
 		if !ex.admit() {
 			if ex.attempts == 0 {
-				// A batch that waited apart comes back for a resend,
-				// which the retry budget may refuse: it is left open as
-				// any refused resend is (budgetSpent), and the refusal
+				// Nothing was sent: the breaker or the pacer stopped the
+				// first send, or the retry budget refused the resend of a
+				// batch back from a wait apart, which is then left open
+				// as any refused resend is (budgetSpent), and the refusal
 				// counted.
 				if ex.budgetSpent && ex.report != nil {
 					ex.report.exchange(0, 0, true, true)
