@@ -50,34 +50,33 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 			(err == nil || errors.Is(err, context.Canceled)) {
 			err = context.Cause(lost)
 		}
-		// The end's own failures are reported whatever ended the run: a
-		// journal not made durable, leases not released or a pending count
-		// not known are never hidden behind the deadline that ended it.
-		var endErrs []error
-		if rerr != nil {
-			endErrs = append(endErrs, rerr)
-		}
-		if serr != nil {
-			endErrs = append(endErrs, fmt.Errorf("make the upload journal durable: %w", serr))
-		}
-		if perr != nil {
-			endErrs = append(endErrs, fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr))
+		// The end's own failures: a journal not made durable, leases not
+		// released, a pending count not known. The first is the run's
+		// error when nothing else ended it, and is reported beside a
+		// deadline or a cancellation, which say nothing of it; after
+		// another error (a database that went away, say) the rest mostly
+		// repeat it.
+		var endErr error
+		switch {
+		case rerr != nil:
+			endErr = rerr
+		case serr != nil:
+			endErr = fmt.Errorf("make the upload journal durable: %w", serr)
+		case perr != nil:
+			endErr = fmt.Errorf("count pending tiles of flight %s: %w", req.FlightID, perr)
 		}
 		// Whether the deadline cut only work that waits is decided from a
 		// complete report only: its pending count known, its journal
 		// durable, its leases released.
-		if err != nil && len(endErrs) == 0 && !req.DryRun && endedBlocked(ctx, err, rep.report(u.now(), pending, nil)) {
+		if err != nil && endErr == nil && !req.DryRun && endedBlocked(ctx, err, rep.report(u.now(), pending, nil)) {
 			err = nil
 		}
-		if err != nil {
-			endErrs = append([]error{err}, endErrs...)
-		}
-		switch len(endErrs) {
-		case 0:
-		case 1:
-			err = endErrs[0]
-		default:
-			err = errors.Join(endErrs...)
+		switch {
+		case endErr == nil:
+		case err == nil:
+			err = endErr
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			err = errors.Join(err, endErr)
 		}
 		out := rep.report(u.now(), pending, err)
 		if !req.DryRun {
