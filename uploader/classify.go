@@ -64,7 +64,7 @@ type verdict struct {
 	// extension's "after"): where the cap on one wait cuts a wait, it
 	// does not cut below it (bound).
 	floor time.Duration
-	// spare: a throttle whose wait is a second or more (advise;
+	// spare: the resend spares the run's retry budget (advise sets it;
 	// sparesBudget).
 	spare bool
 	// exhausted: permanent only because the provider's max_attempts or
@@ -94,12 +94,15 @@ type verdict struct {
 
 // sparesBudget reports whether the resend the verdict asks for takes no
 // token of the run's retry budget: a refusal for load (429, 503) whose
-// wait is a second or more (a Retry-After header, or a retry extension's
-// wait of a second or more; advise sets spare). The provider has then set the pace,
-// the pacer keeps the run's requests to it, and a throttle that refused
-// many batches at once must not leave them unsent for the run. Any other
-// advice (a 409 IDEMPOTENCY_PROCESSING, a wait under a second) may ask for
-// the same request again at once, for ever: those resends take a token
+// Retry-After names a wait ahead (seconds above 0, or an HTTP date still
+// to come: whole seconds, so one a second ahead may be read as less) or
+// whose retry extension's wait, as its strategy makes it, is a second or
+// more (advise sets spare). The provider has then set the pace, the
+// pacer keeps the run's requests to it, and a throttle that refused many
+// batches at once must not leave them unsent for the run. Any other
+// advice (a 409 IDEMPOTENCY_PROCESSING, a Retry-After of 0 or past, an
+// extension's wait under a second) may ask for the same request again at
+// once, for ever: those resends take a token
 // like tilectl's own, so the budget, not only the deadline, bounds them.
 func (v verdict) sparesBudget() bool { return v.kind == throttled && v.spare }
 

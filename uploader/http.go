@@ -93,8 +93,8 @@ type ClientOptions struct {
 	// no wait. Those resends count on across the batch's waits apart in
 	// the call; a send the provider asked for by naming a wait never
 	// spends it (those are bounded by the provider's max_attempts or the
-	// contract table's, the retry budget but after a throttle's wait of a
-	// second or more, the pacer, and the deadline). The count
+	// contract table's, the retry budget but after a throttle's advised
+	// wait (see ResendBudget), and the deadline; the pacer spaces them). The count
 	// starts from none in each call, whatever the journal says the batch
 	// was sent before: a batch adopted after a crash is resent again, or
 	// it might never be settled. Default 5: with
@@ -124,10 +124,9 @@ type ClientOptions struct {
 	// ResendBudget is the retry budget's initial tokens: resends across
 	// the uploader's life are at most ResendBudget + ResendRatio x first
 	// attempts (see operation.RetryBudget). A resend after a throttle (429,
-	// 503) whose wait is a Retry-After header or a retry extension's wait of
-	// a second or more takes none; every other
-	// resend takes one, the provider's asked-for ones included. Default
-	// 10; negative means 0.
+	// 503) whose Retry-After names a wait ahead, or whose retry extension's
+	// wait is a second or more, takes none; every other resend takes one,
+	// the provider's asked-for ones included. Default 10; negative means 0.
 	ResendBudget float64
 	// ResendRatio is the tokens each first attempt adds. Default 0.2;
 	// negative means 0.

@@ -70,9 +70,10 @@ const (
 	// paceWindow is the least span over which the provider's rate is
 	// measured (one counted from a refusal starts at least this far back,
 	// unless more answers came since than the ring of them holds: then it
-	// is over the ring's; without one, it is the span), and the least time
-	// between two raises: the requests already in flight when a throttle comes are
-	// refused too, and say nothing new.
+	// is over the ring's; without one, it is the span). A throttle of a
+	// request that started before the last raise does not raise again:
+	// the requests already in flight when a throttle comes are refused
+	// too, and say nothing new.
 	paceWindow = time.Second
 	// paceMargin is the share of the rate a throttle showed that the
 	// interval is raised to: a little under it, so the provider's bucket
@@ -173,9 +174,9 @@ func (p *pacer) answered(v verdict, started time.Time) (cut, paced bool) {
 // raise lengthens the interval to what keeps a little under the rate the
 // provider took (a throttle at this interval says it is too short: a
 // little longer than it at least), counted from a refusal where one is at
-// least paceWindow and at most paceMemory back (measure). Where no such
-// span of answers tells that rate (the run's first answers), it is a
-// guess: the interval grows by half at least, and the pace grows back fast
+// least paceWindow and at most paceMemory back, else over the last
+// paceWindow of answers (measure). Where neither tells it (the run's
+// first answers), it is a guess: the interval grows by half at least, and the pace grows back fast
 // until a throttle measures it. advice (the throttle's wait, 0 if none)
 // caps it, so no request is held longer than the provider asked.
 //
@@ -261,8 +262,8 @@ func (p *pacer) ease(now time.Time) {
 
 // measure is how many answers that were not throttles the provider gave
 // over span before now. clean says the span starts at a refusal: the
-// latest at least paceWindow and at most paceMemory back (of those that
-// refused kept). Without one it
+// latest at least paceWindow and at most paceMemory back (of the refusals
+// the ring keeps). Without one it
 // is recent's window, which holds whatever burst the provider had saved
 // up at its start.
 func (p *pacer) measure(now time.Time) (took int, span time.Duration, clean bool) {

@@ -50,12 +50,12 @@ func (u *Client) UploadPendingTiles(ctx context.Context, req Request) (Report, e
 			(err == nil || errors.Is(err, context.Canceled)) {
 			err = context.Cause(lost)
 		}
-		// The end's own failures: a journal not made durable, leases not
-		// released, a pending count not known. The first is the run's
-		// error when nothing else ended it, and is reported beside a
-		// deadline or a cancellation, which say nothing of it; after
-		// another error (a database that went away, say) the rest mostly
-		// repeat it.
+		// The end's own failures, in this order: leases not released, a
+		// journal not made durable, a pending count not known. The first is
+		// the run's error when nothing else ended it, and is reported beside
+		// a deadline or a cancellation, which say nothing of it. After any
+		// other error it is left out: it mostly repeats that one (a
+		// database that went away, say).
 		var endErr error
 		switch {
 		case rerr != nil:

@@ -24,8 +24,7 @@ import (
 // for each attempt
 //
 //  1. admits it: the circuit breaker (breaker.go), then for a resend
-//     (but one after a throttle's wait of a second or more:
-//     verdict.sparesBudget) the run's retry budget (operation.RetryBudget),
+//     (but one after a throttle's advised wait: verdict.sparesBudget) the run's retry budget (operation.RetryBudget),
 //     then the pacer (pacer.go);
 //  2. sends it, journaling a batch's attempt first (NoteSend; a batch's
 //     first attempt right after its claim is counted by the claim);
@@ -98,8 +97,8 @@ type exchange struct {
 	// wait; own is this exchange's. MaxResends and the transport backoff
 	// count on from priorOwn: the sends a provider asked for by naming a
 	// wait spend neither (its max_attempts, the contract table's limits,
-	// the retry budget but after a throttle's wait of a second or more,
-	// and the deadline bound those).
+	// the retry budget but after a throttle's advised wait
+	// (verdict.sparesBudget), and the deadline bound those).
 	priorOwn, own int
 	// asked is how many of this exchange's resends followed a wait the
 	// answer named (a sequenced batch waits its advice here): they are
@@ -341,8 +340,8 @@ func (ex *exchange) admit() bool {
 	case ex.attempts == 0 && ex.prior == 0:
 		u.budget.OnFirstAttempt()
 	case ex.attempts == 0 && ex.priorSpare, ex.attempts > 0 && ex.spareNext:
-		// A resend after a throttle's wait of a second or more, waited
-		// apart or here (verdict.sparesBudget).
+		// A resend after a throttle's advised wait, waited apart or here
+		// (verdict.sparesBudget).
 	case !u.budget.TryResend():
 		ex.budgetSpent, ex.giveUp = true, errResendBudget
 		return false
