@@ -29,8 +29,7 @@ func TestAThrottlingProviderIsUsedToItsRateWithFewRefusals(t *testing.T) {
 	c := providertest.NewClient(t, "fthr")
 	c.AddTiles(t, "fthr", batches*perBatch, 256, 1)
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
-		o.Sleep = operation.Sleep // the real clock: pacing is what is measured
-		o.ResendBudget = 1000
+		o.Sleep = operation.Sleep // the real clock: pacing is what is measured; the retry budget at its default
 	})
 
 	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fthr", BatchSize: perBatch})
