@@ -37,6 +37,46 @@ func (s *firstSettleHeldStore) SettleBatch(ctx context.Context, st tilestore.Set
 	return s.Store.SettleBatch(ctx, st)
 }
 
+// advisedOnce answers each batch's first attempt with status and code,
+// advising a fixed wait of 100 ms (the retry extension alone), and
+// accepts every later one.
+func advisedOnce(status int, code string) func(http.ResponseWriter, *http.Request, fakeBatch) {
+	return func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
+		if b.Attempt == 1 {
+			writeExtensionAlone(w, status, code, "come back soon",
+				&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
+			return
+		}
+		answerAll(w, b, "accepted")
+	}
+}
+
+// leftWaitingAtDeadline checks that the flight's one open batch, left
+// with its not-before, is the report's one waiting batch, listed past the
+// deadline until that not-before, and that the run ended blocked until
+// then (NextRetryAt). It returns the batch.
+func leftWaitingAtDeadline(t *testing.T, c *providertest.Client, flight string, rep uploader.Report) tilestore.Batch {
+	t.Helper()
+	open, err := c.Store.OpenBatches(testCtx(t), flight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].NotBefore == nil {
+		t.Fatalf("open batches %+v: want one batch open with its not-before", open)
+	}
+	left := open[0]
+	if len(rep.Waiting) != 1 {
+		t.Fatalf("Waiting = %+v, Pending %d: want the batch %s, left waiting at the deadline", rep.Waiting, rep.Pending, left.OpID)
+	}
+	if w := rep.Waiting[0]; w.OpID != left.OpID || w.Tiles != len(left.TileIDs) || !w.Until.Equal(*left.NotBefore) || !w.PastDeadline {
+		t.Errorf("Waiting[0] = %+v, want batch %s, %d tile(s), until its not-before %v, past the deadline", w, left.OpID, len(left.TileIDs), *left.NotBefore)
+	}
+	if rep.NextRetryAt == nil || !rep.NextRetryAt.Equal(*left.NotBefore) {
+		t.Errorf("NextRetryAt = %v, want the waiting batch's not-before %v: all the work left waits", rep.NextRetryAt, *left.NotBefore)
+	}
+	return left
+}
+
 // A batch whose advised time has come but whose run's deadline comes
 // while it waits for a slot of the limit on batches in flight stays open,
 // and the report lists it as waiting, until its journaled not-before: the
@@ -48,14 +88,7 @@ func (s *firstSettleHeldStore) SettleBatch(ctx context.Context, st tilestore.Set
 // until after the deadline, so the other never goes again in the run.
 func TestADueBatchLeftWaitingForASlotAtTheDeadlineIsListedAsWaiting(t *testing.T) {
 	t.Parallel()
-	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-		if b.Attempt == 1 {
-			writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-				&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
-			return
-		}
-		answerAll(w, b, "accepted")
-	})
+	f, hs := newFake(t, advisedOnce(http.StatusConflict, operation.CodeIdempotencyProcessing))
 	c := providertest.NewClient(t, "fd")
 	c.AddTiles(t, "fd", 2, 256, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
@@ -70,29 +103,16 @@ func TestADueBatchLeftWaitingForASlotAtTheDeadlineIsListedAsWaiting(t *testing.T
 	if err != nil {
 		t.Fatalf("report %+v, %v: want no error (one batch settled, the other left open)", rep, err)
 	}
+	if rep.Pending != 1 || rep.Uploaded() != 1 {
+		t.Fatalf("report %+v: want 1 tile uploaded and the waiting batch's 1 pending", rep)
+	}
+	left := leftWaitingAtDeadline(t, c, "fd", rep)
 	sends := map[string]int{}
 	for _, b := range f.received() {
 		sends[b.Key]++
 	}
-	open, err := c.Store.OpenBatches(testCtx(t), "fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(open) != 1 || open[0].NotBefore == nil || sends[open[0].OpID] != 1 || len(sends) != 2 {
-		t.Fatalf("open batches %+v, sends by key %v: want the batch that never got its slot open, sent once, with its not-before", open, sends)
-	}
-	left := open[0]
-	if rep.Pending != 1 || rep.Uploaded() != 1 {
-		t.Fatalf("report %+v: want 1 tile uploaded and the waiting batch's 1 pending", rep)
-	}
-	if len(rep.Waiting) != 1 {
-		t.Fatalf("Waiting = %+v, want the batch %s left waiting for its slot at the deadline", rep.Waiting, left.OpID)
-	}
-	if w := rep.Waiting[0]; w.OpID != left.OpID || w.Tiles != 1 || !w.Until.Equal(*left.NotBefore) || !w.PastDeadline {
-		t.Errorf("Waiting[0] = %+v, want batch %s, 1 tile, until its not-before %v, past the deadline", w, left.OpID, *left.NotBefore)
-	}
-	if rep.NextRetryAt == nil || !rep.NextRetryAt.Equal(*left.NotBefore) {
-		t.Errorf("NextRetryAt = %v, want the waiting batch's not-before %v: all the work left waits", rep.NextRetryAt, *left.NotBefore)
+	if sends[left.OpID] != 1 || len(sends) != 2 {
+		t.Fatalf("sends by key %v: want the batch that never got its slot sent once", sends)
 	}
 }
 
@@ -104,14 +124,7 @@ func TestADueBatchLeftWaitingForASlotAtTheDeadlineIsListedAsWaiting(t *testing.T
 // work on the wire.
 func TestADueBatchTheDeadlineEndsBeforeItsResendGoesIsListedAsWaiting(t *testing.T) {
 	t.Parallel()
-	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-		if b.Attempt == 1 {
-			writeExtensionAlone(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "come back soon",
-				&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
-			return
-		}
-		answerAll(w, b, "accepted")
-	})
+	f, hs := newFake(t, advisedOnce(http.StatusServiceUnavailable, operation.CodeUnavailable))
 	c := providertest.NewClient(t, "fk")
 	c.AddTiles(t, "fk", 1, 256, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
@@ -128,23 +141,7 @@ func TestADueBatchTheDeadlineEndsBeforeItsResendGoesIsListedAsWaiting(t *testing
 	if got := f.received(); len(got) != 1 {
 		t.Fatalf("%d batch requests, want 1: the breaker's cool-down outlasts the run", len(got))
 	}
-	open, err := c.Store.OpenBatches(testCtx(t), "fk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(open) != 1 || open[0].NotBefore == nil {
-		t.Fatalf("open batches %+v: want the batch open with its not-before", open)
-	}
-	left := open[0]
-	if len(rep.Waiting) != 1 {
-		t.Fatalf("Waiting = %+v, Pending %d: want the batch %s, due but not resent by the deadline", rep.Waiting, rep.Pending, left.OpID)
-	}
-	if w := rep.Waiting[0]; w.OpID != left.OpID || w.Tiles != 1 || !w.Until.Equal(*left.NotBefore) || !w.PastDeadline {
-		t.Errorf("Waiting[0] = %+v, want batch %s, 1 tile, until its not-before %v, past the deadline", w, left.OpID, *left.NotBefore)
-	}
-	if rep.NextRetryAt == nil || !rep.NextRetryAt.Equal(*left.NotBefore) {
-		t.Errorf("NextRetryAt = %v, want the waiting batch's not-before %v: all the work left waits", rep.NextRetryAt, *left.NotBefore)
-	}
+	leftWaitingAtDeadline(t, c, "fk", rep)
 }
 
 // A due batch whose resend the run's deadline cuts on the wire was sent:
@@ -233,29 +230,8 @@ func TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-				if b.Attempt == 1 {
-					writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-						&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
-					return
-				}
-				answerAll(w, b, "accepted")
-			})
 			flight := fmt.Sprintf("fs%d", tc.tiles)
-			c := providertest.NewClient(t, flight)
-			c.AddTiles(t, flight, tc.tiles, 256, 12)
-			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-			defer cancel()
-			st := &secondClaimSlowStore{firstSettleHeldStore: &firstSettleHeldStore{Store: c.Store, runCtx: ctx}}
-			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
-				o.Sleep = operation.Sleep
-				o.Store = st
-			})
-
-			rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: flight, BatchSize: 1, Concurrency: 1})
-			if got := st.claims.Load(); got != 2 {
-				t.Fatalf("%d claims, want 2: the worker's third waits for its slot until the deadline", got)
-			}
+			c, rep, err := runStarved(t, flight, tc.tiles, "")
 			open, oerr := c.Store.OpenBatches(testCtx(t), flight)
 			if oerr != nil {
 				t.Fatal(oerr)
@@ -292,14 +268,7 @@ func TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline(t *testing.T) {
 // until the run is cancelled, once the other waits for that slot.
 func TestACancelledRunListsNoDueBatchWaitingForItsSlot(t *testing.T) {
 	t.Parallel()
-	_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-		if b.Attempt == 1 {
-			writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-				&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
-			return
-		}
-		answerAll(w, b, "accepted")
-	})
+	_, hs := newFake(t, advisedOnce(http.StatusConflict, operation.CodeIdempotencyProcessing))
 	c := providertest.NewClient(t, "fc")
 	c.AddTiles(t, "fc", 2, 256, 12)
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -374,6 +343,34 @@ func (s *endFailStore) PendingSummary(ctx context.Context, flightID string) (int
 	return s.Store.PendingSummary(ctx, flightID)
 }
 
+// runStarved runs TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline's
+// rig on a new flight of tiles, with a 1.5 s deadline: each batch advised
+// once to come back in 100 ms, the call's first settlement held until the
+// deadline, the worker's second claim slow (claimDelay), and the end-of-run
+// step named by fail failing ("": none). It checks that the worker claimed
+// twice, its third claim waiting for its slot until the deadline.
+func runStarved(t *testing.T, flight string, tiles int, fail string) (*providertest.Client, uploader.Report, error) {
+	t.Helper()
+	_, hs := newFake(t, advisedOnce(http.StatusConflict, operation.CodeIdempotencyProcessing))
+	c := providertest.NewClient(t, flight)
+	c.AddTiles(t, flight, tiles, 256, 12)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	st := &endFailStore{
+		secondClaimSlowStore: &secondClaimSlowStore{firstSettleHeldStore: &firstSettleHeldStore{Store: c.Store, runCtx: ctx}},
+		fail:                 fail,
+	}
+	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
+		o.Sleep = operation.Sleep
+		o.Store = st
+	})
+	rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: flight, BatchSize: 1, Concurrency: 1})
+	if got := st.claims.Load(); got != 2 {
+		t.Fatalf("%d claims, want 2: the worker's third waits for its slot until the deadline", got)
+	}
+	return c, rep, err
+}
+
 // A run whose deadline ended its sends while all its work waits ends
 // blocked only when what it reports is complete: when releasing its
 // leases, making its journal durable or counting its pending tiles fails
@@ -382,38 +379,13 @@ func (s *endFailStore) PendingSummary(ctx context.Context, flightID string) (int
 // is no work that only waits.
 //
 // The rig is TestAWorkerStarvedOfItsSlotByDueBatchesAtTheDeadline's
-// blocked case.
+// blocked case (runStarved).
 func TestARunWhoseEndFailsDoesNotEndBlockedAtTheDeadline(t *testing.T) {
 	t.Parallel()
 	for _, step := range []string{"ReleaseLeases", "SyncJournal", "PendingSummary"} {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
-			_, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-				if b.Attempt == 1 {
-					writeExtensionAlone(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-						&operation.RetryExtension{Allowed: true, After: 100 * time.Millisecond, Strategy: operation.StrategyFixed})
-					return
-				}
-				answerAll(w, b, "accepted")
-			})
-			flight := "fe" + strings.ToLower(step[:4])
-			c := providertest.NewClient(t, flight)
-			c.AddTiles(t, flight, 2, 256, 12)
-			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-			defer cancel()
-			st := &endFailStore{
-				secondClaimSlowStore: &secondClaimSlowStore{firstSettleHeldStore: &firstSettleHeldStore{Store: c.Store, runCtx: ctx}},
-				fail:                 step,
-			}
-			u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
-				o.Sleep = operation.Sleep
-				o.Store = st
-			})
-
-			rep, err := u.UploadPendingTiles(ctx, uploader.Request{FlightID: flight, BatchSize: 1, Concurrency: 1})
-			if got := st.claims.Load(); got != 2 {
-				t.Fatalf("%d claims, want 2: the worker's third waits for its slot until the deadline", got)
-			}
+			_, rep, err := runStarved(t, "fe"+strings.ToLower(step[:4]), 2, step)
 			if len(rep.Waiting) != 1 {
 				t.Fatalf("Waiting %+v: want the second batch listed as waiting", rep.Waiting)
 			}
