@@ -206,45 +206,82 @@ func TestAWaitingBatchDoesNotSpinOnTheJournalWhenSleepReturnsEarly(t *testing.T)
 	}
 }
 
-// A batch that waited apart and whose resend the run's retry budget
-// refuses is left open for the next run, as any batch whose resend the
-// budget refuses is: the run does not fail, the refusal is counted, and
-// its key goes again in a later run.
-func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
-	t.Parallel()
-	var advised atomic.Bool
+// emptyBudgetRun uploads a flight of one tile, with the run's retry budget
+// empty, through a provider that answers its batch requests with answers
+// in turn, then accepts.
+func emptyBudgetRun(t *testing.T, flight string, answers ...func(http.ResponseWriter)) (*fakeProvider, string, *providertest.Client, uploader.Report, error) {
+	t.Helper()
+	var n atomic.Int32
 	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-		if advised.CompareAndSwap(false, true) {
-			operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
-				&operation.RetryExtension{Allowed: true, After: 50 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
+		if i := int(n.Add(1)) - 1; i < len(answers) {
+			answers[i](w)
 			return
 		}
 		answerAll(w, b, "accepted")
 	})
-	c := providertest.NewClient(t, "fb")
-	c.AddTiles(t, "fb", 1, 256, 9)
+	c := providertest.NewClient(t, flight)
+	c.AddTiles(t, flight, 1, 256, 9)
 	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
 		o.Sleep = operation.Sleep
-		o.ResendBudget, o.ResendRatio = -1, -1 // no resend at all
+		o.ResendBudget, o.ResendRatio = -1, -1 // an empty budget
 	})
+	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: flight})
+	return f, hs.URL, c, rep, err
+}
 
-	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
-	if err != nil {
-		t.Fatalf("a batch whose resend the budget refused: the run failed: %v (report %+v)", err, rep)
+// The provider's answers the tests below are made of.
+var (
+	processing50ms = func(w http.ResponseWriter) {
+		operation.WriteError(w, http.StatusConflict, operation.CodeIdempotencyProcessing, "in progress",
+			&operation.RetryExtension{Allowed: true, After: 50 * time.Millisecond, Strategy: operation.StrategyFixed}, nil)
 	}
-	if rep.Pending != 1 || rep.ResendsRefused != 1 {
-		t.Fatalf("report %+v: want the batch left open (1 pending) and the refusal counted", rep)
+	throttledFor1s = func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", "1")
+		operation.WriteError(w, http.StatusTooManyRequests, operation.CodeRateLimited, "slow down", nil, nil)
 	}
-	if got := f.received(); len(got) != 1 {
-		t.Fatalf("%d batch requests, want 1: the budget refused the resend", len(got))
+	unavailable = func(w http.ResponseWriter) {
+		operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "down", nil, nil)
 	}
-	u2, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
-	rep, err = u2.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
-	if err != nil || rep.Pending != 0 {
-		t.Fatalf("next run: report %+v, %v: want the batch settled", rep, err)
-	}
-	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
-		t.Fatalf("%d batch requests: want the batch again under its key in the next run", len(got))
+)
+
+// A batch back from its wait apart whose next resend needs the run's retry
+// budget (the resend after a 409 poll's wait, or tilectl's own after a
+// throttle's wait when the provider's next answer names no wait) is left
+// open for the next run when the budget refuses it, as any batch whose
+// resend the budget refuses is: the run does not fail, the refusal is
+// counted, and its key goes again in a later run.
+func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		flight  string
+		answers []func(http.ResponseWriter)
+		sent    int // batch requests of the first run
+	}{
+		{"the resend after a 409 poll's wait", "fb", []func(http.ResponseWriter){processing50ms}, 1},
+		{"its own resend after a throttle's wait", "fo", []func(http.ResponseWriter){throttledFor1s, unavailable}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, url, c, rep, err := emptyBudgetRun(t, tc.flight, tc.answers...)
+			if err != nil {
+				t.Fatalf("a batch whose resend the budget refused: the run failed: %v (report %+v)", err, rep)
+			}
+			if rep.Pending != 1 || rep.ResendsRefused != 1 {
+				t.Fatalf("report %+v: want the batch left open (1 pending) and the refusal counted", rep)
+			}
+			if got := f.received(); len(got) != tc.sent {
+				t.Fatalf("%d batch requests, want %d: the budget refused the resend", len(got), tc.sent)
+			}
+			u2, _ := newUploader(t, url, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
+			rep, err = u2.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: tc.flight})
+			if err != nil || rep.Pending != 0 {
+				t.Fatalf("next run: report %+v, %v: want the batch settled", rep, err)
+			}
+			if got := f.received(); len(got) != tc.sent+1 || got[tc.sent].Key != got[0].Key {
+				t.Fatalf("%d batch requests: want the batch again under its key in the next run", len(got))
+			}
+		})
 	}
 }
 
@@ -253,75 +290,12 @@ func TestAWaitingBatchWhoseResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
 // provider set the pace, and the budget bounds the other resends.
 func TestAWaitingBatchGoesAgainWhenDueWithTheRetryBudgetEmpty(t *testing.T) {
 	t.Parallel()
-	var advised atomic.Bool
-	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-		if advised.CompareAndSwap(false, true) {
-			w.Header().Set("Retry-After", "1")
-			operation.WriteError(w, http.StatusTooManyRequests, operation.CodeRateLimited, "slow down", nil, nil)
-			return
-		}
-		answerAll(w, b, "accepted")
-	})
-	c := providertest.NewClient(t, "fb")
-	c.AddTiles(t, "fb", 1, 256, 9)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
-		o.Sleep = operation.Sleep
-		o.ResendBudget, o.ResendRatio = -1, -1 // an empty budget
-	})
-
-	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
+	f, _, _, rep, err := emptyBudgetRun(t, "fg", throttledFor1s)
 	if err != nil || rep.Pending != 0 || rep.ResendsRefused != 0 {
 		t.Fatalf("report %+v, %v: want the batch settled in this run and no resend refused", rep, err)
 	}
 	if got := f.received(); len(got) != 2 || got[1].Key != got[0].Key {
 		t.Fatalf("%d batch requests, want 2 under one key: the first, and the one the provider asked for", len(got))
-	}
-}
-
-// A batch back from a throttle's wait apart whose next resend is
-// tilectl's own (the provider's answer named no wait) needs the run's
-// retry budget; refused,
-// the batch is left open for the next run, as any batch whose resend the
-// budget refuses is: the run does not fail, the refusal is counted, and
-// its key goes again in a later run.
-func TestAWaitingBatchWhoseOwnResendTheBudgetRefusesIsLeftOpen(t *testing.T) {
-	t.Parallel()
-	var n atomic.Int32
-	f, hs := newFake(t, func(w http.ResponseWriter, _ *http.Request, b fakeBatch) {
-		switch n.Add(1) {
-		case 1:
-			w.Header().Set("Retry-After", "1")
-			operation.WriteError(w, http.StatusTooManyRequests, operation.CodeRateLimited, "slow down", nil, nil)
-		case 2:
-			operation.WriteError(w, http.StatusServiceUnavailable, operation.CodeUnavailable, "down", nil, nil)
-		default:
-			answerAll(w, b, "accepted")
-		}
-	})
-	c := providertest.NewClient(t, "fb")
-	c.AddTiles(t, "fb", 1, 256, 9)
-	u, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) {
-		o.Sleep = operation.Sleep
-		o.ResendBudget, o.ResendRatio = -1, -1 // an empty budget
-	})
-
-	rep, err := u.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
-	if err != nil {
-		t.Fatalf("a batch whose resend the budget refused: the run failed: %v (report %+v)", err, rep)
-	}
-	if rep.Pending != 1 || rep.ResendsRefused != 1 {
-		t.Fatalf("report %+v: want the batch left open (1 pending) and the refusal counted", rep)
-	}
-	if got := f.received(); len(got) != 2 {
-		t.Fatalf("%d batch requests, want 2: the first, the one the provider asked for, and no resend of tilectl's own", len(got))
-	}
-	u2, _ := newUploader(t, hs.URL, c, func(o *uploader.ClientOptions) { o.Sleep = operation.Sleep })
-	rep, err = u2.UploadPendingTiles(testCtx(t), uploader.Request{FlightID: "fb"})
-	if err != nil || rep.Pending != 0 {
-		t.Fatalf("next run: report %+v, %v: want the batch settled", rep, err)
-	}
-	if got := f.received(); len(got) != 3 || got[2].Key != got[0].Key {
-		t.Fatalf("%d batch requests: want the batch again under its key in the next run", len(got))
 	}
 }
 
