@@ -268,6 +268,38 @@ func (s *slotHolder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.next.ServeHTTP(w, r)
 }
 
+// slotHeldRig is a rig whose provider stands behind a slotHolder that
+// holds the first resend's journal row for 3 s (onHold, if not nil, runs
+// with the rig as it is taken), with a 3 s deadline, batches of 2 and one
+// batch in flight at a time.
+func slotHeldRig(t *testing.T, onHold func(r *cmdRig)) (*cmdRig, *slotHolder) {
+	t.Helper()
+	r := newCmdRig(t)
+	s := &slotHolder{t: t, next: r.srv.Config.Handler, pool: r.store.Pool(), hold: 3 * time.Second,
+		posts: map[string]int{}, released: make(chan struct{})}
+	if onHold != nil {
+		s.onHold = func() { onHold(r) }
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	r.cfg.ProviderURL = hs.URL
+	r.cfg.Upload.Deadline = 3 * time.Second
+	r.cfg.Upload.BatchSize = 2
+	r.cfg.Upload.Concurrency = 1
+	return r, s
+}
+
+// waitReleased waits for the slotHolder to let its held journal row go:
+// the run under test resent a batch while the row was held.
+func (s *slotHolder) waitReleased(t *testing.T, res runResult) {
+	t.Helper()
+	select {
+	case <-s.released:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no batch was resent while its journal row was held: exit %d (%v)\n%s", res.code, res.err, res.stderr)
+	}
+}
+
 // A batch whose advised time came but that the run's deadline found still
 // waiting for a slot of the limit on batches in flight stays open, and
 // the run reports it as waiting: it ends with exit 3 and next_retry_at at
@@ -278,23 +310,11 @@ func (s *slotHolder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // first back keeps its slot past the 3 s deadline (its settlement waits
 // for its journal row, held 3 s), so the other never goes again.
 func TestARunWhoseDueBatchWaitsForASlotAtItsDeadlineEndsWithExit3(t *testing.T) {
-	r := newCmdRig(t)
-	s := &slotHolder{t: t, next: r.srv.Config.Handler, pool: r.store.Pool(), hold: 3 * time.Second,
-		posts: map[string]int{}, released: make(chan struct{})}
-	hs := httptest.NewServer(s)
-	t.Cleanup(hs.Close)
-	r.cfg.ProviderURL = hs.URL
-	r.cfg.Upload.Deadline = 3 * time.Second
-	r.cfg.Upload.BatchSize = 2
-	r.cfg.Upload.Concurrency = 1
+	r, s := slotHeldRig(t, nil)
 	ids := r.seed("F1", tilestore.FlightOnGround, 4)
 
 	res := r.run(func(o *Options) { jsonOut(o); o.FlightID = "F1" })
-	select {
-	case <-s.released:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no batch was resent while its journal row was held: exit %d (%v)\n%s", res.code, res.err, res.stderr)
-	}
+	s.waitReleased(t, res)
 	if res.code != exitcode.Partial {
 		t.Fatalf("exit %d (%v), want 3: the batch left waiting for its slot waits for the next run\n%s", res.code, res.err, res.stderr)
 	}
@@ -336,32 +356,21 @@ func TestARunWhoseDeadlineKeepsAFlightFromStartingSummarizesItAndFails(t *testin
 		{"F2 finished by another run meanwhile: not cut", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newCmdRig(t)
-			s := &slotHolder{t: t, next: r.srv.Config.Handler, pool: r.store.Pool(), hold: 3 * time.Second,
-				posts: map[string]int{}, released: make(chan struct{})}
+			var finishF2 func(r *cmdRig)
 			if tc.f2DoneMeanwhile {
-				s.onHold = func() {
+				finishF2 = func(r *cmdRig) {
 					if _, err := r.store.Pool().Exec(context.Background(),
 						`UPDATE tiles SET voting_status = 'uploaded', uploaded_at = now() WHERE flight_id = 'F2'`); err != nil {
 						t.Errorf("finish F2 as another run would: %v", err)
 					}
 				}
 			}
-			hs := httptest.NewServer(s)
-			t.Cleanup(hs.Close)
-			r.cfg.ProviderURL = hs.URL
-			r.cfg.Upload.Deadline = 3 * time.Second
-			r.cfg.Upload.BatchSize = 2
-			r.cfg.Upload.Concurrency = 1
+			r, s := slotHeldRig(t, finishF2)
 			r.seed("F1", tilestore.FlightOnGround, 4)
 			f2 := r.seed("F2", tilestore.FlightOnGround, 3)
 
 			res := r.run(func(o *Options) { jsonOut(o) })
-			select {
-			case <-s.released:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no batch was resent while its journal row was held: exit %d (%v)\n%s", res.code, res.err, res.stderr)
-			}
+			s.waitReleased(t, res)
 			m := decodeSummary(t, res.stdout)
 			fls := m["flights"].([]any)
 			if len(fls) != 2 {
